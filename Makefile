@@ -1,0 +1,32 @@
+# Two commands matter: `make demo` and `make test`. Both create the virtualenv on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SEEDS ?= 10000
+
+.PHONY: demo test sim bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q
+
+sim: $(STAMP)
+	$(PY) -m kraft.sim --seeds $(SEEDS)
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis
