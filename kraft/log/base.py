@@ -1,0 +1,141 @@
+"""The contract between the Raft core and a replicated log.
+
+The core reads and appends through this interface but never waits on a disk: appends land in
+memory at once and become durable only when the driver runs a flush job (group commit). The
+core learns of durability through `flushed_offset`; it never ships or counts what is not flushed.
+
+Offsets are record offsets. A batch holds one or more records with consecutive offsets, all
+written in one leader epoch; batches are the unit of CRC, of shipping and of truncation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class CorruptRecordError(Exception):
+    """Bytes that do not decode as valid batches. `position` is the byte offset of the bad batch
+    within the buffer or file named by `path` (None for an in-memory buffer)."""
+
+    def __init__(self, reason: str, position: int, path: str | None = None) -> None:
+        self.reason = reason
+        self.position = position
+        self.path = path
+        where = f"{path} at byte {position}" if path else f"byte {position}"
+        super().__init__(f"corrupt record batch in {where}: {reason}")
+
+
+class LogAppendError(Exception):
+    """An append that would break the log's invariants (a gap, an overlap, a lower epoch)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One decoded record batch."""
+
+    base_offset: int
+    epoch: int
+    records: tuple[bytes, ...]
+    first_timestamp_ms: int
+    max_timestamp_ms: int
+    control: bool
+    crc: int
+    size_in_bytes: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + len(self.records) - 1
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + len(self.records)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndEpoch:
+    """Ordered by epoch first, then offset (Kafka's OffsetAndEpoch.compareTo)."""
+
+    offset: int
+    epoch: int
+
+    def key(self) -> tuple[int, int]:
+        return (self.epoch, self.offset)
+
+
+class ReplicatedLog(Protocol):
+    """What the Raft core needs from a log. Implementations: `SegmentedLog` (files) and
+    `MemoryLog` (the simulator's, which loses unflushed data on a crash)."""
+
+    @property
+    def start_offset(self) -> int:
+        """First offset held by the log (0 until snapshots truncate the prefix)."""
+
+    @property
+    def end_offset(self) -> int:
+        """The log end offset (LEO): one past the last record, flushed or not."""
+
+    @property
+    def flushed_offset(self) -> int:
+        """One past the last record that is durable and still part of the log."""
+
+    @property
+    def last_epoch(self) -> int:
+        """Epoch of the last batch (0 for an empty log)."""
+
+    def append_as_leader(
+        self, records: Sequence[bytes], epoch: int, timestamp_ms: int, control: bool = False
+    ) -> int:
+        """Append one batch at `end_offset`; return its base offset. `epoch` must be ≥ the
+        last epoch. Raises LogAppendError otherwise, ValueError for an empty `records`."""
+
+    def append_as_follower(self, data: bytes) -> int:
+        """Append encoded batches exactly as the leader shipped them; return how many records
+        were appended. The first batch must start at `end_offset`, offsets must be contiguous
+        and epochs non-decreasing and ≥ `last_epoch`. Raises CorruptRecordError for bad bytes
+        and LogAppendError for a gap, overlap or lower epoch; on error nothing is appended."""
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record at or above `offset` (a batch boundary, ≥ start_offset; a no-op
+        when offset ≥ end_offset). Raises ValueError when `offset` is inside a batch."""
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        """The largest epoch E' ≤ `epoch` present in the log and the end offset of E' (the base
+        offset of the first batch of a later epoch, or `end_offset`). For an epoch older than
+        every batch (or an empty log): OffsetAndEpoch(offset=start_offset, epoch=0)."""
+
+    def read(self, offset: int, max_bytes: int, max_offset: int) -> bytes:
+        """Encoded batches starting with the batch that contains `offset`, stopping before
+        `max_offset` (a batch boundary) and after `max_bytes`, but always at least one whole
+        batch when any exists below `max_offset`. Returns b"" when there is nothing."""
+
+    def batches(self, start: int, end: int) -> Iterator[Batch]:
+        """Decoded batches covering offsets [start, end), from the batch containing `start`."""
+
+
+class FlushJob(Protocol):
+    """The blocking half of a group commit: write what was appended and fdatasync it."""
+
+    def run(self) -> None:
+        """Do the I/O. Safe to call from a worker thread while the event loop keeps appending."""
+
+
+class DurableLog(ReplicatedLog, Protocol):
+    """What a driver needs on top of the core's view: group commit and shutdown.
+
+    One flush at a time: `begin_flush` (event loop) takes everything appended or truncated since
+    the last job, `job.run()` (any thread) performs it, `complete_flush` (event loop) advances
+    `flushed_offset`. Appends and truncations may continue while a job runs; they go into the
+    next job, in order.
+    """
+
+    def begin_flush(self) -> FlushJob | None:
+        """None when there is nothing to write."""
+
+    def complete_flush(self, job: FlushJob) -> None: ...
+
+    def flush(self) -> None:
+        """begin + run + complete in the calling thread (tools, tests, shutdown)."""
+
+    def close(self) -> None: ...
