@@ -1,0 +1,240 @@
+"""MemoryLog: the simulator's DurableLog, with durability modelled exactly.
+
+It keeps two images of the log: the current one (what the core sees) and the durable one (the
+batches as of the last completed flush). A crash replaces the current image by the durable
+one, so the simulator can check that the core never relies on unflushed data. Batches are kept
+encoded, exactly as SegmentedLog stores them, so the codec is exercised on every path.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
+
+from kraft.log._common import check_follower_batches, select_batches
+from kraft.log.base import Batch, FlushJob, LogAppendError, OffsetAndEpoch
+from kraft.log.codec import decode_batches, encode_batch, scan_batches
+from kraft.log.epoch_cache import EpochCache
+
+# (base_offset, epoch, encoded batch): one entry of the durable image.
+_Entry = tuple[int, int, bytes]
+
+
+class MemoryFlushJob:
+    """The batches appended since the durable image last matched the log."""
+
+    __slots__ = ("done", "end_offset", "entries", "generation", "keep")
+
+    def __init__(self, generation: int, keep: int, entries: list[_Entry], end_offset: int) -> None:
+        self.generation = generation  # the log's crash count when the job began
+        self.keep = keep  # durable batches still shared with the log when the job began
+        self.entries = entries
+        self.end_offset = end_offset
+        self.done = False
+
+    def run(self) -> None:
+        """Nothing to write in memory; completing the job is what makes it durable."""
+        self.done = True
+
+
+class MemoryLog:
+    """An in-memory DurableLog. Lookups are bisects over batch base offsets."""
+
+    def __init__(self) -> None:
+        self._start_offset = 0
+        self._reset_current([])
+        self._durable: list[_Entry] = []
+        # Leading batches the durable image and the current log have in common.
+        self._shared = 0
+        self._generation = 0
+        self._job: MemoryFlushJob | None = None
+        # The shortest the log has been since the running job began (it can only make what it
+        # captured durable up to there).
+        self._job_min_len = 0
+
+    def _reset_current(self, entries: list[_Entry]) -> None:
+        self._bases: list[int] = []
+        self._epochs: list[int] = []
+        self._positions: list[int] = []
+        self._blobs: list[bytes] = []
+        self._epoch_cache = EpochCache()
+        self._end_offset = self._start_offset
+        self._end_position = 0
+        for base, epoch, blob in entries:
+            self._bases.append(base)
+            self._epochs.append(epoch)
+            self._positions.append(self._end_position)
+            self._blobs.append(blob)
+            self._epoch_cache.assign(epoch, base)
+            self._end_position += len(blob)
+        if entries:
+            self._end_offset = scan_batches(entries[-1][2])[0].next_offset
+
+    # -- the core's view -------------------------------------------------------------------
+
+    @property
+    def start_offset(self) -> int:
+        """First offset held by the log."""
+        return self._start_offset
+
+    @property
+    def end_offset(self) -> int:
+        """One past the last record, flushed or not."""
+        return self._end_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        """End of the longest prefix shared by the durable image and the log."""
+        shared = self._shared
+        if shared == 0:
+            return self._start_offset
+        return self._bases[shared] if shared < len(self._bases) else self._end_offset
+
+    @property
+    def last_epoch(self) -> int:
+        """Epoch of the last batch (0 when empty)."""
+        return self._epoch_cache.last_epoch
+
+    def append_as_leader(
+        self, records: Sequence[bytes], epoch: int, timestamp_ms: int, control: bool = False
+    ) -> int:
+        """Encode and append one batch at end_offset; return its base offset."""
+        if not records:
+            raise ValueError("cannot append an empty batch")
+        if epoch < self._epoch_cache.last_epoch:
+            raise LogAppendError(
+                f"epoch {epoch} is below the last epoch {self._epoch_cache.last_epoch}"
+            )
+        base = self._end_offset
+        blob = encode_batch(base, epoch, records, timestamp_ms, control)
+        self._push(base, epoch, blob, base + len(records))
+        return base
+
+    def append_as_follower(self, data: bytes) -> int:
+        """Append the leader's encoded batches as-is; return the number of records."""
+        headers = scan_batches(data)
+        count = check_follower_batches(headers, self._end_offset, self._epoch_cache.last_epoch)
+        single = len(headers) == 1
+        for h in headers:
+            blob = bytes(data) if single else bytes(data[h.position : h.position + h.size])
+            self._push(h.base_offset, h.epoch, blob, h.next_offset)
+        return count
+
+    def _push(self, base: int, epoch: int, blob: bytes, next_offset: int) -> None:
+        self._bases.append(base)
+        self._epochs.append(epoch)
+        self._positions.append(self._end_position)
+        self._blobs.append(blob)
+        self._epoch_cache.assign(epoch, base)
+        self._end_position += len(blob)
+        self._end_offset = next_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record at or above `offset` (a batch boundary)."""
+        if offset < self._start_offset:
+            raise ValueError(f"cannot truncate to {offset}, below the log start")
+        if offset >= self._end_offset:
+            return
+        index = bisect_left(self._bases, offset)
+        if index == len(self._bases) or self._bases[index] != offset:
+            raise ValueError(f"offset {offset} is inside a batch")
+        self._end_position = self._positions[index]
+        for column in (self._bases, self._epochs, self._positions, self._blobs):
+            del column[index:]
+        self._end_offset = offset
+        self._epoch_cache.truncate_from(offset)
+        self._shared = min(self._shared, index)
+        self._job_min_len = min(self._job_min_len, index)
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        """The largest epoch ≤ `epoch` in the log and where it ends."""
+        return self._epoch_cache.end_offset_for(epoch, self._end_offset, self._start_offset)
+
+    def read(self, offset: int, max_bytes: int, max_offset: int) -> bytes:
+        """Encoded batches from the one containing `offset` (see ReplicatedLog.read)."""
+        if offset < self._start_offset:
+            raise ValueError(f"offset {offset} is below the log start {self._start_offset}")
+        if offset >= self._end_offset or offset >= max_offset:
+            return b""
+        i, j = select_batches(
+            self._bases, self._positions, 0, len(self._bases), self._end_offset,
+            self._end_position, offset, max_offset, max_bytes, True,
+        )
+        return b"".join(self._blobs[i:j])
+
+    def batches(self, start: int, end: int) -> Iterator[Batch]:
+        """Decoded batches covering offsets [start, end)."""
+        if start < self._start_offset:
+            raise ValueError(f"offset {start} is below the log start {self._start_offset}")
+        if start >= min(end, self._end_offset):
+            return
+        first = bisect_right(self._bases, start) - 1
+        last = bisect_left(self._bases, end)
+        for blob in self._blobs[first:last]:
+            yield from decode_batches(blob)
+
+    # -- group commit ---------------------------------------------------------------------
+
+    def begin_flush(self) -> MemoryFlushJob | None:
+        """Capture the log as it is now; None when the durable image already equals it."""
+        if self._job is not None:
+            raise RuntimeError("a flush job is already in flight")
+        count = len(self._bases)
+        if self._shared == count == len(self._durable):
+            return None
+        keep = self._shared
+        entries = [
+            (self._bases[i], self._epochs[i], self._blobs[i]) for i in range(keep, count)
+        ]
+        self._job = MemoryFlushJob(self._generation, keep, entries, self._end_offset)
+        self._job_min_len = count
+        return self._job
+
+    def complete_flush(self, job: FlushJob) -> None:
+        """Make the captured log the durable image. A job from before a crash is ignored."""
+        if not isinstance(job, MemoryFlushJob):
+            raise TypeError(f"not a MemoryLog flush job: {job!r}")
+        if job.generation != self._generation:
+            return
+        if job is not self._job:
+            raise RuntimeError("complete_flush got a job this log did not begin")
+        if not job.done:
+            raise RuntimeError("complete_flush before the job ran")
+        self._job = None
+        del self._durable[job.keep :]
+        self._durable.extend(job.entries)
+        self._shared = min(len(self._durable), self._job_min_len)
+
+    def flush(self) -> None:
+        """begin + run + complete in the calling thread."""
+        job = self.begin_flush()
+        if job is not None:
+            job.run()
+            self.complete_flush(job)
+
+    def close(self) -> None:
+        """Nothing to release; unflushed data stays until the next crash()."""
+
+    # -- faults for the simulator -----------------------------------------------------------
+
+    def crash(self) -> None:
+        """Lose everything not flushed: the log becomes the durable image, jobs are dropped."""
+        self._generation += 1
+        self._job = None
+        self._reset_current(list(self._durable))
+        self._shared = len(self._durable)
+
+    def wipe(self) -> None:
+        """Lose the disk: both images become empty."""
+        self._generation += 1
+        self._job = None
+        self._durable = []
+        self._reset_current([])
+        self._shared = 0
+
+    @property
+    def durable_end_offset(self) -> int:
+        """End offset of the durable image (what a crash now would leave)."""
+        if not self._durable:
+            return self._start_offset
+        return scan_batches(self._durable[-1][2])[0].next_offset

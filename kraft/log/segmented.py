@@ -1,0 +1,659 @@
+"""SegmentedLog: the durable log on files, with group commit (docs/log-format.md).
+
+Appends and truncations change the in-memory view at once and queue file operations; a flush
+job performs the queue in order with one fdatasync per touched file. The event loop therefore
+never waits on a disk, and the Raft core learns of durability through `flushed_offset`.
+
+Three invariants keep reads and the worker thread apart:
+* every batch below `flushed_offset` is on disk exactly as the log holds it, and a running job
+  only touches file bytes at or above what was flushed when its operations were queued;
+* the read cache is a suffix of the log that holds at least every unflushed batch, so data
+  that is pending or in a running job is served from memory, never from a file being written;
+* only batches below `flushed_offset` are evicted from the cache and read with os.pread.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import re
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
+
+from kraft.log._common import check_follower_batches, select_batches
+from kraft.log.base import Batch, CorruptRecordError, FlushJob, LogAppendError, OffsetAndEpoch
+from kraft.log.codec import decode_batches, encode_batch, is_torn_tail, scan_batches, scan_prefix
+from kraft.log.epoch_cache import EpochCache
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SEGMENT_BYTES = 1 << 30
+DEFAULT_CACHE_BYTES = 64 << 20
+_READ_CHUNK = 1 << 20
+_NAME = re.compile(r"(\d{20})\.log")
+try:
+    _IOV_MAX = max(16, os.sysconf("SC_IOV_MAX"))
+except (ValueError, OSError):
+    _IOV_MAX = 1024
+
+_CREATE, _DELETE, _TRUNCATE, _WRITE = range(4)
+
+
+def segment_path(directory: str, base_offset: int) -> str:
+    """Path of the segment whose first batch starts at `base_offset`."""
+    return os.path.join(directory, f"{base_offset:020d}.log")
+
+
+def list_segments(directory: str | os.PathLike[str]) -> list[tuple[int, str]]:
+    """(base_offset, path) of every segment file in `directory`, oldest first."""
+    directory = os.fspath(directory)
+    found = []
+    for name in os.listdir(directory):
+        match = _NAME.fullmatch(name)
+        if match:
+            found.append((int(match.group(1)), os.path.join(directory, name)))
+    found.sort()
+    return found
+
+
+class _Segment:
+    """One file: batch base offsets and byte positions (array('q')), its logical size."""
+
+    __slots__ = ("base_offset", "bases", "create_queued", "fd", "path", "positions", "size")
+
+    def __init__(self, base_offset: int, path: str, fd: int | None) -> None:
+        self.base_offset = base_offset
+        self.path = path
+        self.fd = fd  # None until a flush job creates the file
+        self.bases = array("q")
+        self.positions = array("q")
+        self.size = 0
+        self.create_queued = False  # its CREATE op is still in the pending queue
+
+
+class _Op:
+    """A queued file operation: CREATE, DELETE, TRUNCATE (to `position`) or WRITE (`buffers`
+    at `position`, `size` bytes in all)."""
+
+    __slots__ = ("buffers", "kind", "position", "segment", "size")
+
+    def __init__(
+        self, kind: int, segment: _Segment, position: int = 0, buffers: list[bytes] | None = None,
+        size: int = 0,
+    ) -> None:
+        self.kind = kind
+        self.segment = segment
+        self.position = position
+        self.buffers = buffers if buffers is not None else []
+        self.size = size
+
+
+class SegmentFlushJob:
+    """The queued operations of one group commit; `run` performs them in any thread."""
+
+    __slots__ = ("_dir_fd", "_ops", "bytes_written", "done", "end_offset", "error", "running",
+                 "syncs")
+
+    def __init__(self, ops: list[_Op], dir_fd: int, end_offset: int) -> None:
+        self._ops = ops
+        self._dir_fd = dir_fd
+        self.end_offset = end_offset
+        self.done = False
+        self.running = False
+        self.error: BaseException | None = None
+        self.bytes_written = 0
+        self.syncs = 0  # fdatasync + directory fsync calls
+
+    def run(self) -> None:
+        """Write, truncate, create and delete in queue order; then fdatasync each touched file
+        once. A file is synced before a later segment is created, and deletions reach the
+        directory before the surviving files change, so a crash at any point leaves a prefix
+        of some earlier state of the log."""
+        if self.done or self.error is not None or self.running:
+            raise RuntimeError("a flush job runs once")
+        self.running = True
+        try:
+            self._run()
+        except BaseException as exc:
+            self.error = exc
+            raise
+        finally:
+            self.running = False
+        self.done = True
+
+    def _run(self) -> None:
+        dirty: dict[int, None] = {}  # fds changed since the last barrier, in order
+        dir_dirty = False
+
+        def barrier() -> None:
+            nonlocal dir_dirty
+            for fd in dirty:
+                os.fdatasync(fd)
+                self.syncs += 1
+            dirty.clear()
+            if dir_dirty:
+                os.fsync(self._dir_fd)
+                self.syncs += 1
+                dir_dirty = False
+
+        for op in self._ops:
+            segment = op.segment
+            kind = op.kind
+            if kind == _WRITE:
+                if dir_dirty:
+                    barrier()
+                fd = segment.fd
+                assert fd is not None, segment.path
+                self._write(fd, op.buffers, op.position)
+                dirty[fd] = None
+            elif kind == _TRUNCATE:
+                if dir_dirty:
+                    barrier()
+                fd = segment.fd
+                assert fd is not None, segment.path
+                os.ftruncate(fd, op.position)
+                dirty[fd] = None
+            elif kind == _DELETE:
+                if segment.fd is not None:
+                    dirty.pop(segment.fd, None)
+                    os.close(segment.fd)
+                    segment.fd = None
+                os.unlink(segment.path)
+                dir_dirty = True
+            else:
+                barrier()
+                segment.fd = os.open(
+                    segment.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644
+                )
+                dir_dirty = True
+        barrier()
+
+    def _write(self, fd: int, buffers: list[bytes], position: int) -> None:
+        for start in range(0, len(buffers), _IOV_MAX):
+            chunk = buffers[start : start + _IOV_MAX]
+            want = sum(map(len, chunk))
+            done = os.pwritev(fd, chunk, position)
+            if done < want:  # short write (rare on regular files): finish byte by byte range
+                rest = memoryview(b"".join(chunk))[done:]
+                while rest:
+                    written = os.pwrite(fd, rest, position + done)
+                    rest = rest[written:]
+                    done += written
+            position += want
+            self.bytes_written += want
+
+
+class SegmentedLog:
+    """The durable log: `%020d.log` segment files in one directory, group-committed."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
+        """Open (or create) the log in `directory`, verifying every batch CRC. A torn tail of
+        the last segment is cut; any other damage raises CorruptRecordError."""
+        if segment_bytes < 1 or cache_bytes < 0:
+            raise ValueError("segment_bytes must be positive and cache_bytes not negative")
+        self._directory = os.fspath(directory)
+        self._segment_bytes = segment_bytes
+        self._cache_bytes = cache_bytes
+        self._segments: list[_Segment] = []
+        self._segment_bases: list[int] = []
+        self._epoch_cache = EpochCache()
+        self._start_offset = 0
+        self._end_offset = 0
+        # Read cache: a suffix of the log from index _cache_head; positions are a running count.
+        self._cache_bases: list[int] = []
+        self._cache_positions: list[int] = []
+        self._cache_blobs: list[bytes] = []
+        self._cache_head = 0
+        self._cache_end = 0
+        self._cache_held = 0
+        self._ops: list[_Op] = []
+        self._job: SegmentFlushJob | None = None
+        self._job_min_end = 0
+        self._failed: BaseException | None = None
+        self._closed = False
+        if not os.path.isdir(self._directory):
+            os.makedirs(self._directory, exist_ok=True)
+            _fsync_dir(os.path.dirname(os.path.abspath(self._directory)))
+        self._dir_fd = os.open(self._directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for index, (base, path) in enumerate(entries := list_segments(self._directory)):
+                self._load_segment(base, path, last=index == len(entries) - 1)
+        except BaseException:
+            self._close_fds()
+            raise
+        self._flushed = self._end_offset
+
+    # -- recovery --------------------------------------------------------------------------
+
+    def _load_segment(self, base: int, path: str, last: bool) -> None:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        segment = _Segment(base, path, fd)
+        self._segments.append(segment)  # now owned: closed by _close_fds on failure
+        self._segment_bases.append(base)
+        size = os.fstat(fd).st_size
+        if len(self._segments) == 1:
+            self._start_offset = self._end_offset = base
+        elif base != self._end_offset:
+            raise CorruptRecordError(
+                f"segment starts at offset {base} but the log before it ends at "
+                f"{self._end_offset}",
+                0,
+                path,
+            )
+        error = None
+        torn = False
+        headers = []
+        stop = 0
+        if size:
+            with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped:
+                headers, stop, error = scan_prefix(mapped, path)
+                torn = error is not None and last and is_torn_tail(mapped, stop)
+        expected = base
+        epoch = self._epoch_cache.last_epoch
+        for header in headers:
+            if header.base_offset != expected:
+                raise CorruptRecordError(
+                    f"batch starts at offset {header.base_offset}, expected {expected}",
+                    header.position,
+                    path,
+                )
+            if header.epoch < epoch:
+                raise CorruptRecordError(
+                    f"batch epoch {header.epoch} is below the previous epoch {epoch}",
+                    header.position,
+                    path,
+                )
+            epoch = header.epoch
+            expected = header.next_offset
+            self._epoch_cache.assign(epoch, header.base_offset)
+        if error is not None:
+            if not torn:
+                raise error
+            os.ftruncate(fd, stop)
+            os.fsync(fd)
+            logger.warning(
+                "cut the torn tail of %s at byte %d (%d bytes dropped): %s",
+                path, stop, size - stop, error.reason,
+            )
+            size = stop
+        if not headers and not last:
+            raise CorruptRecordError("empty segment before the last one", 0, path)
+        # What a crashed process left in the page cache is made durable before we count it.
+        os.fdatasync(fd)
+        segment.bases = array("q", [h.base_offset for h in headers])
+        segment.positions = array("q", [h.position for h in headers])
+        segment.size = size
+        self._end_offset = expected
+
+    # -- the core's view -------------------------------------------------------------------
+
+    @property
+    def directory(self) -> str:
+        """The directory holding the segment files."""
+        return self._directory
+
+    @property
+    def start_offset(self) -> int:
+        """First offset held by the log (the first segment's base offset)."""
+        return self._start_offset
+
+    @property
+    def end_offset(self) -> int:
+        """One past the last record, flushed or not."""
+        return self._end_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        """One past the last record that is durable and still part of the log."""
+        return self._flushed
+
+    @property
+    def last_epoch(self) -> int:
+        """Epoch of the last batch (0 when empty)."""
+        return self._epoch_cache.last_epoch
+
+    def append_as_leader(
+        self, records: Sequence[bytes], epoch: int, timestamp_ms: int, control: bool = False
+    ) -> int:
+        """Encode and append one batch at end_offset; return its base offset. No syscall."""
+        if not records:
+            raise ValueError("cannot append an empty batch")
+        self._check_open()
+        last = self._epoch_cache.last_epoch
+        if epoch < last:
+            raise LogAppendError(f"epoch {epoch} is below the last epoch {last}")
+        base = self._end_offset
+        blob = encode_batch(base, epoch, records, timestamp_ms, control)
+        self._push(base, epoch, blob, base + len(records))
+        return base
+
+    def append_as_follower(self, data: bytes) -> int:
+        """Append the leader's encoded batches as-is (CRC checked, records not split); return
+        the number of records."""
+        self._check_open()
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        headers = scan_batches(data)
+        count = check_follower_batches(headers, self._end_offset, self._epoch_cache.last_epoch)
+        if len(headers) == 1:
+            header = headers[0]
+            self._push(header.base_offset, header.epoch, data, header.next_offset)
+        else:
+            for h in headers:
+                blob = data[h.position : h.position + h.size]
+                self._push(h.base_offset, h.epoch, blob, h.next_offset)
+        return count
+
+    def _push(self, base: int, epoch: int, blob: bytes, next_offset: int) -> None:
+        size = len(blob)
+        segment = self._segments[-1] if self._segments else None
+        if segment is None or (segment.size and segment.size + size > self._segment_bytes):
+            segment = self._roll(base)
+        segment.bases.append(base)
+        segment.positions.append(segment.size)
+        ops = self._ops
+        if ops and (op := ops[-1]).kind == _WRITE and op.segment is segment:
+            op.buffers.append(blob)
+            op.size += size
+        else:
+            ops.append(_Op(_WRITE, segment, segment.size, [blob], size))
+        segment.size += size
+        self._cache_bases.append(base)
+        self._cache_positions.append(self._cache_end)
+        self._cache_blobs.append(blob)
+        self._cache_end += size
+        self._cache_held += size
+        self._epoch_cache.assign(epoch, base)
+        self._end_offset = next_offset
+        if self._cache_held > self._cache_bytes:
+            self._evict()
+
+    def _roll(self, base: int) -> _Segment:
+        segment = _Segment(base, segment_path(self._directory, base), None)
+        segment.create_queued = True
+        self._ops.append(_Op(_CREATE, segment))
+        self._segments.append(segment)
+        self._segment_bases.append(base)
+        return segment
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record at or above `offset` (a batch boundary) from the view at once;
+        the files follow in the next flush job."""
+        self._check_open()
+        if offset < self._start_offset:
+            raise ValueError(f"cannot truncate to {offset}, below the log start")
+        if offset >= self._end_offset:
+            return
+        index = bisect_right(self._segment_bases, offset) - 1
+        segment = self._segments[index]
+        batch = bisect_left(segment.bases, offset)
+        if batch == len(segment.bases) or segment.bases[batch] != offset:
+            raise ValueError(f"offset {offset} is inside a batch")
+        # The first segment is emptied rather than deleted: its name keeps the start offset.
+        keep = index if batch > 0 or index == 0 else index - 1
+        for doomed in reversed(self._segments[keep + 1 :]):
+            self._drop_segment(doomed)
+        del self._segments[keep + 1 :]
+        del self._segment_bases[keep + 1 :]
+        if keep == index:
+            self._truncate_segment(segment, batch)
+        self._epoch_cache.truncate_from(offset)
+        self._end_offset = offset
+        self._flushed = min(self._flushed, offset)
+        self._job_min_end = min(self._job_min_end, offset)
+        self._truncate_cache(offset)
+
+    def _drop_segment(self, segment: _Segment) -> None:
+        # Its queued writes are pointless; a file not yet created needs no DELETE either.
+        self._ops = [op for op in self._ops if op.segment is not segment]
+        if not segment.create_queued:
+            self._ops.append(_Op(_DELETE, segment))
+
+    def _truncate_segment(self, segment: _Segment, batch: int) -> None:
+        position = segment.positions[batch]
+        # Trim queued writes first; only bytes that reach the file need an ftruncate.
+        covered = segment.size
+        ops = self._ops
+        for i in range(len(ops) - 1, -1, -1):
+            op = ops[i]
+            if op.segment is not segment:
+                continue
+            if op.kind != _WRITE or op.position + op.size != covered:
+                break
+            if op.position >= position:
+                del ops[i]
+                covered = op.position
+                continue
+            kept = op.position
+            for count, buffer in enumerate(op.buffers):
+                if kept == position:
+                    del op.buffers[count:]
+                    break
+                kept += len(buffer)
+            op.size = position - op.position
+            covered = position
+            break
+        if covered > position:
+            ops.append(_Op(_TRUNCATE, segment, position))
+        del segment.bases[batch:]
+        del segment.positions[batch:]
+        segment.size = position
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        """The largest epoch ≤ `epoch` in the log and where it ends."""
+        return self._epoch_cache.end_offset_for(epoch, self._end_offset, self._start_offset)
+
+    def read(self, offset: int, max_bytes: int, max_offset: int) -> bytes:
+        """Encoded batches from the one containing `offset` (see ReplicatedLog.read)."""
+        self._check_open()
+        if offset < self._start_offset:
+            raise ValueError(f"offset {offset} is below the log start {self._start_offset}")
+        if offset >= self._end_offset or offset >= max_offset:
+            return b""
+        parts = self._collect(offset, max_offset, max_bytes)
+        if len(parts) == 1:
+            return parts[0][0]
+        return b"".join(part[0] for part in parts)
+
+    def batches(self, start: int, end: int) -> Iterator[Batch]:
+        """Decoded batches covering offsets [start, end), read in chunks of about 1 MiB."""
+        self._check_open()
+        if start < self._start_offset:
+            raise ValueError(f"offset {start} is below the log start {self._start_offset}")
+        offset = start
+        while offset < end and offset < self._end_offset:
+            parts = self._collect(offset, self._end_offset, _READ_CHUNK)
+            for data, path, position in parts:
+                for batch in decode_batches(data, path, position):
+                    if batch.base_offset >= end:
+                        return
+                    yield batch
+                    offset = batch.next_offset
+
+    def _collect(
+        self, offset: int, max_offset: int, budget: int
+    ) -> list[tuple[bytes, str | None, int]]:
+        """(bytes, path or None for the cache, file position) runs that make up a read."""
+        out: list[tuple[bytes, str | None, int]] = []
+        at_least_one = True
+        cache_start = self._cache_start()
+        if offset < cache_start:
+            index = bisect_right(self._segment_bases, offset) - 1
+            while True:
+                segment = self._segments[index]
+                bases = segment.bases
+                positions = segment.positions
+                hi = len(bases)
+                run_end = (
+                    self._segment_bases[index + 1]
+                    if index + 1 < len(self._segments)
+                    else self._end_offset
+                )
+                end_position = segment.size
+                if cache_start < run_end:  # the rest of this segment is served by the cache
+                    hi = bisect_left(bases, cache_start)
+                    run_end = cache_start
+                    end_position = positions[hi]
+                i, j = select_batches(
+                    bases, positions, 0, hi, run_end, end_position, offset, max_offset, budget,
+                    at_least_one,
+                )
+                if j > i:
+                    start = positions[i]
+                    stop = positions[j] if j < len(bases) else segment.size
+                    out.append((self._pread(segment, start, stop - start), segment.path, start))
+                    budget -= stop - start
+                    at_least_one = False
+                if j < hi:
+                    return out
+                offset = run_end
+                if offset >= max_offset or offset >= cache_start:
+                    break
+                index += 1
+        if offset < self._end_offset and offset < max_offset:
+            blobs = self._cache_blobs
+            i, j = select_batches(
+                self._cache_bases, self._cache_positions, self._cache_head, len(blobs),
+                self._end_offset, self._cache_end, offset, max_offset, budget, at_least_one,
+            )
+            if j > i:
+                out.append((blobs[i] if j == i + 1 else b"".join(blobs[i:j]), None, 0))
+        return out
+
+    @staticmethod
+    def _pread(segment: _Segment, position: int, length: int) -> bytes:
+        fd = segment.fd
+        assert fd is not None, segment.path
+        data = os.pread(fd, length, position)
+        while len(data) < length:  # very large reads come back in pieces
+            more = os.pread(fd, length - len(data), position + len(data))
+            if not more:
+                raise CorruptRecordError(
+                    "segment file is shorter than its index", position + len(data), segment.path
+                )
+            data += more
+        return data
+
+    # -- the read cache --------------------------------------------------------------------
+
+    def _cache_start(self) -> int:
+        head = self._cache_head
+        return self._cache_bases[head] if head < len(self._cache_bases) else self._end_offset
+
+    def _evict(self) -> None:
+        """Drop flushed batches from the front while the cache is over budget."""
+        bases = self._cache_bases
+        blobs = self._cache_blobs
+        count = len(bases)
+        head = self._cache_head
+        while self._cache_held > self._cache_bytes and head < count:
+            next_offset = bases[head + 1] if head + 1 < count else self._end_offset
+            if next_offset > self._flushed:
+                break
+            self._cache_held -= len(blobs[head])
+            blobs[head] = b""  # free the bytes now; the slot goes at the next compaction
+            head += 1
+        self._cache_head = head
+        if head >= 1024 and head * 2 >= count:
+            del bases[:head], self._cache_positions[:head], blobs[:head]
+            self._cache_head = 0
+
+    def _truncate_cache(self, offset: int) -> None:
+        index = bisect_left(self._cache_bases, offset, self._cache_head)
+        if index < len(self._cache_bases):
+            position = self._cache_positions[index]
+            self._cache_held -= self._cache_end - position
+            self._cache_end = position
+            del self._cache_bases[index:], self._cache_positions[index:]
+            del self._cache_blobs[index:]
+
+    # -- group commit ---------------------------------------------------------------------
+
+    def begin_flush(self) -> SegmentFlushJob | None:
+        """Take every queued file operation (None when there is none)."""
+        self._check_open()
+        if self._failed is not None:
+            raise RuntimeError("an earlier flush failed; the log cannot be trusted") from (
+                self._failed
+            )
+        if self._job is not None:
+            raise RuntimeError("a flush job is already in flight")
+        if not self._ops:
+            return None
+        ops = self._ops
+        self._ops = []
+        for op in ops:
+            if op.kind == _CREATE:
+                op.segment.create_queued = False
+        self._job = SegmentFlushJob(ops, self._dir_fd, self._end_offset)
+        self._job_min_end = self._end_offset
+        return self._job
+
+    def complete_flush(self, job: FlushJob) -> None:
+        """Advance flushed_offset to what the job made durable and still is in the log. A job
+        that failed poisons the log: the page cache can no longer be trusted (fsyncgate)."""
+        if job is not self._job or not isinstance(job, SegmentFlushJob):
+            raise RuntimeError("complete_flush got a job this log did not begin")
+        if job.error is not None:
+            self._job = None
+            self._failed = job.error
+            raise RuntimeError("the flush job failed; the log cannot be trusted") from job.error
+        if not job.done:
+            raise RuntimeError("complete_flush before the job ran")
+        self._job = None
+        self._flushed = max(self._flushed, min(job.end_offset, self._job_min_end))
+        if self._cache_held > self._cache_bytes:
+            self._evict()
+
+    def flush(self) -> None:
+        """begin + run + complete in the calling thread."""
+        job = self.begin_flush()
+        if job is not None:
+            try:
+                job.run()
+            finally:
+                self.complete_flush(job)
+
+    def close(self) -> None:
+        """Close every file. Does not flush: what was not flushed is lost, as in a crash."""
+        if self._closed:
+            return
+        if self._job is not None and self._job.running:
+            raise RuntimeError("cannot close while a flush job is running")
+        self._close_fds()
+        self._closed = True
+
+    def _close_fds(self) -> None:
+        queued = self._ops + (self._job._ops if self._job is not None else [])
+        doomed = [op.segment for op in queued if op.kind == _DELETE]
+        for segment in [*self._segments, *doomed]:
+            if segment.fd is not None:
+                os.close(segment.fd)
+                segment.fd = None
+        self._ops = []
+        os.close(self._dir_fd)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"the log in {self._directory} is closed")
+
+    def __repr__(self) -> str:
+        return (
+            f"SegmentedLog({self._directory!r}, start={self._start_offset}, "
+            f"end={self._end_offset}, flushed={self._flushed}, segments={len(self._segments)})"
+        )
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,458 @@
+"""SegmentedLog on files: reopen, recovery (torn tail vs refuse), segments, group commit
+(the shared behaviour is in test_log_contract.py)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from kraft.log import (
+    CorruptRecordError,
+    SegmentedLog,
+    SegmentFlushJob,
+    encode_batch,
+    list_segments,
+)
+from kraft.log.segmented import segment_path
+
+
+def records(log: SegmentedLog, start: int = 0) -> list[bytes]:
+    return [r for batch in log.batches(start, log.end_offset) for r in batch.records]
+
+
+def fill(log: SegmentedLog, count: int, epoch: int = 1, size: int = 30) -> list[bytes]:
+    written = []
+    for _ in range(count):
+        record = str(log.end_offset).encode().ljust(size, b".")
+        log.append_as_leader([record], epoch, 0)
+        written.append(record)
+    return written
+
+
+def names(directory: Path) -> list[str]:
+    return [os.path.basename(path) for _, path in list_segments(directory)]
+
+
+# -- reopen ------------------------------------------------------------------------------
+
+
+def test_reopen_restores_everything_flushed(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path)
+    log.append_as_leader([b"a", b"b"], 1, 5)
+    log.append_as_leader([b"c"], 3, 6, control=True)
+    log.append_as_leader([b"d"], 5, 7)
+    log.flush()
+    shipped = log.read(0, 1 << 20, 100)
+    log.close()
+    log.close()  # idempotent
+    reopened = SegmentedLog(tmp_path)
+    assert (reopened.start_offset, reopened.end_offset, reopened.flushed_offset) == (0, 4, 4)
+    assert reopened.last_epoch == 5
+    assert reopened.read(0, 1 << 20, 100) == shipped
+    assert [b.control for b in reopened.batches(0, 4)] == [False, True, False]
+    assert reopened.end_offset_for_epoch(4).offset == 3
+    reopened.append_as_leader([b"e"], 5, 8)
+    reopened.flush()
+    reopened.close()
+    assert records(SegmentedLog(tmp_path)) == [b"a", b"b", b"c", b"d", b"e"]
+
+
+def test_reopen_after_unflushed_appends_recovers_the_flushed_prefix(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path)
+    flushed = fill(log, 3)
+    log.flush()
+    fill(log, 2, epoch=2)
+    log.close()  # as a crash: the appends never left memory
+    reopened = SegmentedLog(tmp_path)
+    assert records(reopened) == flushed
+    assert reopened.last_epoch == 1
+
+
+def test_a_job_that_ran_is_durable_even_if_never_completed(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path)
+    written = fill(log, 3)
+    job = log.begin_flush()
+    assert job is not None
+    job.run()
+    log.close()
+    assert records(SegmentedLog(tmp_path)) == written
+
+
+def test_unflushed_truncation_is_undone_by_a_crash(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path, segment_bytes=100)
+    written = fill(log, 6)
+    log.flush()
+    log.truncate_to(2)
+    fill(log, 1, epoch=2)
+    log.close()
+    assert records(SegmentedLog(tmp_path, segment_bytes=100)) == written
+
+
+def test_directory_is_created(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path / "a" / "b")
+    fill(log, 1)
+    log.flush()
+    assert names(tmp_path / "a" / "b") == ["00000000000000000000.log"]
+
+
+def test_closed_log_refuses_work(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path)
+    log.close()
+    with pytest.raises(ValueError, match="closed"):
+        log.append_as_leader([b"x"], 1, 0)
+    with pytest.raises(ValueError, match="closed"):
+        log.read(0, 1, 1)
+
+
+# -- segments ----------------------------------------------------------------------------
+
+
+def test_segments_roll_and_reads_cross_them(tmp_path: Path) -> None:
+    size = len(encode_batch(0, 1, [b"x" * 30], 0))
+    log = SegmentedLog(tmp_path, segment_bytes=3 * size, cache_bytes=0)
+    written = fill(log, 10)
+    log.flush()
+    assert names(tmp_path) == [f"{base:020d}.log" for base in (0, 3, 6, 9)]
+    assert [os.path.getsize(p) for _, p in list_segments(tmp_path)] == [3 * size] * 3 + [size]
+    assert records(log) == written
+    assert len(log.read(1, 1 << 20, 10)) == 9 * size  # from disk, across three files
+    assert len(log.read(2, 2 * size, 10)) == 2 * size
+    log.close()
+    reopened = SegmentedLog(tmp_path, segment_bytes=3 * size)
+    assert records(reopened, 4) == written[4:]
+
+
+def test_a_batch_larger_than_a_segment_gets_its_own(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path, segment_bytes=100)
+    log.append_as_leader([b"small"], 1, 0)
+    log.append_as_leader([b"x" * 500], 1, 0)
+    log.append_as_leader([b"small"], 1, 0)
+    log.flush()
+    assert names(tmp_path) == [f"{base:020d}.log" for base in (0, 1, 2)]
+
+
+def test_truncation_across_segments_persists(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path, segment_bytes=150)
+    written = fill(log, 12)
+    log.flush()
+    before = names(tmp_path)
+    assert len(before) >= 4
+    log.truncate_to(4)
+    assert names(tmp_path) == before  # physical truncation waits for the flush job
+    log.flush()
+    assert records(log) == written[:4]
+    log.close()
+    reopened = SegmentedLog(tmp_path, segment_bytes=150)
+    assert records(reopened) == written[:4]
+    assert reopened.end_offset == reopened.flushed_offset == 4
+    new = fill(reopened, 3, epoch=2)
+    reopened.flush()
+    reopened.close()
+    assert records(SegmentedLog(tmp_path, segment_bytes=150)) == written[:4] + new
+
+
+def test_truncation_to_a_segment_base_deletes_that_segment(tmp_path: Path) -> None:
+    size = len(encode_batch(0, 1, [b"x" * 30], 0))
+    log = SegmentedLog(tmp_path, segment_bytes=2 * size)
+    fill(log, 6)
+    log.flush()
+    log.truncate_to(4)
+    log.flush()
+    assert names(tmp_path) == [f"{base:020d}.log" for base in (0, 2)]
+    log.truncate_to(0)  # the first segment stays, empty: its name holds the start offset
+    log.flush()
+    assert names(tmp_path) == ["00000000000000000000.log"]
+    assert os.path.getsize(segment_path(str(tmp_path), 0)) == 0
+    log.close()
+    reopened = SegmentedLog(tmp_path)
+    assert (reopened.start_offset, reopened.end_offset) == (0, 0)
+
+
+def test_truncating_unflushed_segments_never_creates_them(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path, segment_bytes=100)
+    fill(log, 2)
+    log.flush()
+    fill(log, 6, epoch=2)  # several new segments, only queued
+    log.truncate_to(2)
+    log.append_as_leader([b"kept"], 3, 0)
+    job = log.begin_flush()
+    assert job is not None
+    job.run()
+    log.complete_flush(job)
+    assert job.syncs == 2  # the new segment's fdatasync + the directory
+    assert len(names(tmp_path)) == 3
+    assert records(log)[-1] == b"kept"
+
+
+def test_one_fdatasync_per_touched_file(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path)
+    fill(log, 100)
+    job = log.begin_flush()
+    assert job is not None
+    job.run()
+    log.complete_flush(job)
+    assert job.syncs == 2  # segment created: its fdatasync + the directory fsync
+    fill(log, 100)
+    job = log.begin_flush()
+    assert job is not None
+    job.run()
+    log.complete_flush(job)
+    assert job.syncs == 1
+    assert job.bytes_written == 100 * len(encode_batch(0, 1, [b"x" * 30], 0))
+
+
+# -- recovery ----------------------------------------------------------------------------
+
+
+def flushed_log(tmp_path: Path, count: int = 3, **kwargs: int) -> tuple[list[bytes], list[int]]:
+    """Write `count` batches, flush and close; return records and batch end positions."""
+    log = SegmentedLog(tmp_path, **kwargs)
+    written = fill(log, count)
+    log.flush()
+    ends = []
+    position = 0
+    for batch in log.batches(0, log.end_offset):
+        position += batch.size_in_bytes
+        ends.append(position)
+    log.close()
+    return written, ends
+
+
+def last_segment(tmp_path: Path) -> str:
+    return list_segments(tmp_path)[-1][1]
+
+
+def test_torn_tail_mid_batch_is_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    written, ends = flushed_log(tmp_path)
+    path = last_segment(tmp_path)
+    os.truncate(path, ends[1] + 20)
+    with caplog.at_level(logging.WARNING):
+        log = SegmentedLog(tmp_path)
+    assert records(log) == written[:2]
+    assert os.path.getsize(path) == ends[1]
+    assert f"{path} at byte {ends[1]}" in caplog.text
+    log.append_as_leader([b"after"], 1, 0)
+    log.flush()
+    log.close()
+    assert records(SegmentedLog(tmp_path)) == [*written[:2], b"after"]
+
+
+def test_torn_header_is_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    written, ends = flushed_log(tmp_path)
+    os.truncate(last_segment(tmp_path), ends[1] + 5)
+    with caplog.at_level(logging.WARNING):
+        assert records(SegmentedLog(tmp_path)) == written[:2]
+    assert "torn tail" in caplog.text
+
+
+def test_zeros_after_the_last_batch_are_cut(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    written, ends = flushed_log(tmp_path)
+    path = last_segment(tmp_path)
+    with open(path, "ab") as file:
+        file.write(bytes(4096))
+    with caplog.at_level(logging.WARNING):
+        log = SegmentedLog(tmp_path)
+    assert records(log) == written
+    assert os.path.getsize(path) == ends[2]
+    assert f"{path} at byte {ends[2]}" in caplog.text
+
+
+def test_zeros_over_the_last_batches_are_cut(tmp_path: Path) -> None:
+    written, ends = flushed_log(tmp_path, 4)
+    path = last_segment(tmp_path)
+    with open(path, "r+b") as file:
+        file.seek(ends[1])
+        file.write(bytes(ends[3] - ends[1]))
+    assert records(SegmentedLog(tmp_path)) == written[:2]
+
+
+def test_bad_crc_in_the_last_batch_is_cut(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    written, ends = flushed_log(tmp_path)
+    path = last_segment(tmp_path)
+    flip(path, ends[2] - 1)
+    with caplog.at_level(logging.WARNING):
+        log = SegmentedLog(tmp_path)
+    assert records(log) == written[:2]
+    assert "CRC32C mismatch" in caplog.text
+
+
+def test_a_last_segment_left_empty_by_a_crash_is_kept(tmp_path: Path) -> None:
+    size = len(encode_batch(0, 1, [b"x" * 30], 0))
+    written, _ = flushed_log(tmp_path, 3, segment_bytes=2 * size)
+    os.truncate(last_segment(tmp_path), 10)
+    log = SegmentedLog(tmp_path, segment_bytes=2 * size)
+    assert records(log) == written[:2]
+    assert os.path.getsize(last_segment(tmp_path)) == 0
+    log.append_as_leader([b"again"], 1, 0)
+    log.flush()
+    log.close()
+    assert records(SegmentedLog(tmp_path))[-1] == b"again"
+
+
+def flip(path: str, position: int) -> None:
+    with open(path, "r+b") as file:
+        file.seek(position)
+        byte = file.read(1)
+        file.seek(position)
+        file.write(bytes([byte[0] ^ 0x40]))
+
+
+def test_corruption_mid_file_refuses_to_open(tmp_path: Path) -> None:
+    _, ends = flushed_log(tmp_path)
+    path = last_segment(tmp_path)
+    flip(path, ends[0] + 50)
+    with pytest.raises(CorruptRecordError) as info:
+        SegmentedLog(tmp_path)
+    assert info.value.path == path
+    assert info.value.position == ends[0]
+    assert f"{path} at byte {ends[0]}" in str(info.value)
+
+
+def test_corruption_in_a_segment_before_the_last_refuses(tmp_path: Path) -> None:
+    size = len(encode_batch(0, 1, [b"x" * 30], 0))
+    flushed_log(tmp_path, 6, segment_bytes=2 * size)
+    first = list_segments(tmp_path)[0][1]
+    flip(first, 2 * size - 1)  # its last batch: a tail, but not of the last segment
+    with pytest.raises(CorruptRecordError, match="CRC32C") as info:
+        SegmentedLog(tmp_path)
+    assert (info.value.path, info.value.position) == (first, size)
+
+
+def test_torn_segment_before_the_last_refuses(tmp_path: Path) -> None:
+    size = len(encode_batch(0, 1, [b"x" * 30], 0))
+    flushed_log(tmp_path, 6, segment_bytes=2 * size)
+    middle = list_segments(tmp_path)[1][1]
+    os.truncate(middle, size + 10)
+    with pytest.raises(CorruptRecordError) as info:
+        SegmentedLog(tmp_path)
+    assert info.value.path == middle
+
+
+def test_missing_segment_refuses(tmp_path: Path) -> None:
+    size = len(encode_batch(0, 1, [b"x" * 30], 0))
+    flushed_log(tmp_path, 6, segment_bytes=2 * size)
+    segments = list_segments(tmp_path)
+    os.unlink(segments[1][1])
+    with pytest.raises(CorruptRecordError, match="log before it ends at 2") as info:
+        SegmentedLog(tmp_path)
+    assert info.value.path == segments[2][1]
+
+
+def test_file_name_must_match_its_first_batch(tmp_path: Path) -> None:
+    flushed_log(tmp_path)
+    os.rename(segment_path(str(tmp_path), 0), segment_path(str(tmp_path), 5))
+    with pytest.raises(CorruptRecordError, match="starts at offset 0, expected 5"):
+        SegmentedLog(tmp_path)
+
+
+def test_overlapping_batches_refuse(tmp_path: Path) -> None:
+    path = segment_path(str(tmp_path), 0)
+    with open(path, "wb") as file:
+        file.write(encode_batch(0, 1, [b"a", b"b"], 0) + encode_batch(1, 1, [b"c"], 0))
+    with pytest.raises(CorruptRecordError, match="starts at offset 1, expected 2"):
+        SegmentedLog(tmp_path)
+
+
+def test_epochs_going_down_refuse(tmp_path: Path) -> None:
+    path = segment_path(str(tmp_path), 0)
+    with open(path, "wb") as file:
+        file.write(encode_batch(0, 2, [b"a"], 0) + encode_batch(1, 1, [b"b"], 0))
+    with pytest.raises(CorruptRecordError, match="epoch 1 is below"):
+        SegmentedLog(tmp_path)
+
+
+def test_other_files_are_ignored(tmp_path: Path) -> None:
+    written, _ = flushed_log(tmp_path)
+    (tmp_path / "quorum-state").write_text("{}")
+    (tmp_path / "notes.log").write_text("x")
+    assert records(SegmentedLog(tmp_path)) == written
+
+
+# -- group commit --------------------------------------------------------------------------
+
+
+def test_reads_are_served_while_a_flush_job_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = SegmentedLog(tmp_path, segment_bytes=400, cache_bytes=0)
+    first = fill(log, 20)
+    job = log.begin_flush()
+    assert job is not None
+    in_job = threading.Event()
+    release = threading.Event()
+    real_write = SegmentFlushJob._write
+
+    def slow_write(self: SegmentFlushJob, fd: int, buffers: list[bytes], position: int) -> None:
+        in_job.set()
+        release.wait(timeout=30)
+        real_write(self, fd, buffers, position)
+
+    monkeypatch.setattr(SegmentFlushJob, "_write", slow_write)
+    worker = threading.Thread(target=job.run)
+    worker.start()
+    assert in_job.wait(timeout=30)
+    # The job is stuck before its first write: everything must come from memory.
+    second = fill(log, 10, epoch=2)
+    assert records(log) == first + second
+    log.truncate_to(25)
+    assert records(log) == first + second[:5]
+    release.set()
+    worker.join(timeout=30)
+    log.complete_flush(job)
+    assert log.flushed_offset == 20
+    log.flush()
+    assert log.flushed_offset == 25
+    assert records(log) == first + second[:5]  # from disk now (no cache)
+    log.close()
+    assert records(SegmentedLog(tmp_path, segment_bytes=400)) == first + second[:5]
+
+
+def test_cache_serves_recent_batches_and_evicts_flushed_ones(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path, cache_bytes=1000)
+    written = fill(log, 100)
+    assert records(log) == written  # unflushed: nothing evicted, all from memory
+    log.flush()
+    assert log._cache_held <= 1000
+    assert records(log) == written  # the old part from disk, the recent part from memory
+    assert records(log, 95) == written[95:]
+
+
+def test_a_failed_flush_poisons_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = SegmentedLog(tmp_path)
+    fill(log, 2)
+    job = log.begin_flush()
+    assert job is not None
+
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", broken)
+    with pytest.raises(OSError):
+        job.run()
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError, match="cannot be trusted"):
+        log.complete_flush(job)
+    assert log.flushed_offset == 0
+    with pytest.raises(RuntimeError, match="cannot be trusted"):
+        log.begin_flush()
+    log.close()
+
+
+def test_close_while_a_job_runs_is_refused(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path)
+    fill(log, 1)
+    job = log.begin_flush()
+    assert job is not None
+    job.running = True  # as seen from the event loop while a worker is inside run()
+    with pytest.raises(RuntimeError):
+        log.close()
+    job.running = False
+    log.close()
