@@ -108,9 +108,10 @@ class SegmentFlushJob:
 
     def run(self) -> None:
         """Write, truncate, create and delete in queue order; then fdatasync each touched file
-        once. A file is synced before a later segment is created, and deletions reach the
-        directory before the surviving files change, so a crash at any point leaves a prefix
-        of some earlier state of the log."""
+        once. A file is synced before a later segment is created, deletions reach the
+        directory before the surviving files change, and a cut file is synced before it is
+        written again, so a crash at any point leaves a prefix of some earlier state of the
+        log, followed at most by a torn tail."""
         if self.done or self.error is not None or self.running:
             raise RuntimeError("a flush job runs once")
         self.running = True
@@ -125,6 +126,7 @@ class SegmentFlushJob:
 
     def _run(self) -> None:
         dirty: dict[int, None] = {}  # fds changed since the last barrier, in order
+        truncated: set[int] = set()  # fds cut since the last barrier
         dir_dirty = False
 
         def barrier() -> None:
@@ -133,6 +135,7 @@ class SegmentFlushJob:
                 os.fdatasync(fd)
                 self.syncs += 1
             dirty.clear()
+            truncated.clear()
             if dir_dirty:
                 os.fsync(self._dir_fd)
                 self.syncs += 1
@@ -142,10 +145,12 @@ class SegmentFlushJob:
             segment = op.segment
             kind = op.kind
             if kind == _WRITE:
-                if dir_dirty:
-                    barrier()
                 fd = segment.fd
                 assert fd is not None, segment.path
+                if dir_dirty or fd in truncated:
+                    # A cut reaches the disk before new bytes land where old ones were
+                    # (truncations are rare: leader changes only).
+                    barrier()
                 self._write(fd, op.buffers, op.position)
                 dirty[fd] = None
             elif kind == _TRUNCATE:
@@ -155,6 +160,7 @@ class SegmentFlushJob:
                 assert fd is not None, segment.path
                 os.ftruncate(fd, op.position)
                 dirty[fd] = None
+                truncated.add(fd)
             elif kind == _DELETE:
                 if segment.fd is not None:
                     dirty.pop(segment.fd, None)
@@ -175,7 +181,7 @@ class SegmentFlushJob:
             chunk = buffers[start : start + _IOV_MAX]
             want = sum(map(len, chunk))
             done = os.pwritev(fd, chunk, position)
-            if done < want:  # short write (rare on regular files): finish byte by byte range
+            if done < want:  # short write (rare on regular files): finish with pwrite
                 rest = memoryview(b"".join(chunk))[done:]
                 while rest:
                     written = os.pwrite(fd, rest, position + done)

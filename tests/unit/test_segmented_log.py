@@ -456,3 +456,18 @@ def test_close_while_a_job_runs_is_refused(tmp_path: Path) -> None:
         log.close()
     job.running = False
     log.close()
+
+
+def test_a_cut_file_is_synced_before_it_is_written_again(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path)
+    fill(log, 5)
+    log.flush()
+    log.truncate_to(2)
+    fill(log, 2, epoch=2)
+    job = log.begin_flush()
+    assert job is not None
+    job.run()
+    log.complete_flush(job)
+    assert job.syncs == 2  # after the ftruncate, and after the writes
+    log.close()
+    assert SegmentedLog(tmp_path).end_offset == 4
