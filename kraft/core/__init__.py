@@ -1,0 +1,1 @@
+"""The sans-I/O KRaft protocol core: messages and time in, actions out."""

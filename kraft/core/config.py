@@ -1,0 +1,70 @@
+"""The core's configuration: who the voters are and the timers (Kafka's QuorumConfig)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+MAX_FETCH_WAIT_MS = 500  # KafkaRaftClient.MAX_FETCH_WAIT_MS, not configurable in Kafka
+MAX_FETCH_BYTES = 8 * 1024 * 1024  # Fetch and FetchSnapshot MaxBytes; also the largest batch
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
+ELECTION_BACKOFF_BASE_MS = 100
+
+
+@dataclass(frozen=True)
+class RaftConfig:
+    """`node_id` is None for an observer that has no id. `voters` maps voter id to endpoint;
+    `bootstrap` lists (id, endpoint) pairs an observer may ask to discover the leader (ids of
+    nodes not known as voters are negative, Kafka's -2, -3, ...); empty means the voters."""
+
+    cluster_id: str
+    node_id: int | None
+    voters: Mapping[int, str]
+    local_endpoint: str = ""
+    bootstrap: tuple[tuple[int, str], ...] = ()
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 2000
+    retry_backoff_ms: int = 20
+    fetch_max_wait_ms: int = MAX_FETCH_WAIT_MS
+    fetch_max_bytes: int = MAX_FETCH_BYTES
+    # When a follower's connection to its leader is refused or reset (not merely slow), it
+    # starts a pre-vote after a random delay below this bound instead of waiting out the fetch
+    # timeout; the jitter keeps two followers from splitting the vote. Pre-vote keeps it safe.
+    fast_failover_jitter_ms: int = 50
+    _frozen_voters: Mapping[int, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_frozen_voters", MappingProxyType(dict(self.voters)))
+        object.__setattr__(self, "voters", self._frozen_voters)
+        if not self.voters:
+            raise ValueError("the voter set is empty")
+        for name in (
+            "election_timeout_ms",
+            "fetch_timeout_ms",
+            "election_backoff_max_ms",
+            "request_timeout_ms",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0")
+        if self.retry_backoff_ms < 0 or self.fetch_max_wait_ms < 0:
+            raise ValueError("retry_backoff_ms and fetch_max_wait_ms must be >= 0")
+        if self.fast_failover_jitter_ms < 0:
+            raise ValueError("fast_failover_jitter_ms must be >= 0")
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id is not None and self.node_id in self.voters
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def discovery_targets(self) -> tuple[tuple[int, str], ...]:
+        """Where a replica that knows no leader sends its discovery Fetch."""
+        if self.bootstrap:
+            return self.bootstrap
+        return tuple(sorted(self.voters.items()))

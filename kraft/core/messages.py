@@ -1,0 +1,134 @@
+"""The protocol's messages as frozen dataclasses. Transports map them to and from the wire.
+
+Field names follow Kafka's schemas in snake_case. A `cluster_id` of None is accepted by any
+node (Kafka's nullable ClusterId); any other value must match exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kraft.core.errors import Errors
+from kraft.log.base import OffsetAndEpoch
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    cluster_id: str | None
+    replica_id: int
+    replica_epoch: int
+    last_offset_epoch: int
+    last_offset: int
+    pre_vote: bool
+    voter_id: int = -1  # the intended receiver; -1 when the sender does not say
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    error: Errors
+    leader_id: int
+    leader_epoch: int
+    vote_granted: bool
+    leader_endpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochRequest:
+    cluster_id: str | None
+    leader_id: int
+    leader_epoch: int
+    leader_endpoint: str = ""
+    voter_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    error: Errors
+    leader_id: int
+    leader_epoch: int
+    leader_endpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochRequest:
+    cluster_id: str | None
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: tuple[int, ...]
+    leader_endpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochResponse:
+    error: Errors
+    leader_id: int
+    leader_epoch: int
+    leader_endpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    cluster_id: str | None
+    replica_id: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    max_wait_ms: int
+    max_bytes: int
+    high_watermark: int = -1  # the fetcher's; a leader with a newer one answers at once
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    error: Errors
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int = -1
+    log_start_offset: int = 0
+    records: bytes = b""
+    diverging_epoch: OffsetAndEpoch | None = None
+    snapshot_id: OffsetAndEpoch | None = None
+    leader_endpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDescription:
+    replica_id: int
+    log_end_offset: int  # -1 when the leader has not heard from it
+    last_fetch_timestamp_ms: int  # -1 when never
+    last_caught_up_timestamp_ms: int  # -1 when never
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    """DescribeQuorum's answer; only the leader gives one."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[ReplicaDescription, ...]
+    observers: tuple[ReplicaDescription, ...]
+
+
+Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
+Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundRequest:
+    """A request the driver must send. `endpoint` is the destination's address as configured
+    or learned; the driver reports the outcome with `handle_response` or `handle_failure`."""
+
+    correlation_id: int
+    destination: int
+    endpoint: str
+    request: Request
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The answer to the inbound request the driver registered under `token`."""
+
+    token: int
+    response: Response

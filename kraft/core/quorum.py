@@ -1,0 +1,286 @@
+"""QuorumState: the current node state and every legal transition between states.
+
+All transitions and their guards live here (spec §3.2); an illegal one is a bug and raises
+RaftInvariantError. Transitions that change what a node must remember across a crash mark the
+new ElectionState for persistence; the driver writes it before sending anything else.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import NoReturn
+
+from kraft.core.config import RaftConfig
+from kraft.core.election import EpochElection, random_election_timeout
+from kraft.core.errors import RaftInvariantError
+from kraft.core.leader import LeaderState
+from kraft.core.states import (
+    NO_DEADLINE,
+    CandidateState,
+    EpochState,
+    FollowerState,
+    ProspectiveState,
+    ResignedState,
+    UnattachedState,
+)
+from kraft.election_state import ElectionState
+from kraft.log.base import OffsetAndEpoch
+
+log = logging.getLogger(__name__)
+
+
+class QuorumState:
+    def __init__(self, config: RaftConfig, rng: random.Random) -> None:
+        self.config = config
+        self.rng = rng
+        self.state: EpochState = UnattachedState(epoch=0, election_deadline=NO_DEADLINE)
+        self.unpersisted: ElectionState | None = None
+        self._persisted: ElectionState | None = None
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def local_id(self) -> int | None:
+        return self.config.node_id
+
+    @property
+    def is_voter(self) -> bool:
+        return self.config.is_voter
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def leader_id(self) -> int:
+        return self.state.leader_id
+
+    @property
+    def is_leader(self) -> bool:
+        return isinstance(self.state, LeaderState)
+
+    def endpoint_of(self, node_id: int) -> str:
+        return self.config.voters.get(node_id, "")
+
+    # -- restart -----------------------------------------------------------------------------
+
+    def initialize(self, persisted: ElectionState, log_end: OffsetAndEpoch, now: int) -> None:
+        """Spec §3.6: choose the state to resume in from the quorum-state file and the log."""
+        local = self.local_id
+        self._persisted = persisted
+        if persisted.has_voted and local is None:
+            raise RaftInvariantError(
+                f"the quorum state records a vote for {persisted.voted_id} but this node has no id"
+            )
+        if persisted.epoch < log_end.epoch:
+            log.warning(
+                "epoch %d in the quorum-state file is below the log's last epoch %d; "
+                "resuming as Unattached in epoch %d",
+                persisted.epoch,
+                log_end.epoch,
+                log_end.epoch,
+            )
+            self._become(UnattachedState(log_end.epoch, self._election_deadline(now)))
+        elif persisted.leader_id == local and self.is_voter:
+            # Its unflushed records may be lost: it must never lead or vote in this epoch again.
+            self._become(
+                ResignedState(
+                    persisted.epoch, persisted.leader_id, self._election_deadline(now), ()
+                ),
+                durable=False,
+            )
+        elif persisted.voted_id == local and self.is_voter:
+            self._become(
+                CandidateState(
+                    persisted.epoch,
+                    persisted.voted_id,
+                    EpochElection(self.config.voters, persisted.voted_id),
+                    self._election_deadline(now),
+                    retries=1,
+                )
+            )
+        elif persisted.has_leader and self.endpoint_of(persisted.leader_id):
+            self._become(
+                FollowerState(
+                    persisted.epoch,
+                    persisted.leader_id,
+                    self.endpoint_of(persisted.leader_id),
+                    now + self.config.fetch_timeout_ms,
+                    voted_id=persisted.voted_id,
+                )
+            )
+        else:
+            self._become(
+                UnattachedState(
+                    persisted.epoch,
+                    self._election_deadline(now),
+                    leader_id=persisted.leader_id,
+                    voted_id=persisted.voted_id,
+                )
+            )
+
+    # -- transitions -------------------------------------------------------------------------
+
+    def to_unattached(self, epoch: int, now: int, leader_id: int = -1) -> None:
+        """A higher epoch with no reachable leader, or a lost pre-vote in the same epoch."""
+        current = self.state
+        if epoch < current.epoch:
+            self._illegal(f"Unattached in epoch {epoch}")
+        if epoch == current.epoch:
+            if not isinstance(current, ProspectiveState):
+                self._illegal(f"Unattached in the same epoch {epoch}")
+            self._become(
+                UnattachedState(
+                    epoch,
+                    current.election_deadline,
+                    leader_id=current.leader_id if leader_id < 0 else leader_id,
+                    voted_id=current.voted_id,
+                )
+            )
+            return
+        self._become(UnattachedState(epoch, self._election_deadline(now), leader_id=leader_id))
+
+    def add_vote(self, candidate_id: int, now: int) -> None:
+        """Record a granted standard vote (Unattached → Voted, or a Prospective that votes)."""
+        state = self.state
+        if candidate_id == self.local_id:
+            self._illegal("a vote for itself outside candidacy")
+        if not isinstance(state, UnattachedState | ProspectiveState) or state.voted_id >= 0:
+            if getattr(state, "voted_id", -1) == candidate_id:
+                return
+            self._illegal(f"a vote for {candidate_id}")
+        state.voted_id = candidate_id
+        state.election_deadline = self._election_deadline(now)
+        self._mark_durable()
+
+    def to_prospective(self, now: int) -> None:
+        current = self.state
+        if not self.is_voter or self.local_id is None:
+            self._illegal("Prospective as an observer")
+        if isinstance(current, LeaderState | ProspectiveState | ResignedState):
+            self._illegal("Prospective")
+        retries = current.retries + 1 if isinstance(current, CandidateState) else 1
+        leader_id = current.leader_id if isinstance(current, UnattachedState | FollowerState) else -1
+        voted_id = getattr(current, "voted_id", -1)
+        if isinstance(current, CandidateState):
+            voted_id = current.local_id
+        endpoint = current.leader_endpoint if isinstance(current, FollowerState) else ""
+        self._become(
+            ProspectiveState(
+                current.epoch,
+                EpochElection(self.config.voters, self.local_id),
+                self._election_deadline(now),
+                retries,
+                leader_id=leader_id,
+                voted_id=voted_id,
+                leader_endpoint=endpoint,
+            ),
+            durable=False,
+        )
+
+    def to_candidate(self, now: int) -> None:
+        current = self.state
+        if not isinstance(current, ProspectiveState) or self.local_id is None:
+            self._illegal("Candidate")
+        self._become(
+            CandidateState(
+                current.epoch + 1,
+                self.local_id,
+                EpochElection(self.config.voters, self.local_id),
+                self._election_deadline(now),
+                current.retries,
+            )
+        )
+
+    def to_leader(self, epoch_start_offset: int, now: int) -> LeaderState:
+        current = self.state
+        if not isinstance(current, CandidateState) or not current.election.is_won():
+            self._illegal("Leader without a won election")
+        leader = LeaderState(
+            epoch=current.epoch,
+            local_id=current.local_id,
+            voter_ids=frozenset(self.config.voters),
+            epoch_start_offset=epoch_start_offset,
+            granting_voters=current.election.granting(),
+            check_quorum_deadline=now,
+            fetch_timeout_ms=self.config.fetch_timeout_ms,
+        )
+        leader.check_quorum_deadline = now + leader.check_quorum_timeout_ms()
+        self._become(leader)
+        return leader
+
+    def to_follower(self, epoch: int, leader_id: int, endpoint: str, now: int) -> None:
+        current = self.state
+        if leader_id == self.local_id:
+            self._illegal(f"following itself in epoch {epoch}")
+        if epoch < current.epoch:
+            self._illegal(f"Follower of {leader_id} in epoch {epoch}")
+        voted_id = -1
+        if epoch == current.epoch:
+            if isinstance(current, LeaderState | ResignedState):
+                self._illegal(f"Follower of {leader_id} in its own epoch {epoch}")
+            if current.leader_id >= 0 and current.leader_id != leader_id:
+                raise RaftInvariantError(
+                    f"two leaders in epoch {epoch}: {current.leader_id} and {leader_id}"
+                )
+            if isinstance(current, FollowerState):
+                if current.leader_endpoint or not endpoint:
+                    return  # nothing new
+                current.leader_endpoint = endpoint
+                return
+            voted_id = getattr(current, "voted_id", -1)
+        self._become(
+            FollowerState(
+                epoch, leader_id, endpoint, now + self.config.fetch_timeout_ms, voted_id=voted_id
+            )
+        )
+
+    def to_resigned(self, now: int) -> ResignedState:
+        current = self.state
+        if not isinstance(current, LeaderState):
+            self._illegal("Resigned")
+        successors = current.descending_fetch_offsets()
+        resigned = ResignedState(
+            current.epoch,
+            current.local_id,
+            self._election_deadline(now),
+            successors,
+            unacked_voters=set(successors),
+        )
+        self._become(resigned, durable=False)
+        return resigned
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _election_deadline(self, now: int) -> float:
+        if not self.is_voter:
+            return NO_DEADLINE
+        return now + random_election_timeout(self.rng, self.config.election_timeout_ms)
+
+    def new_election_deadline(self, now: int) -> float:
+        return self._election_deadline(now)
+
+    def _become(self, state: EpochState, durable: bool = True) -> None:
+        previous = self.state
+        self.state = state
+        if durable:
+            self._mark_durable()
+        log.debug("%s(%d) -> %s(%d)", previous.name, previous.epoch, state.name, state.epoch)
+
+    def _mark_durable(self) -> None:
+        current = self.state.election_state()
+        if current != self._persisted:
+            self.unpersisted = current
+
+    def take_unpersisted(self) -> ElectionState | None:
+        """The election state the driver must write before sending anything."""
+        pending, self.unpersisted = self.unpersisted, None
+        if pending is not None:
+            self._persisted = pending
+        return pending
+
+    def _illegal(self, target: str) -> NoReturn:
+        raise RaftInvariantError(
+            f"illegal transition from {self.state.name}(epoch {self.state.epoch}) to {target}"
+        )

@@ -1,0 +1,617 @@
+"""RaftCore: the public face of the sans-I/O protocol core.
+
+The driver (a real node or the simulator) feeds it inbound requests, responses, failures, local
+commands and the time, and after each call collects an `Output`: the election state to persist,
+then requests to send and replies to return. The core reads and appends to its log in memory; it
+learns of durability from `on_log_flushed` and never counts or ships what is not flushed.
+
+Every entry point ends in `_poll`, which runs the timers of the current state and sends what
+that state needs, so the driver only has to call `poll` again at `next_deadline()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+
+from kraft.core import rpc_fetch, rpc_quorum_epoch, rpc_vote
+from kraft.core.config import RaftConfig
+from kraft.core.connections import Connections, InFlight
+from kraft.core.election import binary_exponential_backoff
+from kraft.core.errors import Errors, NotLeaderError, RaftError, RaftInvariantError
+from kraft.core.leader import LeaderState
+from kraft.core.messages import (
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    OutboundRequest,
+    QuorumDescription,
+    Reply,
+    Request,
+    Response,
+    VoteRequest,
+)
+from kraft.core.quorum import QuorumState
+from kraft.core.states import (
+    NO_DEADLINE,
+    CandidateState,
+    FollowerState,
+    ProspectiveState,
+    ResignedState,
+    UnattachedState,
+)
+from kraft.election_state import ElectionState
+from kraft.log.base import OffsetAndEpoch, ReplicatedLog
+
+log = logging.getLogger(__name__)
+
+DISCOVERY_BACKOFF_MS = 100  # between discovery fetches of a replica that knows no leader
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndEpoch:
+    leader_id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    """One node's own view, for `quorum status` and metrics."""
+
+    node_id: int | None
+    state: str
+    epoch: int
+    leader_id: int
+    voted_id: int
+    high_watermark: int
+    log_end_offset: int
+    flushed_offset: int
+    last_epoch: int
+    is_voter: bool
+
+
+@dataclass
+class Output:
+    """What the driver must do, in this order: persist `election_state` (when set), then send
+    `requests` and `replies`. `leader` is set when the known leader or epoch changed."""
+
+    election_state: ElectionState | None = None
+    requests: list[OutboundRequest] = field(default_factory=list)
+    replies: list[Reply] = field(default_factory=list)
+    leader: LeaderAndEpoch | None = None
+    high_watermark: int | None = None
+
+
+class RaftCore:
+    def __init__(
+        self,
+        config: RaftConfig,
+        log_: ReplicatedLog,
+        persisted: ElectionState,
+        now: int,
+        rng: random.Random,
+    ) -> None:
+        self.config = config
+        self.log = log_
+        self.rng = rng
+        self.quorum = QuorumState(config, rng)
+        self.connections = Connections()
+        self.high_watermark = log_.start_offset
+        self.shutting_down = False
+        self._discovery_after = 0
+        self._requests: list[OutboundRequest] = []
+        self._replies: list[Reply] = []
+        self._last_state: object = None
+        self._reported_leader = LeaderAndEpoch(-1, -1)
+        self._reported_hw = -1
+        self.quorum.initialize(
+            persisted, OffsetAndEpoch(log_.end_offset, log_.last_epoch), now
+        )
+        self._last_state = self.quorum.state
+        self._poll(now)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    @property
+    def state(self):  # noqa: ANN201 - the union of state classes
+        return self.quorum.state
+
+    @property
+    def epoch(self) -> int:
+        return self.quorum.epoch
+
+    @property
+    def leader_id(self) -> int:
+        return self.quorum.leader_id
+
+    @property
+    def is_leader(self) -> bool:
+        return self.quorum.is_leader
+
+    @property
+    def local_id(self) -> int | None:
+        return self.config.node_id
+
+    def status(self) -> NodeStatus:
+        state = self.quorum.state
+        return NodeStatus(
+            node_id=self.local_id,
+            state=state.name,
+            epoch=state.epoch,
+            leader_id=state.leader_id,
+            voted_id=state.election_state().voted_id,
+            high_watermark=self.high_watermark,
+            log_end_offset=self.log.end_offset,
+            flushed_offset=self.log.flushed_offset,
+            last_epoch=self.log.last_epoch,
+            is_voter=self.config.is_voter,
+        )
+
+    def describe_quorum(self, now: int) -> QuorumDescription:
+        leader = self._leader_or_raise()
+        leader.expire_observers(now)
+        return QuorumDescription(
+            leader_id=leader.local_id,
+            leader_epoch=leader.epoch,
+            high_watermark=leader.high_watermark if leader.high_watermark is not None else -1,
+            voters=tuple(p.describe() for _, p in sorted(leader.voters.items())),
+            observers=tuple(p.describe() for _, p in sorted(leader.observers.items())),
+        )
+
+    def next_deadline(self) -> float:
+        """The time at which `poll` has work to do, or infinity."""
+        state = self.quorum.state
+        candidates: list[float] = [self.connections.next_deadline(self._now)]
+        if isinstance(state, UnattachedState | ProspectiveState | ResignedState):
+            candidates.append(state.election_deadline)
+        if isinstance(state, CandidateState):
+            candidates.append(
+                state.backoff_deadline if state.backoff_deadline is not None else
+                state.election_deadline
+            )
+        if isinstance(state, FollowerState):
+            candidates.append(state.fetch_deadline)
+        if isinstance(state, LeaderState):
+            candidates.append(state.check_quorum_deadline)
+            candidates.extend(state.next_begin_epoch_ms.values())
+            candidates.extend(p.deadline for p in state.parked_fetches)
+        if self._wants_discovery(state):
+            candidates.append(self._discovery_after)
+        # Every poll handles what is due; a past deadline left over is blocked on a busy or
+        # backing-off connection, whose own deadline is among the candidates.
+        return min((t for t in candidates if t > self._now), default=NO_DEADLINE)
+
+    def shutdown_complete(self) -> bool:
+        """A graceful shutdown may finish: nobody depends on this node to hand over."""
+        if not self.shutting_down:
+            return False
+        if not self.config.is_voter or len(self.config.voters) == 1:
+            return True
+        state = self.quorum.state
+        return isinstance(state, FollowerState) or (
+            state.leader_id >= 0 and state.leader_id != self.local_id
+        )
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def poll(self, now: int) -> None:
+        self._poll(now)
+
+    def handle_request(self, token: int, request: Request, now: int) -> None:
+        """An inbound request; its Reply (under `token`) comes now or, for a parked Fetch, later."""
+        self._now = now
+        if isinstance(request, FetchRequest):
+            response = rpc_fetch.handle_request(self, token, request, now)
+        elif isinstance(request, VoteRequest):
+            response = rpc_vote.handle_request(self, request, now)
+        elif isinstance(request, BeginQuorumEpochRequest):
+            response = rpc_quorum_epoch.handle_begin_request(self, request, now)
+        elif isinstance(request, EndQuorumEpochRequest):
+            response = rpc_quorum_epoch.handle_end_request(self, request, now)
+        else:  # pragma: no cover - the union above is exhaustive
+            raise TypeError(f"not a raft request: {request!r}")
+        if response is not None:
+            self._replies.append(Reply(token, response))
+        self._poll(now)
+
+    def handle_response(self, correlation_id: int, response: Response, now: int) -> None:
+        self._now = now
+        entry = self.connections.complete(correlation_id)
+        if entry is None:
+            return  # timed out, or sent by a state we have left
+        if response.error == Errors.INCONSISTENT_CLUSTER_ID:
+            log.error(
+                "node %d belongs to another cluster (INCONSISTENT_CLUSTER_ID); check its "
+                "meta.properties", entry.destination,
+            )
+            self._back_off(entry, now)
+        elif self._handle_common_response(entry, response, now):
+            pass
+        elif isinstance(entry.request, FetchRequest):
+            rpc_fetch.handle_response(self, entry, response, now)  # type: ignore[arg-type]
+        elif isinstance(entry.request, VoteRequest):
+            rpc_vote.handle_response(self, entry, response, now)  # type: ignore[arg-type]
+        elif isinstance(entry.request, BeginQuorumEpochRequest):
+            rpc_quorum_epoch.handle_begin_response(self, entry, response, now)  # type: ignore[arg-type]
+        elif isinstance(entry.request, EndQuorumEpochRequest):
+            rpc_quorum_epoch.handle_end_response(self, entry, response, now)  # type: ignore[arg-type]
+        self._poll(now)
+
+    def handle_failure(self, correlation_id: int, now: int, unreachable: bool = False) -> None:
+        """A request got no answer. `unreachable` says the connection was refused or reset —
+        the peer's process is gone — as opposed to a timeout, which may just be slowness."""
+        self._now = now
+        entry = self.connections.complete(correlation_id)
+        if entry is None:
+            return
+        self._back_off(entry, now)
+        if unreachable:
+            rpc_fetch.on_unreachable(self, entry, now)
+        self._poll(now)
+
+    def on_log_flushed(self, now: int) -> None:
+        """The driver completed a flush: the leader may count more of its own log."""
+        self._now = now
+        state = self.quorum.state
+        if isinstance(state, LeaderState):
+            if state.update_local(self.log.flushed_offset, now):
+                self._on_leader_high_watermark(state)
+            rpc_fetch.complete_parked(self, state, now)
+        self._poll(now)
+
+    # -- local commands ----------------------------------------------------------------------
+
+    def append(self, records: list[bytes], now: int) -> int:
+        """Append records as one batch in the leader's epoch; returns the last offset. The
+        records are committed once `high_watermark` passes that offset in this epoch."""
+        self._now = now
+        leader = self._leader_or_raise()
+        if leader.resign_requested or self.shutting_down:
+            raise NotLeaderError(f"the leader of epoch {leader.epoch} is resigning")
+        size = sum(len(r) for r in records)
+        if size > self.config.fetch_max_bytes:
+            raise RaftError(
+                Errors.RECORD_BATCH_TOO_LARGE,
+                f"{size} bytes exceed the {self.config.fetch_max_bytes}-byte batch limit",
+            )
+        base = self.log.append_as_leader(records, leader.epoch, now)
+        return base + len(records) - 1
+
+    def resign(self, epoch: int, now: int) -> None:
+        """Step down as leader of `epoch` (ignored for an older epoch)."""
+        self._now = now
+        if epoch < self.epoch:
+            return
+        leader = self._leader_or_raise()
+        if epoch > leader.epoch:
+            raise RaftError(Errors.INVALID_REQUEST, f"cannot resign epoch {epoch} > {leader.epoch}")
+        leader.resign_requested = True
+        self._poll(now)
+
+    def begin_shutdown(self, now: int) -> None:
+        """Graceful shutdown: a leader resigns; nobody starts a new election."""
+        self._now = now
+        self.shutting_down = True
+        if isinstance(self.quorum.state, LeaderState):
+            self.quorum.state.resign_requested = True
+        self._poll(now)
+
+    # -- output ------------------------------------------------------------------------------
+
+    def take_output(self) -> Output:
+        out = Output(
+            election_state=self.quorum.take_unpersisted(),
+            requests=self._requests,
+            replies=self._replies,
+        )
+        self._requests, self._replies = [], []
+        current = LeaderAndEpoch(self.leader_id, self.epoch)
+        if current != self._reported_leader:
+            self._reported_leader = out.leader = current
+        if self.high_watermark != self._reported_hw:
+            self._reported_hw = out.high_watermark = self.high_watermark
+        return out
+
+    # -- shared machinery for the rpc modules --------------------------------------------------
+
+    def send(self, destination: int, endpoint: str, request: Request, now: int) -> None:
+        entry = self.connections.send(destination, request, now, self.config.request_timeout_ms)
+        self._requests.append(
+            OutboundRequest(
+                entry.correlation_id, destination, endpoint, request,
+                self.config.request_timeout_ms,
+            )
+        )
+
+    def reply_later(self, token: int, response: Response) -> None:
+        self._replies.append(Reply(token, response))
+
+    def valid_cluster_id(self, cluster_id: str | None) -> bool:
+        return cluster_id is None or cluster_id == self.config.cluster_id
+
+    def endpoint_of(self, node_id: int, hint: str = "") -> str:
+        return hint or self.config.voters.get(node_id, "")
+
+    def leader_endpoint(self) -> str:
+        leader_id = self.leader_id
+        if leader_id == self.local_id:
+            return self.config.local_endpoint
+        state = self.quorum.state
+        if isinstance(state, FollowerState):
+            return state.leader_endpoint
+        return self.endpoint_of(leader_id) if leader_id >= 0 else ""
+
+    def update_follower_high_watermark(self, leader_hw: int) -> None:
+        new_hw = min(leader_hw, self.log.end_offset)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+
+    def maybe_transition(self, leader_id: int, epoch: int, endpoint: str, now: int) -> None:
+        """Act on a (leader, epoch) learned from a peer (Kafka's maybeTransition)."""
+        quorum = self.quorum
+        if epoch == quorum.epoch and leader_id >= 0:
+            if leader_id == self.local_id and not quorum.is_leader and not isinstance(
+                quorum.state, ResignedState
+            ):
+                raise RaftInvariantError(
+                    f"a peer names this node leader of epoch {epoch}, which it is not"
+                )
+            if quorum.leader_id >= 0 and quorum.leader_id != leader_id:
+                raise RaftInvariantError(
+                    f"two leaders in epoch {epoch}: {quorum.leader_id} and {leader_id}"
+                )
+        if epoch > quorum.epoch:
+            self._follow_or_unattach(leader_id, epoch, endpoint, now)
+        elif (
+            epoch == quorum.epoch
+            and leader_id >= 0
+            and leader_id != self.local_id
+            and not isinstance(quorum.state, FollowerState)
+        ):
+            self._follow_or_unattach(leader_id, epoch, endpoint, now)
+        elif epoch == quorum.epoch and isinstance(quorum.state, FollowerState) and endpoint:
+            quorum.to_follower(epoch, leader_id, endpoint, now)  # learns a missing endpoint
+
+    def _follow_or_unattach(self, leader_id: int, epoch: int, endpoint: str, now: int) -> None:
+        endpoint = self.endpoint_of(leader_id, endpoint) if leader_id >= 0 else ""
+        if leader_id >= 0 and endpoint:
+            self.quorum.to_follower(epoch, leader_id, endpoint, now)
+        elif epoch > self.quorum.epoch:
+            self.quorum.to_unattached(epoch, now, leader_id)
+        elif isinstance(self.quorum.state, ProspectiveState):
+            self.quorum.to_unattached(epoch, now, leader_id)
+
+    def become_leader(self, now: int) -> None:
+        leader = self.quorum.to_leader(self.log.end_offset, now)
+        # The LeaderChange record opens the epoch; the HW may pass it only once a majority
+        # holds it, which proves every earlier record is on a majority too.
+        from kraft.log.codec import LEADER_CHANGE, encode_control_record
+
+        body = {
+            "leaderId": leader.local_id,
+            "voters": sorted(leader.voter_ids),
+            "grantingVoters": sorted(leader.granting_voters),
+        }
+        self.log.append_as_leader(
+            [encode_control_record(LEADER_CHANGE, body)], leader.epoch, now, control=True
+        )
+        leader.update_local(self.log.flushed_offset, now)
+        log.info("node %s leads epoch %d from offset %d", self.local_id, leader.epoch,
+                 leader.epoch_start_offset)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    _now: int = 0
+
+    def _leader_or_raise(self) -> LeaderState:
+        state = self.quorum.state
+        if not isinstance(state, LeaderState):
+            raise NotLeaderError(
+                f"node {self.local_id} is {state.name} in epoch {state.epoch}; "
+                f"the leader is {state.leader_id if state.leader_id >= 0 else 'unknown'}"
+            )
+        return state
+
+    def _on_leader_high_watermark(self, leader: LeaderState) -> None:
+        if leader.high_watermark is not None and leader.high_watermark > self.high_watermark:
+            self.high_watermark = leader.high_watermark
+
+    def _back_off(self, entry: InFlight, now: int) -> None:
+        self.connections.back_off(entry.destination, now + self.config.retry_backoff_ms)
+
+    def _handle_common_response(self, entry: InFlight, response: Response, now: int) -> bool:
+        """Kafka's maybeHandleCommonResponse. True when the response needs nothing more."""
+        epoch = self.quorum.epoch
+        error = response.error
+        if response.leader_epoch < epoch or error == Errors.UNKNOWN_LEADER_EPOCH:
+            return True  # stale
+        if response.leader_epoch > epoch or error in (
+            Errors.FENCED_LEADER_EPOCH,
+            Errors.NOT_LEADER_OR_FOLLOWER,
+        ):
+            self.maybe_transition(
+                response.leader_id, response.leader_epoch, response.leader_endpoint, now
+            )
+            if error != Errors.NONE:
+                self._back_off(entry, now)
+            return True
+        if response.leader_id >= 0 and self.quorum.leader_id < 0:
+            self.maybe_transition(
+                response.leader_id, response.leader_epoch, response.leader_endpoint, now
+            )
+            if error != Errors.NONE:
+                self._back_off(entry, now)
+                return True
+            return False
+        if error == Errors.BROKER_NOT_AVAILABLE:
+            self._back_off(entry, now)
+            return True
+        if error == Errors.INVALID_REQUEST:
+            raise RaftInvariantError(
+                f"node {entry.destination} called our {type(entry.request).__name__} invalid"
+            )
+        if error not in (Errors.NONE,):
+            log.warning(
+                "%s to node %d failed with %s", type(entry.request).__name__,
+                entry.destination, error.name,
+            )
+            self._back_off(entry, now)
+            return True
+        return False
+
+    def _wants_discovery(self, state: object) -> bool:
+        if isinstance(state, UnattachedState):
+            return True
+        return isinstance(state, FollowerState) and state.fetch_from_bootstrap
+
+    def _poll(self, now: int) -> None:
+        self._now = now
+        for entry in self.connections.expire(now):
+            rpc_fetch.on_timeout(self, entry, now)
+        # A poll may change the state; poll again until it settles (a single voter goes
+        # Unattached → Prospective → Candidate → Leader in one call). Handlers only change
+        # state; polls send, so requests always belong to the state that sent them.
+        for _ in range(8):
+            self._note_state_change()
+            state = self.quorum.state
+            self._poll_state(state, now)
+            if self.quorum.state is state:
+                return
+        self._note_state_change()
+
+    def _note_state_change(self) -> None:
+        state = self.quorum.state
+        if state is self._last_state:
+            return
+        previous, self._last_state = self._last_state, state
+        self.connections.reset()
+        self._discovery_after = 0
+        if isinstance(previous, LeaderState):
+            rpc_fetch.fail_parked(self, previous)
+
+    def _poll_state(self, state: object, now: int) -> None:
+        if isinstance(state, LeaderState):
+            self._poll_leader(state, now)
+        elif isinstance(state, CandidateState):
+            self._poll_candidate(state, now)
+        elif isinstance(state, ProspectiveState):
+            self._poll_prospective(state, now)
+        elif isinstance(state, FollowerState):
+            self._poll_follower(state, now)
+        elif isinstance(state, ResignedState):
+            self._poll_resigned(state, now)
+        elif isinstance(state, UnattachedState):
+            self._poll_unattached(state, now)
+
+    def _single_voter(self) -> bool:
+        return self.config.is_voter and len(self.config.voters) == 1
+
+    def _poll_leader(self, leader: LeaderState, now: int) -> None:
+        if leader.resign_requested or leader.check_quorum_expired(now):
+            if not leader.resign_requested:
+                log.warning(
+                    "leader %s heard from too few voters in %d ms (check-quorum); resigning",
+                    self.local_id, leader.check_quorum_timeout_ms(),
+                )
+            if self._single_voter():
+                return  # nobody to hand over to; shutdown completes at once
+            self.quorum.to_resigned(now)
+            return
+        rpc_fetch.expire_parked(self, leader, now)
+        for voter, due in leader.next_begin_epoch_ms.items():
+            if due <= now and self.connections.is_ready(voter, now):
+                leader.next_begin_epoch_ms[voter] = now + self.config.fetch_timeout_ms // 2
+                self.send(
+                    voter,
+                    self.endpoint_of(voter),
+                    BeginQuorumEpochRequest(
+                        self.config.cluster_id, leader.local_id, leader.epoch,
+                        self.config.local_endpoint, voter_id=voter,
+                    ),
+                    now,
+                )
+
+    def _poll_candidate(self, state: CandidateState, now: int) -> None:
+        if state.election.is_won():
+            self.become_leader(now)
+            return
+        expired = (
+            state.backoff_deadline is not None and now >= state.backoff_deadline
+        ) or now >= state.election_deadline
+        if expired:
+            if not self.shutting_down:
+                self.quorum.to_prospective(now)
+            return
+        if state.backoff_deadline is None:
+            rpc_vote.send_votes(self, state, pre_vote=False, now=now)
+
+    def _poll_prospective(self, state: ProspectiveState, now: int) -> None:
+        if state.election.is_won():
+            self.quorum.to_candidate(now)
+            return
+        if now >= state.election_deadline:
+            rpc_vote.after_lost_pre_vote(self, state, now, rejected=False)
+            return
+        rpc_vote.send_votes(self, state, pre_vote=True, now=now)
+
+    def _poll_follower(self, state: FollowerState, now: int) -> None:
+        if now >= state.fetch_deadline:
+            if self.config.is_voter:
+                if not self.shutting_down:
+                    self.quorum.to_prospective(now)
+                    return
+            else:
+                state.fetch_from_bootstrap = True
+            state.fetch_deadline = now + self.config.fetch_timeout_ms
+        if state.fetch_from_bootstrap:
+            self._maybe_send_discovery_fetch(now)
+        else:
+            rpc_fetch.maybe_send_fetch(self, state.leader_id, state.leader_endpoint, now)
+
+    def _poll_resigned(self, state: ResignedState, now: int) -> None:
+        if now >= state.election_deadline:
+            self.quorum.to_unattached(state.epoch + 1, now)
+            return
+        for voter in sorted(state.unacked_voters):
+            if self.connections.is_ready(voter, now):
+                self.send(
+                    voter,
+                    self.endpoint_of(voter),
+                    EndQuorumEpochRequest(
+                        self.config.cluster_id, state.local_id, state.epoch,
+                        state.preferred_successors, self.config.local_endpoint,
+                    ),
+                    now,
+                )
+
+    def _poll_unattached(self, state: UnattachedState, now: int) -> None:
+        if self.config.is_voter and now >= state.election_deadline and not self.shutting_down:
+            self.quorum.to_prospective(now)
+            return
+        self._maybe_send_discovery_fetch(now)
+
+    def _maybe_send_discovery_fetch(self, now: int) -> None:
+        """Ask a random voter (or bootstrap server) for the leader, at a modest rate."""
+        if now < self._discovery_after:
+            return
+        targets = [
+            (nid, ep) for nid, ep in self.config.discovery_targets()
+            if nid != self.local_id and self.connections.is_ready(nid, now)
+        ]
+        if not targets:
+            return
+        node_id, endpoint = self.rng.choice(targets)
+        if rpc_fetch.maybe_send_fetch(self, node_id, endpoint, now):
+            self._discovery_after = now + DISCOVERY_BACKOFF_MS
+
+    def prospective_election_deadline(self, now: int) -> float:
+        return self.quorum.new_election_deadline(now)
+
+    def candidate_backoff(self, state: CandidateState, now: int) -> None:
+        state.backoff_deadline = now + binary_exponential_backoff(
+            self.rng, state.retries, self.config.election_backoff_max_ms
+        )
+
+
+__all__ = ["NO_DEADLINE", "LeaderAndEpoch", "NodeStatus", "Output", "RaftCore"]

@@ -1,0 +1,251 @@
+"""Fetch (spec §2.4): the leader's validation, divergence, long poll and high watermark, and
+the follower's truncation, append and fetch loop."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from kraft.core.errors import Errors, RaftInvariantError
+from kraft.core.leader import LeaderState, ParkedFetch
+from kraft.core.messages import FetchRequest, FetchResponse
+from kraft.core.states import FollowerState
+from kraft.log.base import CorruptRecordError, LogAppendError, OffsetAndEpoch
+
+if TYPE_CHECKING:
+    from kraft.core.connections import InFlight
+    from kraft.core.raft import RaftCore
+
+log = logging.getLogger(__name__)
+
+
+# -- leader side ---------------------------------------------------------------------------
+
+
+def handle_request(
+    core: RaftCore, token: int, req: FetchRequest, now: int
+) -> FetchResponse | None:
+    """The response, or None when the fetch is parked (long poll) and answered later."""
+    if not core.valid_cluster_id(req.cluster_id):
+        return _error(core, Errors.INCONSISTENT_CLUSTER_ID)
+    if (
+        req.max_wait_ms < 0
+        or req.fetch_offset < 0
+        or req.last_fetched_epoch < 0
+        or req.last_fetched_epoch > req.current_leader_epoch
+        or req.max_bytes < 0
+    ):
+        return _error(core, Errors.INVALID_REQUEST)
+    error = _validate_leader_only(core, req.current_leader_epoch)
+    if error is not None:
+        return _error(core, error)
+    leader = core.quorum.state
+    assert isinstance(leader, LeaderState)
+    leader.note_voter_contact(req.replica_id, now)
+
+    diverging = _divergence(core, req.fetch_offset, req.last_fetched_epoch)
+    if diverging is not None:
+        return _records(core, leader, b"", diverging=diverging)
+
+    if leader.update_replica(req.replica_id, req.fetch_offset, now, core.log.flushed_offset):
+        core._on_leader_high_watermark(leader)
+        complete_parked(core, leader, now)
+    records = _read(core, req)
+    if records or req.max_wait_ms == 0 or _hw_is_news(core, req):
+        return _records(core, leader, records)
+    leader.parked_fetches.append(ParkedFetch(token, req, now + req.max_wait_ms))
+    return None
+
+
+def _validate_leader_only(core: RaftCore, epoch: int) -> Errors | None:
+    if epoch < core.epoch:
+        return Errors.FENCED_LEADER_EPOCH
+    if epoch > core.epoch:
+        return Errors.UNKNOWN_LEADER_EPOCH
+    state = core.quorum.state
+    if not isinstance(state, LeaderState):
+        return Errors.NOT_LEADER_OR_FOLLOWER
+    if core.shutting_down or state.resign_requested:
+        return Errors.BROKER_NOT_AVAILABLE
+    return None
+
+
+def _divergence(core: RaftCore, offset: int, epoch: int) -> OffsetAndEpoch | None:
+    """Kafka's validateOffsetAndEpoch: where the fetcher's log stops matching ours, if it does."""
+    if offset == 0 and core.log.start_offset == 0:
+        return None
+    end = core.log.end_offset_for_epoch(epoch)
+    if end.epoch != epoch or end.offset < offset:
+        return end
+    return None
+
+
+def _read(core: RaftCore, req: FetchRequest) -> bytes:
+    # Only flushed data leaves the leader: what it ships it could never lose in a crash.
+    max_bytes = min(req.max_bytes, core.config.fetch_max_bytes)
+    return core.log.read(req.fetch_offset, max_bytes, core.log.flushed_offset)
+
+
+def _hw_is_news(core: RaftCore, req: FetchRequest) -> bool:
+    """Followers learn the HW only from Fetch responses: answer at once when the fetcher's HW
+    is behind ours, rather than after the long poll (newer Kafka sends it in the request too)."""
+    return core.high_watermark > req.high_watermark
+
+
+def _records(
+    core: RaftCore, leader: LeaderState, records: bytes,
+    diverging: OffsetAndEpoch | None = None,
+) -> FetchResponse:
+    return FetchResponse(
+        Errors.NONE,
+        leader.local_id,
+        leader.epoch,
+        high_watermark=core.high_watermark,
+        log_start_offset=core.log.start_offset,
+        records=records,
+        diverging_epoch=diverging,
+        leader_endpoint=core.config.local_endpoint,
+    )
+
+
+def _error(core: RaftCore, error: Errors) -> FetchResponse:
+    return FetchResponse(
+        error, core.leader_id, core.epoch, leader_endpoint=core.leader_endpoint()
+    )
+
+
+def complete_parked(core: RaftCore, leader: LeaderState, now: int) -> None:
+    """Answer parked fetches that now have data to read or a newer high watermark to learn."""
+    if not leader.parked_fetches:
+        return
+    flushed = core.log.flushed_offset
+    still: list[ParkedFetch] = []
+    for parked in leader.parked_fetches:
+        if parked.request.fetch_offset < flushed or _hw_is_news(core, parked.request):
+            core.reply_later(parked.token, _records(core, leader, _read(core, parked.request)))
+        else:
+            still.append(parked)
+    leader.parked_fetches = still
+
+
+def expire_parked(core: RaftCore, leader: LeaderState, now: int) -> None:
+    if not leader.parked_fetches:
+        return
+    still: list[ParkedFetch] = []
+    for parked in leader.parked_fetches:
+        if parked.deadline <= now:
+            core.reply_later(parked.token, _records(core, leader, b""))
+        else:
+            still.append(parked)
+    leader.parked_fetches = still
+
+
+def fail_parked(core: RaftCore, former: LeaderState) -> None:
+    """Leadership is gone: every parked fetch learns so at once."""
+    for parked in former.parked_fetches:
+        core.reply_later(parked.token, _error(core, Errors.NOT_LEADER_OR_FOLLOWER))
+    former.parked_fetches = []
+
+
+# -- follower side ---------------------------------------------------------------------------
+
+
+def maybe_send_fetch(core: RaftCore, destination: int, endpoint: str, now: int) -> bool:
+    """Send a Fetch unless one is in flight, the destination backs off, or (voters) the log
+    holds unflushed records: the fetch offset is an acknowledgement and must be durable."""
+    if core.connections.has_in_flight(FetchRequest):
+        return False
+    if not core.connections.is_ready(destination, now):
+        return False
+    if core.config.is_voter and core.log.flushed_offset < core.log.end_offset:
+        return False
+    core.send(
+        destination,
+        endpoint,
+        FetchRequest(
+            cluster_id=core.config.cluster_id,
+            replica_id=core.local_id if core.local_id is not None else -1,
+            current_leader_epoch=core.epoch,
+            fetch_offset=core.log.end_offset,
+            last_fetched_epoch=core.log.last_epoch,
+            max_wait_ms=core.config.fetch_max_wait_ms,
+            max_bytes=core.config.fetch_max_bytes,
+            high_watermark=core.high_watermark,
+        ),
+        now,
+    )
+    return True
+
+
+def handle_response(core: RaftCore, entry: InFlight, resp: FetchResponse, now: int) -> None:
+    state = core.quorum.state
+    req = entry.request
+    assert isinstance(req, FetchRequest)
+    if not (
+        isinstance(state, FollowerState)
+        and resp.leader_id == state.leader_id
+        and resp.leader_epoch == state.epoch
+        and req.current_leader_epoch == state.epoch
+    ):
+        return  # from a state we left, or a discovery answer that names no leader
+    if resp.error != Errors.NONE:
+        return
+    state.fetch_deadline = now + core.config.fetch_timeout_ms
+    state.leader_live = True
+    state.fetch_from_bootstrap = False
+    if resp.diverging_epoch is not None:
+        _truncate_to_leader(core, resp.diverging_epoch)
+        return
+    if resp.records:
+        try:
+            core.log.append_as_follower(resp.records)
+        except (CorruptRecordError, LogAppendError) as exc:
+            # Nothing was appended; fetching again from the same offset retries it.
+            log.warning("rejected records from leader %d: %s", state.leader_id, exc)
+            return
+    if resp.high_watermark >= 0:
+        core.update_follower_high_watermark(resp.high_watermark)
+
+
+def _truncate_to_leader(core: RaftCore, diverging: OffsetAndEpoch) -> None:
+    local = core.log.end_offset_for_epoch(diverging.epoch)
+    if local.epoch == diverging.epoch:
+        offset = min(local.offset, diverging.offset)
+    else:
+        offset = local.offset
+    if offset < core.high_watermark:
+        raise RaftInvariantError(
+            f"the leader asks to truncate to {offset}, below the high watermark "
+            f"{core.high_watermark}: committed records would be lost"
+        )
+    log.info("truncating the log to offset %d (diverging at epoch %d)", offset, diverging.epoch)
+    core.log.truncate_to(offset)
+
+
+def on_unreachable(core: RaftCore, entry: InFlight, now: int) -> None:
+    """A refused or reset connection to the leader means its process is gone: a voter stands
+    for election after a short random delay instead of the whole fetch timeout; the pre-vote
+    keeps this safe, because voters still fetching from a live leader refuse it."""
+    state = core.quorum.state
+    if not isinstance(state, FollowerState) or entry.destination != state.leader_id:
+        return
+    if not isinstance(entry.request, FetchRequest):
+        return
+    state.leader_live = False
+    if core.config.is_voter:
+        jitter = core.rng.randrange(core.config.fast_failover_jitter_ms + 1)
+        state.fetch_deadline = min(state.fetch_deadline, now + jitter)
+    else:
+        state.fetch_from_bootstrap = True
+
+
+def on_timeout(core: RaftCore, entry: InFlight, now: int) -> None:
+    """An observer whose fetch to the leader timed out asks the bootstrap servers instead."""
+    state = core.quorum.state
+    if (
+        isinstance(state, FollowerState)
+        and not core.config.is_voter
+        and entry.destination == state.leader_id
+        and isinstance(entry.request, FetchRequest)
+    ):
+        state.fetch_from_bootstrap = True

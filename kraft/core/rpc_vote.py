@@ -1,0 +1,109 @@
+"""Vote and pre-vote (spec §2.1): granting, sending and counting."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kraft.core.errors import Errors
+from kraft.core.messages import VoteRequest, VoteResponse
+from kraft.core.states import CandidateState, ProspectiveState, UnattachedState
+
+if TYPE_CHECKING:
+    from kraft.core.connections import InFlight
+    from kraft.core.raft import RaftCore
+
+
+def handle_request(core: RaftCore, req: VoteRequest, now: int) -> VoteResponse:
+    def answer(error: Errors, granted: bool = False) -> VoteResponse:
+        return VoteResponse(
+            error, core.leader_id, core.epoch, granted, core.leader_endpoint()
+        )
+
+    if not core.valid_cluster_id(req.cluster_id):
+        return answer(Errors.INCONSISTENT_CLUSTER_ID)
+    illegal_epoch = (
+        req.last_offset_epoch > req.replica_epoch
+        if req.pre_vote
+        else req.last_offset_epoch >= req.replica_epoch
+    )
+    if illegal_epoch or req.last_offset < 0 or req.last_offset_epoch < 0 or req.replica_id < 0:
+        return answer(Errors.INVALID_REQUEST)
+    if req.replica_epoch < core.epoch:
+        return answer(Errors.FENCED_LEADER_EPOCH)
+    if req.replica_epoch > core.epoch:
+        # Even a pre-vote from a higher epoch moves this node into that epoch.
+        core.quorum.to_unattached(req.replica_epoch, now)
+    if req.voter_id >= 0 and req.voter_id != core.local_id:
+        return answer(Errors.INVALID_VOTER_KEY)
+    log = core.log
+    up_to_date = (req.last_offset_epoch, req.last_offset) >= (log.last_epoch, log.end_offset)
+    state = core.quorum.state
+    granted = state.can_grant_vote(req.replica_id, up_to_date, req.pre_vote)
+    if (
+        granted
+        and not req.pre_vote
+        and isinstance(state, UnattachedState | ProspectiveState)
+        and state.voted_id < 0
+    ):
+        # Durable before the reply leaves: the driver persists election state first.
+        core.quorum.add_vote(req.replica_id, now)
+    return answer(Errors.NONE, granted)
+
+
+def send_votes(
+    core: RaftCore, state: ProspectiveState | CandidateState, pre_vote: bool, now: int
+) -> None:
+    if state.election.is_lost():
+        return
+    local_id = core.local_id
+    assert local_id is not None  # only voters stand for election
+    for voter in sorted(state.election.unrecorded()):
+        if not core.connections.is_ready(voter, now):
+            continue
+        core.send(
+            voter,
+            core.endpoint_of(voter),
+            VoteRequest(
+                cluster_id=core.config.cluster_id,
+                replica_id=local_id,
+                replica_epoch=state.epoch,
+                last_offset_epoch=core.log.last_epoch,
+                last_offset=core.log.end_offset,
+                pre_vote=pre_vote,
+                voter_id=voter,
+            ),
+            now,
+        )
+
+
+def handle_response(core: RaftCore, entry: InFlight, resp: VoteResponse, now: int) -> None:
+    req = entry.request
+    assert isinstance(req, VoteRequest)
+    state = core.quorum.state
+    # Responses carry no pre-vote flag: match them to the round that sent the request.
+    if req.replica_epoch != state.epoch:
+        return
+    if req.pre_vote and isinstance(state, ProspectiveState):
+        state.election.record(entry.destination, resp.vote_granted)
+        if not state.election.is_won() and state.election.is_lost():
+            after_lost_pre_vote(core, state, now, rejected=True)
+    elif not req.pre_vote and isinstance(state, CandidateState):
+        state.election.record(entry.destination, resp.vote_granted)
+        if (
+            not state.election.is_won()
+            and state.election.is_lost()
+            and state.backoff_deadline is None
+        ):
+            core.candidate_backoff(state, now)
+
+
+def after_lost_pre_vote(core: RaftCore, state: ProspectiveState, now: int, rejected: bool) -> None:
+    """Kafka's prospectiveTransitionAfterElectionLoss: back to following a known leader, or to
+    Unattached in the same epoch (keeping any vote)."""
+    if state.leader_id >= 0 and state.leader_endpoint:
+        core.quorum.to_follower(state.epoch, state.leader_id, state.leader_endpoint, now)
+        return
+    core.quorum.to_unattached(state.epoch, now)
+    unattached = core.quorum.state
+    if rejected and isinstance(unattached, UnattachedState):
+        unattached.election_deadline = core.quorum.new_election_deadline(now)

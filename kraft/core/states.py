@@ -1,0 +1,152 @@
+"""The node states, one small class each. They hold data and answer questions about it; the
+transitions between them live in `QuorumState`, the message handling in the rpc modules.
+
+Deadlines are absolute times in milliseconds, as given to the core by its driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kraft.core.election import EpochElection
+from kraft.core.leader import LeaderState
+from kraft.election_state import ElectionState
+
+NO_DEADLINE = float("inf")
+
+
+@dataclass
+class UnattachedState:
+    """No leader known to be reachable in this epoch. With `voted_id` set it is Kafka's
+    "Voted" state. `leader_id` may be known without an endpoint to reach it."""
+
+    epoch: int
+    election_deadline: float
+    leader_id: int = -1
+    voted_id: int = -1
+
+    @property
+    def name(self) -> str:
+        return "Voted" if self.voted_id >= 0 else "Unattached"
+
+    def election_state(self) -> ElectionState:
+        return ElectionState(self.epoch, self.leader_id, self.voted_id)
+
+    def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        return _unattached_or_prospective_can_grant(
+            self.leader_id, self.voted_id, candidate_id, log_up_to_date, pre_vote
+        )
+
+
+@dataclass
+class ProspectiveState:
+    """Pre-vote (KIP-996): asking whether an election could be won, without bumping the epoch
+    or changing anything durable."""
+
+    epoch: int
+    election: EpochElection
+    election_deadline: float
+    retries: int
+    leader_id: int = -1
+    voted_id: int = -1
+    leader_endpoint: str = ""
+
+    name = "Prospective"
+
+    def election_state(self) -> ElectionState:
+        return ElectionState(self.epoch, self.leader_id, self.voted_id)
+
+    def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        return _unattached_or_prospective_can_grant(
+            self.leader_id, self.voted_id, candidate_id, log_up_to_date, pre_vote
+        )
+
+
+@dataclass
+class CandidateState:
+    """Standing for election in a bumped epoch, having voted for itself durably."""
+
+    epoch: int
+    local_id: int
+    election: EpochElection
+    election_deadline: float
+    retries: int
+    backoff_deadline: float | None = None  # set once the vote is lost
+
+    name = "Candidate"
+
+    @property
+    def leader_id(self) -> int:
+        return -1
+
+    def election_state(self) -> ElectionState:
+        return ElectionState(self.epoch, voted_id=self.local_id)
+
+    def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        # Its own vote went to itself; a pre-vote costs nothing and is answered on the log.
+        return pre_vote and log_up_to_date
+
+
+@dataclass
+class FollowerState:
+    """Fetching from a known leader. `leader_live` is False until a fetch succeeds, after the
+    leader resigned (EndQuorumEpoch) or after its connection was refused: only a follower
+    that believes in a live leader refuses pre-votes."""
+
+    epoch: int
+    leader_id: int
+    leader_endpoint: str
+    fetch_deadline: float
+    voted_id: int = -1
+    leader_live: bool = False
+    fetch_from_bootstrap: bool = False  # observers rediscover the leader after a timeout
+
+    name = "Follower"
+
+    def election_state(self) -> ElectionState:
+        return ElectionState(self.epoch, self.leader_id, self.voted_id)
+
+    def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        return pre_vote and not self.leader_live and log_up_to_date
+
+
+@dataclass
+class ResignedState:
+    """A leader that stepped down in its epoch: it tells the voters (EndQuorumEpoch) and then
+    waits out an election timeout before moving to epoch + 1. Memory only: its persisted state
+    still names itself leader of the epoch, so it can never vote again in that epoch."""
+
+    epoch: int
+    local_id: int
+    election_deadline: float
+    preferred_successors: tuple[int, ...]
+    unacked_voters: set[int] = field(default_factory=set)
+
+    name = "Resigned"
+
+    @property
+    def leader_id(self) -> int:
+        return self.local_id
+
+    def election_state(self) -> ElectionState:
+        return ElectionState(self.epoch, leader_id=self.local_id)
+
+    def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        return pre_vote and log_up_to_date
+
+
+def _unattached_or_prospective_can_grant(
+    leader_id: int, voted_id: int, candidate_id: int, log_up_to_date: bool, pre_vote: bool
+) -> bool:
+    if pre_vote:
+        return log_up_to_date
+    if voted_id >= 0:
+        return voted_id == candidate_id  # re-granting the same vote is idempotent
+    if leader_id >= 0:
+        return False  # a leader exists in this epoch
+    return log_up_to_date
+
+
+EpochState = (
+    UnattachedState | ProspectiveState | CandidateState | LeaderState | FollowerState | ResignedState
+)

@@ -1,0 +1,376 @@
+"""A deterministic cluster: N voters and M observers running the real RaftCore over in-memory
+logs, a virtual clock and a lossy network, all driven by one seeded RNG.
+
+Events sit in one heap ordered by (time, sequence number), so a seed replays exactly. After
+every event the invariant checker runs; the first violation stops the run with its time and
+event number.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraft.core.config import RaftConfig
+from kraft.core.errors import NotLeaderError, RaftError
+from kraft.core.messages import OutboundRequest, Request, Response
+from kraft.core.raft import RaftCore
+from kraft.log.base import FlushJob
+from kraft.log.memory import MemoryLog
+from kraft.log.quorum_state import MemoryQuorumStateStore
+from kraft.sim.invariants import InvariantChecker, SimViolation
+from kraft.sim.network import NetworkProfile, SimNetwork
+
+
+@dataclass
+class SimTiming:
+    """Kafka's simulation test timing: election 1 s, fetch 3 s, request 3 s, max wait 100 ms."""
+
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 3000
+    request_timeout_ms: int = 3000
+    fetch_max_wait_ms: int = 100
+    min_fsync_ms: int = 0
+    max_fsync_ms: int = 3
+
+
+@dataclass
+class PendingAppend:
+    epoch: int
+    offset: int
+    payload: bytes
+
+
+@dataclass
+class SimNode:
+    node_id: int
+    config: RaftConfig
+    log: MemoryLog = field(default_factory=MemoryLog)
+    store: MemoryQuorumStateStore = field(default_factory=MemoryQuorumStateStore)
+    core: RaftCore | None = None
+    incarnation: int = 0
+    tick_at: float = float("inf")
+    flushing: bool = False
+    next_token: int = 1
+    inbound: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    pending_appends: list[PendingAppend] = field(default_factory=list)
+
+    @property
+    def alive(self) -> bool:
+        return self.core is not None
+
+    @property
+    def is_voter(self) -> bool:
+        return self.config.is_voter
+
+
+class SimCluster:
+    def __init__(
+        self,
+        seed: int,
+        voters: int = 3,
+        observers: int = 0,
+        timing: SimTiming | None = None,
+        network: NetworkProfile | None = None,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.timing = timing or SimTiming()
+        self.network = SimNetwork(random.Random(self.rng.random()), network or NetworkProfile())
+        self.now = 0
+        self.events: list[tuple[int, int, tuple[Any, ...]]] = []
+        self._seq = 0
+        self.event_count = 0
+        voter_ids = list(range(1, voters + 1))
+        endpoints = {v: f"node{v}:9093" for v in voter_ids}
+        self.nodes: dict[int, SimNode] = {}
+        for node_id in voter_ids + list(range(voters + 1, voters + observers + 1)):
+            config = RaftConfig(
+                cluster_id="sim-cluster",
+                node_id=node_id,
+                voters=endpoints,
+                local_endpoint=f"node{node_id}:9093",
+                election_timeout_ms=self.timing.election_timeout_ms,
+                fetch_timeout_ms=self.timing.fetch_timeout_ms,
+                request_timeout_ms=self.timing.request_timeout_ms,
+                fetch_max_wait_ms=self.timing.fetch_max_wait_ms,
+            )
+            self.nodes[node_id] = SimNode(node_id, config)
+        self.voter_ids = frozenset(voter_ids)
+        self.checker = InvariantChecker(self)
+        self.acknowledged: dict[int, bytes] = {}  # offset -> payload reported committed
+        self.verified_acks = 0  # acknowledged appends found committed
+        self._append_seq = 0
+
+    # -- scheduling --------------------------------------------------------------------------
+
+    def schedule(self, delay: float, event: tuple[Any, ...]) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (int(self.now + delay), self._seq, event))
+
+    def at(self, delay: int, action: Callable[[], None]) -> None:
+        """Run a scripted action (a fault, a heal, a restart) after `delay` ms."""
+        self.schedule(delay, ("action", action))
+
+    # -- node lifecycle ------------------------------------------------------------------------
+
+    def start(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.alive:
+            return
+        node.incarnation += 1
+        node.tick_at = float("inf")
+        node.flushing = False
+        node.inbound.clear()
+        node.pending_appends.clear()
+        node.core = RaftCore(
+            node.config, node.log, node.store.read(), self.now,
+            random.Random(self.rng.random()),
+        )
+        self.checker.on_start(node)
+        self._drain(node)
+
+    def start_all(self) -> None:
+        """Start every stopped node; a node still in a graceful shutdown finishes it first, as
+        a real process does when its shutdown timeout expires."""
+        for node in self.nodes.values():
+            if node.core is not None and node.core.shutting_down:
+                self._stop_gracefully(node)
+        for node_id in sorted(self.nodes):
+            self.start(node_id)
+
+    def crash(self, node_id: int) -> None:
+        """kill -9: every unflushed byte is lost; peers see their connections reset."""
+        node = self.nodes[node_id]
+        if not node.alive:
+            return
+        node.core = None
+        node.incarnation += 1
+        node.log.crash()
+        self.checker.on_crash(node)
+        node.flushing = False
+        node.tick_at = float("inf")
+        node.pending_appends.clear()
+        for source, source_inc, cid in node.inbound.values():
+            self._send_failure(node_id, source, source_inc, cid)
+        node.inbound.clear()
+
+    def wipe(self, node_id: int) -> None:
+        """The loss of a node's whole disk (it must be down)."""
+        node = self.nodes[node_id]
+        assert not node.alive
+        node.log.wipe()
+        node.store = MemoryQuorumStateStore()
+        self.checker.on_wipe(node)
+
+    def shutdown(self, node_id: int) -> None:
+        """SIGTERM: begin a graceful shutdown; the node stops once it may."""
+        node = self.nodes[node_id]
+        if node.core is None:
+            return
+        node.core.begin_shutdown(self.now)
+        self._drain(node)
+
+    # -- the workload ---------------------------------------------------------------------------
+
+    def append_to_leader(self) -> bool:
+        leader = self.leader()
+        if leader is None or leader.core is None:
+            return False
+        self._append_seq += 1
+        payload = f"r{self._append_seq}".encode()
+        try:
+            offset = leader.core.append([payload], self.now)
+        except (NotLeaderError, RaftError):
+            return False
+        leader.pending_appends.append(PendingAppend(leader.core.epoch, offset, payload))
+        self._drain(leader)
+        return True
+
+    def write_steadily(self, interval_ms: int, until: int) -> None:
+        def tick() -> None:
+            self.append_to_leader()
+            if self.now + interval_ms < until:
+                self.at(interval_ms, tick)
+
+        self.at(interval_ms, tick)
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def leader(self) -> SimNode | None:
+        """The live leader of the highest epoch, if any."""
+        best: SimNode | None = None
+        for node in self.nodes.values():
+            core = node.core
+            if core is not None and core.is_leader and (best is None or core.epoch > best.core.epoch):  # type: ignore[union-attr]
+                best = node
+        return best
+
+    def committed_offset(self) -> int:
+        return self.checker.committed_end
+
+    # -- running --------------------------------------------------------------------------------
+
+    def run_until(self, condition: Callable[[], bool], timeout_ms: int, what: str) -> None:
+        deadline = self.now + timeout_ms
+        while not condition():
+            if not self.events or self.events[0][0] > deadline:
+                self.now = max(self.now, deadline)
+                raise SimViolation(f"liveness: {what} not reached within {timeout_ms} ms",
+                                   self.now, self.event_count)
+            self.step()
+
+    def run_for(self, duration_ms: int) -> None:
+        deadline = self.now + duration_ms
+        while self.events and self.events[0][0] <= deadline:
+            self.step()
+        self.now = deadline
+
+    def step(self) -> None:
+        when, _, event = heapq.heappop(self.events)
+        self.now = max(self.now, when)
+        self.event_count += 1
+        kind = event[0]
+        touched: SimNode | None = None
+        if kind == "request":
+            touched = self._on_request(*event[1:])
+        elif kind == "response":
+            touched = self._on_response(*event[1:])
+        elif kind == "failure":
+            touched = self._on_failure(*event[1:])
+        elif kind == "tick":
+            touched = self._on_tick(*event[1:])
+        elif kind == "flush":
+            touched = self._on_flush(*event[1:])
+        elif kind == "action":
+            event[1]()
+        if touched is not None:
+            self._drain(touched)
+        self.checker.check()
+
+    # -- event handlers ---------------------------------------------------------------------------
+
+    def _live(self, node_id: int, incarnation: int) -> SimNode | None:
+        node = self.nodes.get(node_id)
+        if node is None or node.core is None or node.incarnation != incarnation:
+            return None
+        return node
+
+    def _on_request(
+        self, dest: int, source: int, source_inc: int, cid: int, request: Request
+    ) -> SimNode | None:
+        node = self.nodes[dest]
+        if node.core is None:
+            # The host answers for its dead process: connection refused.
+            self._send_failure(dest, source, source_inc, cid)
+            return None
+        token = node.next_token
+        node.next_token += 1
+        node.inbound[token] = (source, source_inc, cid)
+        node.core.handle_request(token, request, self.now)
+        return node
+
+    def _on_response(self, dest: int, dest_inc: int, cid: int, response: Response) -> SimNode | None:
+        node = self._live(dest, dest_inc)
+        if node is None:
+            return None
+        node.core.handle_response(cid, response, self.now)  # type: ignore[union-attr]
+        return node
+
+    def _on_failure(self, dest: int, dest_inc: int, cid: int) -> SimNode | None:
+        node = self._live(dest, dest_inc)
+        if node is None:
+            return None
+        node.core.handle_failure(cid, self.now, unreachable=True)  # type: ignore[union-attr]
+        return node
+
+    def _on_tick(self, node_id: int, incarnation: int, at: float) -> SimNode | None:
+        node = self._live(node_id, incarnation)
+        if node is None or node.tick_at != at:
+            return None
+        node.tick_at = float("inf")
+        node.core.poll(self.now)  # type: ignore[union-attr]
+        return node
+
+    def _on_flush(self, node_id: int, incarnation: int, job: FlushJob) -> SimNode | None:
+        node = self._live(node_id, incarnation)
+        if node is None:
+            return None
+        job.run()
+        node.log.complete_flush(job)
+        node.flushing = False
+        node.core.on_log_flushed(self.now)  # type: ignore[union-attr]
+        return node
+
+    def _send_failure(self, dead: int, source: int, source_inc: int, cid: int) -> None:
+        if self.network.connected(dead, source):
+            self.schedule(self.timing.max_fsync_ms + 1, ("failure", source, source_inc, cid))
+
+    # -- after every event at a node: persist, send, flush, re-arm its timer ---------------------
+
+    def _drain(self, node: SimNode) -> None:
+        core = node.core
+        if core is None:
+            return
+        out = core.take_output()
+        if out.election_state is not None:
+            node.store.write(out.election_state)
+        for request in out.requests:
+            self._route_request(node, request)
+        for reply in out.replies:
+            source, source_inc, cid = node.inbound.pop(reply.token)
+            for delay in self.network.delays(node.node_id, source):
+                self.schedule(delay, ("response", source, source_inc, cid, reply.response))
+        if not node.flushing:
+            job = node.log.begin_flush()
+            if job is not None:
+                node.flushing = True
+                delay = self.rng.randint(self.timing.min_fsync_ms, self.timing.max_fsync_ms)
+                self.schedule(delay, ("flush", node.node_id, node.incarnation, job))
+        self._settle_appends(node)
+        if core.shutting_down and core.shutdown_complete():
+            self._stop_gracefully(node)
+            return
+        deadline = core.next_deadline()
+        if deadline < node.tick_at:
+            node.tick_at = deadline
+            self.schedule(deadline - self.now, ("tick", node.node_id, node.incarnation, deadline))
+
+    def _stop_gracefully(self, node: SimNode) -> None:
+        """The process exits after a last flush, so a graceful stop loses nothing."""
+        if node.flushing:
+            for _, _, event in self.events:
+                if event[0] == "flush" and event[1] == node.node_id and event[2] == node.incarnation:
+                    event[3].run()
+                    node.log.complete_flush(event[3])
+            node.flushing = False
+        node.log.flush()
+        self.crash(node.node_id)
+
+    def _route_request(self, node: SimNode, request: OutboundRequest) -> None:
+        dest = request.destination
+        if dest not in self.nodes:
+            return
+        for delay in self.network.delays(node.node_id, dest):
+            self.schedule(
+                delay,
+                ("request", dest, node.node_id, node.incarnation, request.correlation_id,
+                 request.request),
+            )
+
+    def _settle_appends(self, node: SimNode) -> None:
+        core = node.core
+        if core is None or not node.pending_appends:
+            return
+        still: list[PendingAppend] = []
+        for pending in node.pending_appends:
+            if not core.is_leader or core.epoch != pending.epoch:
+                continue  # outcome unknown: the client would retry
+            if core.high_watermark > pending.offset:
+                self.acknowledged[pending.offset] = pending.payload
+            else:
+                still.append(pending)
+        node.pending_appends = still

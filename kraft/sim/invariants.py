@@ -1,0 +1,175 @@
+"""Safety invariants, checked after every simulated event.
+
+- at most one leader per epoch (live leaders and every persisted election state);
+- no node's epoch ever decreases, across restarts (except a node whose disk was wiped);
+- no node's high watermark decreases within one run of its process;
+- every committed offset is durable on a majority of voters;
+- no two nodes disagree on a committed offset, and a committed record never changes;
+- a new leader's log holds every committed record;
+- every append a leader reported committed is the committed record at its offset.
+
+"Committed" is the longest prefix any node has seen below its high watermark; it is kept as one
+global list of (epoch, record) that every node's log is compared against incrementally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kraft.log.memory import MemoryLog
+    from kraft.sim.cluster import SimCluster, SimNode
+
+
+class SimViolation(Exception):
+    def __init__(self, message: str, time_ms: int, event: int) -> None:
+        self.message = message
+        self.time_ms = time_ms
+        self.event = event
+        super().__init__(f"t={time_ms}ms event #{event}: {message}")
+
+
+@dataclass
+class NodeProgress:
+    max_epoch: int = 0
+    last_hw: int = 0
+    matched: int = 0  # length of the log prefix verified equal to the committed records
+    led_epoch: int = -1
+    wiped: bool = False
+
+
+@dataclass
+class InvariantChecker:
+    cluster: SimCluster
+    epochs: list[int] = field(default_factory=list)  # committed records' epochs, by offset
+    records: list[bytes] = field(default_factory=list)  # committed records, by offset
+    leaders: dict[int, int] = field(default_factory=dict)  # epoch -> leader id
+    progress: dict[int, NodeProgress] = field(default_factory=dict)
+    check_majority_durable: bool = True
+
+    @property
+    def committed_end(self) -> int:
+        return len(self.records)
+
+    def _fail(self, message: str) -> None:
+        raise SimViolation(message, self.cluster.now, self.cluster.event_count)
+
+    def on_start(self, node: SimNode) -> None:
+        p = self.progress.setdefault(node.node_id, NodeProgress())
+        p.last_hw = 0
+        p.matched = 0  # the log came back from its durable image: verify it again
+        p.led_epoch = -1
+
+    def on_crash(self, node: SimNode) -> None:
+        # The log fell back to its durable image, which may differ beyond what was flushed.
+        self.progress.setdefault(node.node_id, NodeProgress()).matched = 0
+
+    def on_wipe(self, node: SimNode) -> None:
+        self.progress[node.node_id] = NodeProgress(wiped=True)
+        # With a lost disk the majority-durability rule cannot hold for what that disk had.
+        self.check_majority_durable = False
+
+    def check(self) -> None:
+        for node in self.cluster.nodes.values():
+            self._check_node(node)
+        self._check_majority_durable()
+        self._check_acknowledged()
+
+    def _check_node(self, node: SimNode) -> None:
+        p = self.progress.setdefault(node.node_id, NodeProgress())
+        persisted = node.store.read()
+        self._note_leader(persisted.epoch, persisted.leader_id, node.node_id)
+        core = node.core
+        epoch = max(persisted.epoch, core.epoch if core is not None else 0)
+        if epoch < p.max_epoch and not p.wiped:
+            self._fail(f"node {node.node_id}: epoch went back from {p.max_epoch} to {epoch}")
+        p.max_epoch = max(p.max_epoch, epoch)
+        if core is None:
+            return
+        if core.is_leader:
+            self._note_leader(core.epoch, node.node_id, node.node_id)
+        hw = core.high_watermark
+        if hw < p.last_hw:
+            self._fail(f"node {node.node_id}: high watermark went back from {p.last_hw} to {hw}")
+        p.last_hw = hw
+        self._match_log(node, p, hw)
+        if core.is_leader and p.led_epoch != core.epoch:
+            p.led_epoch = core.epoch
+            if p.matched < self.committed_end:
+                self._fail(
+                    f"node {node.node_id} leads epoch {core.epoch} without committed offset "
+                    f"{p.matched} (committed end {self.committed_end})"
+                )
+
+    def _note_leader(self, epoch: int, leader_id: int, reporter: int) -> None:
+        if leader_id < 0:
+            return
+        known = self.leaders.setdefault(epoch, leader_id)
+        if known != leader_id:
+            self._fail(f"two leaders in epoch {epoch}: {known} and {leader_id} (seen at node "
+                       f"{reporter})")
+
+    def _match_log(self, node: SimNode, p: NodeProgress, hw: int) -> None:
+        log = node.log
+        end = log.end_offset
+        if end < p.matched:
+            p.matched = end  # truncated: the verified prefix shrinks with it
+        limit = min(end, self.committed_end)
+        if p.matched < limit:
+            for offset, epoch, record in _records(log, p.matched, limit):
+                if self.epochs[offset] != epoch or self.records[offset] != record:
+                    if offset < hw:
+                        self._fail(
+                            f"node {node.node_id} disagrees on committed offset {offset}: "
+                            f"epoch {epoch} vs committed epoch {self.epochs[offset]}"
+                        )
+                    return  # an uncommitted divergent tail; it will be truncated
+                p.matched = offset + 1
+        if hw > self.committed_end:
+            if p.matched < self.committed_end:
+                self._fail(f"node {node.node_id} commits past a record it does not match")
+            for offset, epoch, record in _records(log, self.committed_end, hw):
+                assert offset == len(self.records)
+                self.epochs.append(epoch)
+                self.records.append(record)
+            p.matched = hw
+
+    def _check_majority_durable(self) -> None:
+        if not self.check_majority_durable or not self.records:
+            return
+        end = self.committed_end
+        durable = 0
+        for node_id in self.cluster.voter_ids:
+            node = self.cluster.nodes[node_id]
+            p = self.progress.get(node_id)
+            if p is not None and min(p.matched, node.log.flushed_offset) >= end:
+                durable += 1
+            elif p is not None and node.log.flushed_offset >= end:
+                # Not verified yet (it just restarted): verify now, then count it.
+                self._match_log(node, p, 0)
+                if min(p.matched, node.log.flushed_offset) >= end:
+                    durable += 1
+        if durable < len(self.cluster.voter_ids) // 2 + 1:
+            self._fail(f"committed offset {end - 1} is durable on only {durable} voters")
+
+    def _check_acknowledged(self) -> None:
+        acknowledged = self.cluster.acknowledged
+        if not acknowledged:
+            return
+        for offset in list(acknowledged):
+            if offset >= self.committed_end:
+                self._fail(f"append at offset {offset} acknowledged beyond the committed end")
+            if self.records[offset] != acknowledged.pop(offset):
+                self._fail(f"acknowledged append at offset {offset} is not the committed record")
+            self.cluster.verified_acks += 1
+
+
+def _records(log: MemoryLog, start: int, end: int) -> Iterator[tuple[int, int, bytes]]:
+    """(offset, epoch, record) for offsets in [start, end)."""
+    for batch in log.batches(start, end):
+        for i, record in enumerate(batch.records):
+            offset = batch.base_offset + i
+            if start <= offset < end:
+                yield offset, batch.epoch, record
