@@ -20,6 +20,7 @@ lint: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) tools/gen_proto.py --check
 	$(PY) -m pytest -q
 
 sim: $(STAMP)

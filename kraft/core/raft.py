@@ -43,6 +43,7 @@ from kraft.core.states import (
 )
 from kraft.election_state import ElectionState
 from kraft.log.base import OffsetAndEpoch, ReplicatedLog
+from kraft.log.codec import LEADER_CHANGE, encode_control_record
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,8 @@ class RaftCore:
         self.connections = Connections()
         self.high_watermark = log_.start_offset
         self.shutting_down = False
+        # Record timestamps are wall-clock; `now` is monotonic. The driver sets the difference.
+        self.wall_clock_offset_ms = 0
         self._discovery_after = 0
         self._requests: list[OutboundRequest] = []
         self._replies: list[Reply] = []
@@ -275,7 +278,7 @@ class RaftCore:
                 Errors.RECORD_BATCH_TOO_LARGE,
                 f"{size} bytes exceed the {self.config.fetch_max_bytes}-byte batch limit",
             )
-        base = self.log.append_as_leader(records, leader.epoch, now)
+        base = self.log.append_as_leader(records, leader.epoch, now + self.wall_clock_offset_ms)
         return base + len(records) - 1
 
     def resign(self, epoch: int, now: int) -> None:
@@ -386,15 +389,16 @@ class RaftCore:
         leader = self.quorum.to_leader(self.log.end_offset, now)
         # The LeaderChange record opens the epoch; the HW may pass it only once a majority
         # holds it, which proves every earlier record is on a majority too.
-        from kraft.log.codec import LEADER_CHANGE, encode_control_record
-
         body = {
             "leaderId": leader.local_id,
             "voters": sorted(leader.voter_ids),
             "grantingVoters": sorted(leader.granting_voters),
         }
         self.log.append_as_leader(
-            [encode_control_record(LEADER_CHANGE, body)], leader.epoch, now, control=True
+            [encode_control_record(LEADER_CHANGE, body)],
+            leader.epoch,
+            now + self.wall_clock_offset_ms,
+            control=True,
         )
         leader.update_local(self.log.flushed_offset, now)
         log.info("node %s leads epoch %d from offset %d", self.local_id, leader.epoch,

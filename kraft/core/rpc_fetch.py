@@ -157,7 +157,7 @@ def maybe_send_fetch(core: RaftCore, destination: int, endpoint: str, now: int) 
         return False
     if not core.connections.is_ready(destination, now):
         return False
-    if core.config.is_voter and core.log.flushed_offset < core.log.end_offset:
+    if must_flush_first(core):
         return False
     core.send(
         destination,
@@ -175,6 +175,12 @@ def maybe_send_fetch(core: RaftCore, destination: int, endpoint: str, now: int) 
         now,
     )
     return True
+
+
+def must_flush_first(core: RaftCore) -> bool:
+    """A voter's fetch offset counts towards the high watermark, so it is sent only once
+    everything before it is durable."""
+    return core.config.is_voter and core.log.flushed_offset < core.log.end_offset
 
 
 def handle_response(core: RaftCore, entry: InFlight, resp: FetchResponse, now: int) -> None:

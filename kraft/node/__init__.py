@@ -1,0 +1,1 @@
+"""The real node: asyncio + grpc.aio around the sans-I/O core."""

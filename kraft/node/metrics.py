@@ -1,0 +1,86 @@
+"""Prometheus metrics, named like Kafka's raft-metrics and etcd's server metrics.
+
+Gauges that mirror the core's state are read at scrape time by a custom collector, so the core
+itself stays metric-free; latencies and rates are histograms and counters updated by the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from kraft.node.raft_node import RaftNode
+
+STATES = ("Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned")
+# etcd's fsync buckets (1 ms .. 8 s) and finer ones for commit and election latency.
+FSYNC_BUCKETS = tuple(0.001 * 2**i for i in range(14))
+LATENCY_BUCKETS = tuple(0.0001 * 2**i for i in range(20))
+
+
+class _StateCollector(Collector):
+    def __init__(self) -> None:
+        self.node: RaftNode | None = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        node = self.node
+        if node is None or node.core is None:
+            return
+        status = node.status()
+        state = GaugeMetricFamily(
+            "kraft_current_state", "1 for the node's current Raft state", labels=["state"]
+        )
+        for name in STATES:
+            state.add_metric([name], 1.0 if status.state == name else 0.0)
+        yield state
+        yield _gauge("kraft_current_leader", "Leader id, -1 when unknown", status.leader_id)
+        yield _gauge("kraft_current_epoch", "Current epoch", status.epoch)
+        yield _gauge("kraft_current_vote", "Voted-for id in this epoch, -1 if none",
+                     status.voted_id)
+        yield _gauge("kraft_has_leader", "1 when a leader is known", int(status.leader_id >= 0))
+        yield _gauge("kraft_is_leader", "1 when this node leads",
+                     int(status.state == "Leader"))
+        yield _gauge("kraft_high_watermark", "High watermark", status.high_watermark)
+        yield _gauge("kraft_log_end_offset", "Log end offset", status.log_end_offset)
+        yield _gauge("kraft_log_flushed_offset", "Durable log end offset",
+                     status.flushed_offset)
+        yield _gauge("kraft_log_end_epoch", "Epoch of the last log batch", status.last_epoch)
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+class RaftMetrics:
+    def __init__(self, node_id: int | None, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self._collector = _StateCollector()
+        self.registry.register(self._collector)
+        self.commit_latency = Histogram(
+            "kraft_commit_latency_seconds", "Append to commit, at the leader",
+            buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.election_latency = Histogram(
+            "kraft_election_latency_seconds", "Leader unknown to leader known",
+            buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.fsync_duration = Histogram(
+            "kraft_log_fsync_duration_seconds", "One group commit: write + fdatasync",
+            buckets=FSYNC_BUCKETS, registry=self.registry,
+        )
+        self.leader_changes = Counter(
+            "kraft_leader_changes_seen", "Leader or epoch changes seen", registry=self.registry
+        )
+        self.records_appended = Counter(
+            "kraft_records_appended", "Records appended as leader", registry=self.registry
+        )
+        self.records_fetched = Counter(
+            "kraft_records_fetched", "Records appended as follower", registry=self.registry
+        )
+
+    def bind(self, node: RaftNode) -> None:
+        self._collector.node = node

@@ -1,0 +1,299 @@
+"""RaftNode: the asyncio driver that feeds the sans-I/O core with real time, real gRPC traffic
+and a real log, and carries out what the core asks.
+
+Everything that touches the core runs on the event loop thread, one call at a time, so the core
+needs no locks. After every call `_process` carries out the core's output in the required
+order: persist the election state (fsync, on the loop: elections are rare and the reply must
+not leave first), then send requests and replies. Log durability is a separate task: one flush
+job at a time in a worker thread (group commit), then `on_log_flushed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import concurrent.futures
+import itertools
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kraft.core.config import RaftConfig
+from kraft.core.errors import NotLeaderError, RaftError
+from kraft.core.messages import QuorumDescription, Request, Response
+from kraft.core.raft import NodeStatus, Output, RaftCore
+from kraft.log.base import DurableLog
+from kraft.log.quorum_state import QuorumStateStore
+from kraft.node.metrics import RaftMetrics
+from kraft.node.transport import RaftTransport
+
+log = logging.getLogger(__name__)
+
+
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@dataclass(order=True)
+class _PendingAppend:
+    last_offset: int
+    epoch: int
+    started: float
+    future: asyncio.Future[int]
+
+
+class RaftNode:
+    def __init__(
+        self,
+        config: RaftConfig,
+        log_: DurableLog,
+        store: QuorumStateStore,
+        metrics: RaftMetrics | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.log = log_
+        self.store = store
+        self.metrics = metrics or RaftMetrics(config.node_id)
+        self.rng = rng or random.Random()
+        self.transport = RaftTransport(self._on_response, self._on_failure)
+        self.core: RaftCore | None = None
+        self._replies: dict[int, asyncio.Future[Response]] = {}
+        self._tokens = itertools.count(1)
+        self._appends: list[_PendingAppend] = []
+        self._timer_wakeup = asyncio.Event()
+        self._flush_wanted = asyncio.Event()
+        self._state_changed = asyncio.Event()
+        self._scheduled_deadline = float("inf")
+        self._tasks: list[asyncio.Task[None]] = []
+        self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kraft-log")
+        self._listeners: list[Callable[[Output], None]] = []
+        self._leaderless_since: float | None = time.monotonic()
+        self._stopped = False
+        self._fatal: BaseException | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.core = RaftCore(self.config, self.log, self.store.read(), monotonic_ms(), self.rng)
+        self.core.wall_clock_offset_ms = int(time.time() * 1000) - monotonic_ms()
+        self.metrics.bind(self)
+        self._process()
+        self._tasks = [
+            asyncio.create_task(self._timer_loop(), name="kraft-timer"),
+            asyncio.create_task(self._flush_loop(), name="kraft-flush"),
+        ]
+
+    async def shutdown(self, timeout_s: float) -> bool:
+        """Graceful: a leader resigns and waits (bounded) for a successor. True when the
+        handover completed in time."""
+        core = self._core()
+        core.begin_shutdown(monotonic_ms())
+        self._process()
+        deadline = time.monotonic() + timeout_s
+        while not core.shutdown_complete() and time.monotonic() < deadline:
+            self._state_changed.clear()
+            try:
+                await asyncio.wait_for(self._state_changed.wait(), deadline - time.monotonic())
+            except TimeoutError:
+                break
+        return core.shutdown_complete()
+
+    async def stop(self) -> None:
+        """Stop the tasks, flush what is appended, close the log."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.transport.close()
+        for future in self._replies.values():
+            if not future.done():
+                future.cancel()
+        self._fail_appends(NotLeaderError("the node is stopping"))
+        await asyncio.get_running_loop().run_in_executor(self._io, self.log.flush)
+        self.log.close()
+        self._io.shutdown(wait=True)
+
+    @property
+    def fatal_error(self) -> BaseException | None:
+        """Set when the core hit a broken invariant; the process must exit."""
+        return self._fatal
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def status(self) -> NodeStatus:
+        return self._core().status()
+
+    def describe_quorum(self) -> QuorumDescription:
+        return self._core().describe_quorum(monotonic_ms())
+
+    def wall_clock_ms(self, monotonic: int) -> int:
+        return monotonic + self._core().wall_clock_offset_ms if monotonic >= 0 else -1
+
+    def leader_endpoint(self) -> str:
+        return self._core().leader_endpoint()
+
+    def add_listener(self, listener: Callable[[Output], None]) -> None:
+        """Called on the loop after every core step that changed the leader or the HW."""
+        self._listeners.append(listener)
+
+    # -- inbound requests (from the gRPC servicer) ----------------------------------------------
+
+    async def handle_request(self, request: Request) -> Response:
+        core = self._core()
+        token = next(self._tokens)
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._replies[token] = future
+        try:
+            core.handle_request(token, request, monotonic_ms())
+            self._process()
+            return await future
+        finally:
+            self._replies.pop(token, None)
+
+    # -- the append API the controller uses ---------------------------------------------------
+
+    async def append(self, records: list[bytes]) -> int:
+        """Append records as one batch and wait until they are committed; returns the last
+        offset. Raises NotLeaderError when this node is not (or stops being) the leader."""
+        core = self._core()
+        now = monotonic_ms()
+        last = core.append(records, now)
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        bisect.insort(self._appends, _PendingAppend(last, core.epoch, time.perf_counter(), future))
+        self.metrics.records_appended.inc(len(records))
+        self._process()
+        return await future
+
+    # -- the core's output -----------------------------------------------------------------------
+
+    def _process(self) -> None:
+        core = self._core()
+        out = core.take_output()
+        if out.election_state is not None:
+            self.store.write(out.election_state)
+        for reply in out.replies:
+            future = self._replies.pop(reply.token, None)
+            if future is not None and not future.done():
+                future.set_result(reply.response)
+        for request in out.requests:
+            self.transport.send(request)
+        if out.leader is not None:
+            self._on_leader_change(out)
+        if out.high_watermark is not None:
+            self._complete_appends(out.high_watermark)
+        if out.leader is not None or out.high_watermark is not None:
+            for listener in self._listeners:
+                listener(out)
+        self._flush_wanted.set()
+        deadline = core.next_deadline()
+        if deadline < self._scheduled_deadline:
+            self._timer_wakeup.set()
+        self._state_changed.set()
+
+    def _on_leader_change(self, out: Output) -> None:
+        assert out.leader is not None
+        core = self._core()
+        status = core.status()
+        log.info("state %s epoch %d leader %d", status.state, status.epoch, status.leader_id)
+        self.metrics.leader_changes.inc()
+        if out.leader.leader_id < 0:
+            self._leaderless_since = self._leaderless_since or time.monotonic()
+        elif self._leaderless_since is not None:
+            self.metrics.election_latency.observe(time.monotonic() - self._leaderless_since)
+            self._leaderless_since = None
+        if not core.is_leader:
+            self._fail_appends(NotLeaderError(f"leadership moved to {out.leader.leader_id}"))
+        else:
+            stale = [p for p in self._appends if p.epoch != core.epoch]
+            for pending in stale:
+                self._appends.remove(pending)
+                if not pending.future.done():
+                    pending.future.set_exception(NotLeaderError("the epoch changed"))
+
+    def _complete_appends(self, high_watermark: int) -> None:
+        core = self._core()
+        now = time.perf_counter()
+        while self._appends and self._appends[0].last_offset < high_watermark:
+            pending = self._appends.pop(0)
+            if pending.future.done():
+                continue
+            if core.is_leader and core.epoch == pending.epoch:
+                pending.future.set_result(pending.last_offset)
+                self.metrics.commit_latency.observe(now - pending.started)
+            else:
+                pending.future.set_exception(NotLeaderError("leadership changed before commit"))
+
+    def _fail_appends(self, error: RaftError) -> None:
+        pending, self._appends = self._appends, []
+        for p in pending:
+            if not p.future.done():
+                p.future.set_exception(error)
+
+    # -- transport callbacks ----------------------------------------------------------------------
+
+    def _on_response(self, correlation_id: int, response: Response) -> None:
+        if self._stopped:
+            return
+        self._guarded(lambda core: core.handle_response(correlation_id, response, monotonic_ms()))
+
+    def _on_failure(self, correlation_id: int, unreachable: bool) -> None:
+        if self._stopped:
+            return
+        self._guarded(
+            lambda core: core.handle_failure(correlation_id, monotonic_ms(), unreachable)
+        )
+
+    def _guarded(self, step: Callable[[RaftCore], None]) -> None:
+        try:
+            step(self._core())
+            self._process()
+        except Exception as exc:  # a broken invariant: stop loudly, never limp on
+            log.critical("raft core failed: %s", exc, exc_info=True)
+            self._fatal = exc
+            self._state_changed.set()
+
+    # -- background tasks --------------------------------------------------------------------------
+
+    async def _timer_loop(self) -> None:
+        core = self._core()
+        while True:
+            deadline = core.next_deadline()
+            self._scheduled_deadline = deadline
+            timeout = None if deadline == float("inf") else max(0.0, (deadline - monotonic_ms()) / 1000)
+            self._timer_wakeup.clear()
+            try:
+                await asyncio.wait_for(self._timer_wakeup.wait(), timeout)
+            except TimeoutError:
+                pass
+            self._guarded(lambda c: c.poll(monotonic_ms()))
+
+    async def _flush_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._flush_wanted.wait()
+            self._flush_wanted.clear()
+            job = self.log.begin_flush()
+            if job is None:
+                continue
+            started = time.perf_counter()
+            try:
+                await loop.run_in_executor(self._io, job.run)
+            except OSError as exc:
+                # The disk refused: nothing more may be acknowledged as durable.
+                log.critical("log flush failed: %s", exc)
+                self._fatal = exc
+                self._state_changed.set()
+                return
+            self.metrics.fsync_duration.observe(time.perf_counter() - started)
+            self.log.complete_flush(job)
+            self._guarded(lambda c: c.on_log_flushed(monotonic_ms()))
+
+    def _core(self) -> RaftCore:
+        if self.core is None:
+            raise RuntimeError("the node has not started")
+        return self.core

@@ -1,0 +1,109 @@
+"""The gRPC services a controller serves: Raft (peer to peer), Quorum (operators) and, only when
+`internal.test.hooks.enable=true`, TestHooks (raw appends and fault injection for tests)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from kraft.core.errors import Errors, NotLeaderError, RaftError
+from kraft.core.messages import QuorumDescription, ReplicaDescription, Request
+from kraft.node.raft_node import RaftNode
+from kraft.node.transport import sender_of
+from kraft.rpc import convert
+from kraft.rpc import raft_pb2 as pb
+from kraft.rpc import raft_pb2_grpc as rpc
+
+
+class RaftServicer(rpc.RaftServicer):
+    def __init__(self, node: RaftNode) -> None:
+        self.node = node
+
+    async def _serve(self, request: Request, context: grpc.aio.ServicerContext) -> object:
+        if sender_of(request) in self.node.transport.blocked:
+            # A partition drops the request: the caller learns nothing until its deadline.
+            remaining = context.time_remaining()
+            await asyncio.sleep(remaining if remaining is not None else 1.0)
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "dropped by a test fault")
+        return convert.response_to_pb(await self.node.handle_request(request))
+
+    async def Vote(self, request, context):  # noqa: N802 - gRPC method names
+        return await self._serve(convert.vote_request(request), context)
+
+    async def BeginQuorumEpoch(self, request, context):  # noqa: N802
+        return await self._serve(convert.begin_request(request), context)
+
+    async def EndQuorumEpoch(self, request, context):  # noqa: N802
+        return await self._serve(convert.end_request(request), context)
+
+    async def Fetch(self, request, context):  # noqa: N802
+        return await self._serve(convert.fetch_request(request), context)
+
+
+class QuorumServicer(rpc.QuorumServicer):
+    def __init__(self, node: RaftNode, cluster_id: str, listener_name: str) -> None:
+        self.node = node
+        self.cluster_id = cluster_id
+        self.listener_name = listener_name
+
+    async def DescribeQuorum(self, request, context):  # noqa: N802
+        try:
+            description = self.node.describe_quorum()
+        except NotLeaderError as exc:
+            status = self.node.status()
+            return pb.DescribeQuorumResponse(
+                error_code=Errors.NOT_LEADER_OR_FOLLOWER, error_message=str(exc),
+                cluster_id=self.cluster_id, leader_id=status.leader_id,
+                leader_epoch=status.epoch, leader_endpoint=self.node.leader_endpoint(),
+            )
+        return self._describe_to_pb(description)
+
+    def _describe_to_pb(self, d: QuorumDescription) -> pb.DescribeQuorumResponse:
+        def replica(r: ReplicaDescription) -> pb.ReplicaState:
+            return pb.ReplicaState(
+                replica_id=r.replica_id, log_end_offset=r.log_end_offset,
+                last_fetch_timestamp=self.node.wall_clock_ms(r.last_fetch_timestamp_ms),
+                last_caught_up_timestamp=self.node.wall_clock_ms(r.last_caught_up_timestamp_ms),
+            )
+
+        return pb.DescribeQuorumResponse(
+            error_code=Errors.NONE, cluster_id=self.cluster_id, leader_id=d.leader_id,
+            leader_epoch=d.leader_epoch, high_watermark=d.high_watermark,
+            current_voters=[replica(r) for r in d.voters],
+            observers=[replica(r) for r in d.observers],
+            leader_endpoint=self.node.leader_endpoint(),
+            leader_log_end_offset=self.node.status().log_end_offset,
+            voter_endpoints=dict(self.node.config.voters), listener_name=self.listener_name,
+        )
+
+    async def NodeStatus(self, request, context):  # noqa: N802
+        s = self.node.status()
+        return pb.NodeStatusResponse(
+            node_id=s.node_id if s.node_id is not None else -1, state=s.state, epoch=s.epoch,
+            leader_id=s.leader_id, voted_id=s.voted_id, high_watermark=s.high_watermark,
+            log_end_offset=s.log_end_offset, last_epoch=s.last_epoch, is_voter=s.is_voter,
+            cluster_id=self.cluster_id, leader_endpoint=self.node.leader_endpoint(),
+        )
+
+
+class TestHooksServicer(rpc.TestHooksServicer):
+    """Never enabled in production: appends raw records and cuts links between nodes."""
+
+    def __init__(self, node: RaftNode) -> None:
+        self.node = node
+
+    async def Append(self, request, context):  # noqa: N802
+        try:
+            last = await self.node.append(list(request.records))
+        except RaftError as exc:
+            return pb.AppendResponse(
+                error_code=exc.error, error_message=str(exc),
+                leader_endpoint=self.node.leader_endpoint(),
+            )
+        return pb.AppendResponse(error_code=Errors.NONE, last_offset=last,
+                                 epoch=self.node.status().epoch)
+
+    async def SetFaults(self, request, context):  # noqa: N802
+        self.node.transport.blocked = frozenset(request.blocked_node_ids)
+        return pb.FaultResponse()

@@ -1,0 +1,147 @@
+"""Protobuf <-> core dataclasses. Validation of field ranges happens in the core (Kafka's rules);
+here only what protobuf cannot express: an unknown error code becomes UNKNOWN-ish INVALID."""
+
+from __future__ import annotations
+
+from kraft.core import messages as m
+from kraft.core.errors import Errors
+from kraft.log.base import OffsetAndEpoch
+from kraft.rpc import raft_pb2 as pb
+
+
+def _error(code: int) -> Errors:
+    try:
+        return Errors(code)
+    except ValueError:
+        return Errors.INVALID_REQUEST
+
+
+def _cluster_to_pb(cluster_id: str | None) -> pb.OptionalString | None:
+    return None if cluster_id is None else pb.OptionalString(value=cluster_id)
+
+
+def _cluster_from_pb(msg: object) -> str | None:
+    return msg.cluster_id.value if msg.HasField("cluster_id") else None  # type: ignore[attr-defined]
+
+
+def _oe_to_pb(value: OffsetAndEpoch | None) -> pb.OffsetAndEpoch | None:
+    return None if value is None else pb.OffsetAndEpoch(end_offset=value.offset, epoch=value.epoch)
+
+
+def _oe_from_pb(msg: pb.FetchResponse, name: str) -> OffsetAndEpoch | None:
+    if not msg.HasField(name):
+        return None
+    value = getattr(msg, name)
+    return OffsetAndEpoch(value.end_offset, value.epoch)
+
+
+# -- requests ------------------------------------------------------------------------------
+
+
+def request_to_pb(req: m.Request) -> object:
+    if isinstance(req, m.FetchRequest):
+        return pb.FetchRequest(
+            cluster_id=_cluster_to_pb(req.cluster_id), replica_id=req.replica_id,
+            current_leader_epoch=req.current_leader_epoch, fetch_offset=req.fetch_offset,
+            last_fetched_epoch=req.last_fetched_epoch, max_wait_ms=req.max_wait_ms,
+            max_bytes=req.max_bytes, high_watermark=req.high_watermark,
+        )
+    if isinstance(req, m.VoteRequest):
+        return pb.VoteRequest(
+            cluster_id=_cluster_to_pb(req.cluster_id), replica_id=req.replica_id,
+            replica_epoch=req.replica_epoch, last_offset_epoch=req.last_offset_epoch,
+            last_offset=req.last_offset, pre_vote=req.pre_vote, voter_id=req.voter_id,
+        )
+    if isinstance(req, m.BeginQuorumEpochRequest):
+        return pb.BeginQuorumEpochRequest(
+            cluster_id=_cluster_to_pb(req.cluster_id), leader_id=req.leader_id,
+            leader_epoch=req.leader_epoch, leader_endpoint=req.leader_endpoint,
+            voter_id=req.voter_id,
+        )
+    if isinstance(req, m.EndQuorumEpochRequest):
+        return pb.EndQuorumEpochRequest(
+            cluster_id=_cluster_to_pb(req.cluster_id), leader_id=req.leader_id,
+            leader_epoch=req.leader_epoch, preferred_successors=list(req.preferred_successors),
+            leader_endpoint=req.leader_endpoint,
+        )
+    raise TypeError(f"not a raft request: {req!r}")
+
+
+def fetch_request(msg: pb.FetchRequest) -> m.FetchRequest:
+    return m.FetchRequest(
+        _cluster_from_pb(msg), msg.replica_id, msg.current_leader_epoch, msg.fetch_offset,
+        msg.last_fetched_epoch, msg.max_wait_ms, msg.max_bytes, msg.high_watermark,
+    )
+
+
+def vote_request(msg: pb.VoteRequest) -> m.VoteRequest:
+    return m.VoteRequest(
+        _cluster_from_pb(msg), msg.replica_id, msg.replica_epoch, msg.last_offset_epoch,
+        msg.last_offset, msg.pre_vote, msg.voter_id,
+    )
+
+
+def begin_request(msg: pb.BeginQuorumEpochRequest) -> m.BeginQuorumEpochRequest:
+    return m.BeginQuorumEpochRequest(
+        _cluster_from_pb(msg), msg.leader_id, msg.leader_epoch, msg.leader_endpoint,
+        msg.voter_id,
+    )
+
+
+def end_request(msg: pb.EndQuorumEpochRequest) -> m.EndQuorumEpochRequest:
+    return m.EndQuorumEpochRequest(
+        _cluster_from_pb(msg), msg.leader_id, msg.leader_epoch,
+        tuple(msg.preferred_successors), msg.leader_endpoint,
+    )
+
+
+# -- responses -----------------------------------------------------------------------------
+
+
+def response_to_pb(resp: m.Response) -> object:
+    if isinstance(resp, m.FetchResponse):
+        return pb.FetchResponse(
+            error_code=resp.error, leader_id=resp.leader_id, leader_epoch=resp.leader_epoch,
+            high_watermark=resp.high_watermark, log_start_offset=resp.log_start_offset,
+            records=resp.records, diverging_epoch=_oe_to_pb(resp.diverging_epoch),
+            snapshot_id=_oe_to_pb(resp.snapshot_id), leader_endpoint=resp.leader_endpoint,
+        )
+    if isinstance(resp, m.VoteResponse):
+        return pb.VoteResponse(
+            error_code=resp.error, leader_id=resp.leader_id, leader_epoch=resp.leader_epoch,
+            vote_granted=resp.vote_granted, leader_endpoint=resp.leader_endpoint,
+        )
+    if isinstance(resp, m.BeginQuorumEpochResponse):
+        return pb.BeginQuorumEpochResponse(
+            error_code=resp.error, leader_id=resp.leader_id, leader_epoch=resp.leader_epoch,
+            leader_endpoint=resp.leader_endpoint,
+        )
+    if isinstance(resp, m.EndQuorumEpochResponse):
+        return pb.EndQuorumEpochResponse(
+            error_code=resp.error, leader_id=resp.leader_id, leader_epoch=resp.leader_epoch,
+            leader_endpoint=resp.leader_endpoint,
+        )
+    raise TypeError(f"not a raft response: {resp!r}")
+
+
+def response_from_pb(msg: object) -> m.Response:
+    if isinstance(msg, pb.FetchResponse):
+        return m.FetchResponse(
+            _error(msg.error_code), msg.leader_id, msg.leader_epoch, msg.high_watermark,
+            msg.log_start_offset, msg.records, _oe_from_pb(msg, "diverging_epoch"),
+            _oe_from_pb(msg, "snapshot_id"), msg.leader_endpoint,
+        )
+    if isinstance(msg, pb.VoteResponse):
+        return m.VoteResponse(
+            _error(msg.error_code), msg.leader_id, msg.leader_epoch, msg.vote_granted,
+            msg.leader_endpoint,
+        )
+    if isinstance(msg, pb.BeginQuorumEpochResponse):
+        return m.BeginQuorumEpochResponse(
+            _error(msg.error_code), msg.leader_id, msg.leader_epoch, msg.leader_endpoint
+        )
+    if isinstance(msg, pb.EndQuorumEpochResponse):
+        return m.EndQuorumEpochResponse(
+            _error(msg.error_code), msg.leader_id, msg.leader_epoch, msg.leader_endpoint
+        )
+    raise TypeError(f"not a raft response: {msg!r}")

@@ -1,0 +1,258 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class OptionalString(_message.Message):
+    __slots__ = ("value",)
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    value: str
+    def __init__(self, value: _Optional[str] = ...) -> None: ...
+
+class OffsetAndEpoch(_message.Message):
+    __slots__ = ("end_offset", "epoch")
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    end_offset: int
+    epoch: int
+    def __init__(self, end_offset: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class VoteRequest(_message.Message):
+    __slots__ = ("cluster_id", "replica_id", "replica_epoch", "last_offset_epoch", "last_offset", "pre_vote", "voter_id")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PRE_VOTE_FIELD_NUMBER: _ClassVar[int]
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: OptionalString
+    replica_id: int
+    replica_epoch: int
+    last_offset_epoch: int
+    last_offset: int
+    pre_vote: bool
+    voter_id: int
+    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., replica_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., last_offset_epoch: _Optional[int] = ..., last_offset: _Optional[int] = ..., pre_vote: _Optional[bool] = ..., voter_id: _Optional[int] = ...) -> None: ...
+
+class VoteResponse(_message.Message):
+    __slots__ = ("error_code", "leader_id", "leader_epoch", "vote_granted", "leader_endpoint")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    VOTE_GRANTED_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    vote_granted: bool
+    leader_endpoint: str
+    def __init__(self, error_code: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., vote_granted: _Optional[bool] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
+
+class BeginQuorumEpochRequest(_message.Message):
+    __slots__ = ("cluster_id", "leader_id", "leader_epoch", "leader_endpoint", "voter_id")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: OptionalString
+    leader_id: int
+    leader_epoch: int
+    leader_endpoint: str
+    voter_id: int
+    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., leader_endpoint: _Optional[str] = ..., voter_id: _Optional[int] = ...) -> None: ...
+
+class BeginQuorumEpochResponse(_message.Message):
+    __slots__ = ("error_code", "leader_id", "leader_epoch", "leader_endpoint")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    leader_endpoint: str
+    def __init__(self, error_code: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
+
+class EndQuorumEpochRequest(_message.Message):
+    __slots__ = ("cluster_id", "leader_id", "leader_epoch", "preferred_successors", "leader_endpoint")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_SUCCESSORS_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: OptionalString
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: _containers.RepeatedScalarFieldContainer[int]
+    leader_endpoint: str
+    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., preferred_successors: _Optional[_Iterable[int]] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
+
+class EndQuorumEpochResponse(_message.Message):
+    __slots__ = ("error_code", "leader_id", "leader_epoch", "leader_endpoint")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    leader_endpoint: str
+    def __init__(self, error_code: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
+
+class FetchRequest(_message.Message):
+    __slots__ = ("cluster_id", "replica_id", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms", "max_bytes", "high_watermark")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_FETCHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: OptionalString
+    replica_id: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    max_wait_ms: int
+    max_bytes: int
+    high_watermark: int
+    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., replica_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+
+class FetchResponse(_message.Message):
+    __slots__ = ("error_code", "leader_id", "leader_epoch", "high_watermark", "log_start_offset", "records", "diverging_epoch", "snapshot_id", "leader_endpoint")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    DIVERGING_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    log_start_offset: int
+    records: bytes
+    diverging_epoch: OffsetAndEpoch
+    snapshot_id: OffsetAndEpoch
+    leader_endpoint: str
+    def __init__(self, error_code: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[_Union[OffsetAndEpoch, _Mapping]] = ..., snapshot_id: _Optional[_Union[OffsetAndEpoch, _Mapping]] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
+
+class DescribeQuorumRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReplicaState(_message.Message):
+    __slots__ = ("replica_id", "log_end_offset", "last_fetch_timestamp", "last_caught_up_timestamp")
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_FETCH_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    LAST_CAUGHT_UP_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+    def __init__(self, replica_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_fetch_timestamp: _Optional[int] = ..., last_caught_up_timestamp: _Optional[int] = ...) -> None: ...
+
+class DescribeQuorumResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "cluster_id", "leader_id", "leader_epoch", "high_watermark", "current_voters", "observers", "leader_endpoint", "leader_log_end_offset", "voter_endpoints", "listener_name")
+    class VoterEndpointsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: str
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_VOTERS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVERS_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    LEADER_LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    VOTER_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    LISTENER_NAME_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    cluster_id: str
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    current_voters: _containers.RepeatedCompositeFieldContainer[ReplicaState]
+    observers: _containers.RepeatedCompositeFieldContainer[ReplicaState]
+    leader_endpoint: str
+    leader_log_end_offset: int
+    voter_endpoints: _containers.ScalarMap[int, str]
+    listener_name: str
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., cluster_id: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., current_voters: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., observers: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., leader_endpoint: _Optional[str] = ..., leader_log_end_offset: _Optional[int] = ..., voter_endpoints: _Optional[_Mapping[int, str]] = ..., listener_name: _Optional[str] = ...) -> None: ...
+
+class NodeStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NodeStatusResponse(_message.Message):
+    __slots__ = ("node_id", "state", "epoch", "leader_id", "voted_id", "high_watermark", "log_end_offset", "last_epoch", "is_voter", "cluster_id", "leader_endpoint")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTED_ID_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    IS_VOTER_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    state: str
+    epoch: int
+    leader_id: int
+    voted_id: int
+    high_watermark: int
+    log_end_offset: int
+    last_epoch: int
+    is_voter: bool
+    cluster_id: str
+    leader_endpoint: str
+    def __init__(self, node_id: _Optional[int] = ..., state: _Optional[str] = ..., epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., voted_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_epoch: _Optional[int] = ..., is_voter: _Optional[bool] = ..., cluster_id: _Optional[str] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
+
+class AppendRequest(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, records: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class AppendResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "last_offset", "epoch", "leader_endpoint")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    last_offset: int
+    epoch: int
+    leader_endpoint: str
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., last_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
+
+class FaultRequest(_message.Message):
+    __slots__ = ("blocked_node_ids",)
+    BLOCKED_NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    blocked_node_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, blocked_node_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class FaultResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
