@@ -348,29 +348,31 @@ class SegmentedLog:
             data = bytes(data)
         headers = scan_batches(data)
         count = check_follower_batches(headers, self._end_offset, self._epoch_cache.last_epoch)
+        push = self._push
         if len(headers) == 1:
-            header = headers[0]
-            self._push(header.base_offset, header.epoch, data, header.next_offset)
+            base, epoch, records, _, _, _, _ = headers[0]
+            push(base, epoch, data, base + records)
         else:
-            for h in headers:
-                blob = data[h.position : h.position + h.size]
-                self._push(h.base_offset, h.epoch, blob, h.next_offset)
+            for base, epoch, records, position, size, _, _ in headers:
+                push(base, epoch, data[position : position + size], base + records)
         return count
 
     def _push(self, base: int, epoch: int, blob: bytes, next_offset: int) -> None:
         size = len(blob)
-        segment = self._segments[-1] if self._segments else None
+        segments = self._segments
+        segment = segments[-1] if segments else None
         if segment is None or (segment.size and segment.size + size > self._segment_bytes):
             segment = self._roll(base)
+        position = segment.size
         segment.bases.append(base)
-        segment.positions.append(segment.size)
+        segment.positions.append(position)
+        segment.size = position + size
         ops = self._ops
-        if ops and (op := ops[-1]).kind == _WRITE and op.segment is segment:
+        if ops and (op := ops[-1]).segment is segment and op.kind == _WRITE:
             op.buffers.append(blob)
             op.size += size
         else:
-            ops.append(_Op(_WRITE, segment, segment.size, [blob], size))
-        segment.size += size
+            ops.append(_Op(_WRITE, segment, position, [blob], size))
         self._cache_bases.append(base)
         self._cache_positions.append(self._cache_end)
         self._cache_blobs.append(blob)
