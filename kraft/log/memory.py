@@ -206,7 +206,11 @@ class MemoryLog:
         self._shared = min(len(self._durable), self._job_min_len)
 
     def flush(self) -> None:
-        """begin + run + complete in the calling thread."""
+        """begin + run + complete in the calling thread; a job begun earlier and abandoned is
+        finished first."""
+        if self._job is not None:
+            self._job.run()
+            self.complete_flush(self._job)
         job = self.begin_flush()
         if job is not None:
             job.run()

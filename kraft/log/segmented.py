@@ -621,7 +621,15 @@ class SegmentedLog:
             self._evict()
 
     def flush(self) -> None:
-        """begin + run + complete in the calling thread."""
+        """begin + run + complete in the calling thread. A job begun earlier and abandoned
+        (say its task was cancelled at shutdown) is finished first, so nothing is lost."""
+        pending = self._job
+        if pending is not None:
+            if pending.running:
+                raise RuntimeError("a flush job is running in another thread")
+            if not pending.done and pending.error is None:
+                pending.run()
+            self.complete_flush(pending)
         job = self.begin_flush()
         if job is not None:
             try:

@@ -314,3 +314,16 @@ def test_job_completed_before_running_is_refused(make_log: MakeLog) -> None:
     job.run()
     log.complete_flush(job)
     assert log.flushed_offset == 1
+
+
+@pytest.mark.parametrize("ran", [False, True])
+def test_flush_finishes_an_abandoned_job_first(make_log: MakeLog, ran: bool) -> None:
+    log = make_log()
+    log.append_as_leader([b"a"], 1, 0)
+    job = log.begin_flush()
+    if ran:
+        job.run()
+    log.append_as_leader([b"b"], 1, 0)
+    log.flush()  # e.g. at shutdown, after the task waiting on `job` was cancelled
+    assert log.flushed_offset == 2
+    assert log.begin_flush() is None
