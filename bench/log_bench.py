@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from kraft.log import SegmentedLog
@@ -245,8 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---:|---:|---:|")
         for follower in (False, True):
             for n in batch_sizes:
-                runs = repeat(args.repeat, lambda n=n, f=follower: append_only(
-                    directory, n, f, min(args.seconds, 0.3)))
+                runs = repeat(args.repeat, partial(append_only, directory, n, follower,
+                                                   min(args.seconds, 0.3)))
                 name = "follower" if follower else "leader"
                 results["append_only"].append({"path": name, "records_per_batch": n,
                                                "runs": runs})

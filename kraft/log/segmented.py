@@ -24,7 +24,14 @@ from collections.abc import Iterator, Sequence
 
 from kraft.log._common import check_follower_batches, select_batches
 from kraft.log.base import Batch, CorruptRecordError, FlushJob, LogAppendError, OffsetAndEpoch
-from kraft.log.codec import decode_batches, encode_batch, is_torn_tail, scan_batches, scan_prefix
+from kraft.log.codec import (
+    BatchHeader,
+    decode_batches,
+    encode_batch,
+    is_torn_tail,
+    scan_batches,
+    scan_prefix,
+)
 from kraft.log.epoch_cache import EpochCache
 
 logger = logging.getLogger(__name__)
@@ -253,9 +260,9 @@ class SegmentedLog:
                 0,
                 path,
             )
-        error = None
+        error: CorruptRecordError | None = None
         torn = False
-        headers = []
+        headers: list[BatchHeader] = []
         stop = 0
         if size:
             with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped:
