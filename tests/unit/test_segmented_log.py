@@ -471,3 +471,27 @@ def test_a_cut_file_is_synced_before_it_is_written_again(tmp_path: Path) -> None
     assert job.syncs == 2  # after the ftruncate, and after the writes
     log.close()
     assert SegmentedLog(tmp_path).end_offset == 4
+
+
+def test_more_batches_than_iov_max_in_one_job(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path)
+    written = fill(log, 2500, size=8)
+    log.flush()
+    log.close()
+    assert records(SegmentedLog(tmp_path)) == written
+
+
+def test_short_writes_are_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.pwritev
+
+    def half(fd: int, buffers: list[bytes], offset: int) -> int:
+        data = b"".join(buffers)
+        return real(fd, [data[: len(data) // 2]], offset)
+
+    monkeypatch.setattr(os, "pwritev", half)
+    log = SegmentedLog(tmp_path)
+    written = fill(log, 10)
+    log.flush()
+    log.close()
+    monkeypatch.undo()
+    assert records(SegmentedLog(tmp_path)) == written
