@@ -1,0 +1,174 @@
+"""kraft-storage: format a node's log directories, inspect them, make cluster ids.
+
+    kraft-storage random-uuid
+    kraft-storage format -t CLUSTER_ID -c CONFIG [--ignore-formatted]
+    kraft-storage info -c CONFIG
+
+Modelled on Kafka's `kafka-storage.sh`. Exit codes: 0 success, 1 a problem with the config
+or the directories (one line on stderr), 2 bad command-line usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TextIO
+
+from kraft.server.config import ConfigError, NodeConfig, load_config
+from kraft.server.meta_properties import (
+    STORAGE_COMMAND,
+    MetaProperties,
+    StorageError,
+    inspect_storage,
+    meta_properties_path,
+    random_uuid,
+    storage_problems,
+    validate_cluster_id,
+    write_meta_properties,
+)
+
+
+def format_storage(
+    config: NodeConfig,
+    cluster_id: str,
+    *,
+    ignore_formatted: bool = False,
+    out: TextIO | None = None,
+) -> list[str]:
+    """Format every directory in `config.storage_dirs` for `cluster_id`; return the ones
+    formatted. Nothing is written unless every directory can be formatted (or, with
+    `ignore_formatted`, is already formatted for the same cluster and node)."""
+    out = sys.stdout if out is None else out
+    validate_cluster_id(cluster_id)
+    to_format = []
+    for status in inspect_storage(config):
+        if status.error is not None:
+            raise StorageError(status.error)
+        meta = status.meta
+        if meta is None:
+            to_format.append(status)
+            continue
+        path = meta_properties_path(status.path)
+        if not ignore_formatted:
+            raise StorageError(
+                f"Log directory {status.path} is already formatted. Use --ignore-formatted to "
+                "ignore this directory and format the others."
+            )
+        if meta.cluster_id != cluster_id:
+            raise StorageError(
+                f"Log directory {status.path} is already formatted for cluster.id "
+                f"{meta.cluster_id} ({path}), not {cluster_id}: pass -t {meta.cluster_id}, or "
+                "use an empty directory for the new cluster."
+            )
+        if meta.node_id != config.node_id:
+            raise StorageError(
+                f"Log directory {status.path} is already formatted for node.id {meta.node_id} "
+                f"({path}), but {config.source} has node.id {config.node_id}: fix node.id, or "
+                "use an empty directory for this node."
+            )
+    if not to_format:
+        print("All of the log directories are already formatted.", file=out)
+        return []
+    formatted = []
+    for status in to_format:
+        kind = "metadata directory" if status.is_metadata_dir else "data directory"
+        try:
+            os.makedirs(status.path, exist_ok=True)
+        except OSError as err:
+            message = f"Cannot create log directory {status.path}: {err.strerror}."
+            raise StorageError(message) from None
+        print(
+            f"Formatting {kind} {status.path} with cluster.id {cluster_id} and node.id "
+            f"{config.node_id}.",
+            file=out,
+        )
+        meta = MetaProperties(cluster_id, config.node_id, random_uuid())
+        write_meta_properties(status.path, meta)
+        formatted.append(status.path)
+    return formatted
+
+
+def print_info(config: NodeConfig, out: TextIO | None = None) -> int:
+    """Print each directory, its meta.properties and any problems; 1 if there are problems."""
+    out = sys.stdout if out is None else out
+    statuses = inspect_storage(config)
+    title = "Found log directory:" if len(statuses) == 1 else "Found log directories:"
+    print(title, file=out)
+    for status in statuses:
+        notes = []
+        if status.is_metadata_dir:
+            notes.append("metadata")
+        if not status.exists:
+            notes.append("does not exist")
+        elif status.meta is None and status.error is None:
+            notes.append("not formatted")
+        suffix = f" ({', '.join(notes)})" if notes else ""
+        print(f"  {status.path}{suffix}", file=out)
+    for status in statuses:
+        if status.meta is not None:
+            print(f"\nFound metadata in {status.path}: {status.meta}", file=out)
+    problems = storage_problems(config, statuses)
+    if problems:
+        print("\nFound problem(s):", file=out)
+        for problem in problems:
+            print(f"  {problem}", file=out)
+        return 1
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=STORAGE_COMMAND,
+        description="Format and inspect the log directories of a KRaft node.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("random-uuid", help="print a new random cluster id")
+    fmt = commands.add_parser("format", help="format the log directories of a node")
+    fmt.add_argument("-t", "--cluster-id", required=True, help="the cluster id (random-uuid)")
+    fmt.add_argument("-c", "--config", required=True, help="the node's role config file")
+    fmt.add_argument(
+        "-g",
+        "--ignore-formatted",
+        action="store_true",
+        help="skip directories already formatted for this cluster and node",
+    )
+    info = commands.add_parser("info", help="show the log directories of a node")
+    info.add_argument("-c", "--config", required=True, help="the node's role config file")
+    return parser
+
+
+def _error(message: str) -> int:
+    print(f"{STORAGE_COMMAND}: error: {message}", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the tool; returns the exit code (argparse's 2 for usage errors)."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exit_:  # --help or a usage error; argparse already printed it
+        return exit_.code if isinstance(exit_.code, int) else 2
+    if args.command == "random-uuid":
+        print(random_uuid())
+        return 0
+    try:
+        config = load_config(args.config)
+    except ConfigError as err:
+        message = str(err)
+        return _error(message if err.source in message else f"{err.source}: {message}")
+    for warning in config.warnings:
+        print(f"{STORAGE_COMMAND}: warning: {warning}", file=sys.stderr)
+    try:
+        if args.command == "format":
+            format_storage(config, args.cluster_id, ignore_formatted=args.ignore_formatted)
+            return 0
+        return print_info(config)
+    except StorageError as err:
+        return _error(str(err))
+    except OSError as err:  # e.g. a read-only directory while writing meta.properties
+        return _error(f"{err.strerror}: {err.filename}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
