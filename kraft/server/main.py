@@ -1,0 +1,175 @@
+"""`kraft-server CONFIG`: start a node from its role config file.
+
+It refuses an unformatted or mismatched storage directory, serves the Raft, Quorum and health
+services on the controller listener, Prometheus metrics on `metrics.port`, and stops gracefully
+on SIGTERM/SIGINT: a leader resigns with EndQuorumEpoch and waits (bounded) for a successor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from prometheus_client import start_http_server
+
+from kraft.core.config import RaftConfig
+from kraft.log.base import CorruptRecordError
+from kraft.log.quorum_state import QuorumStateError, QuorumStateStore
+from kraft.log.segmented import SegmentedLog
+from kraft.node.metrics import RaftMetrics
+from kraft.node.raft_node import RaftNode
+from kraft.node.service import QuorumServicer, RaftServicer, TestHooksServicer
+from kraft.rpc import raft_pb2_grpc as rpc
+from kraft.server.config import ConfigError, NodeConfig, load_config
+from kraft.server.logging_setup import configure_logging, set_status_source
+from kraft.server.meta_properties import StorageError, ensure_formatted
+
+log = logging.getLogger("kraft.server")
+
+METADATA_PARTITION_DIR = "__cluster_metadata-0"
+SHUTDOWN_TIMEOUT_S = 5.0
+
+
+class StartupError(Exception):
+    """A one-line reason the node cannot start."""
+
+
+def raft_config(config: NodeConfig, cluster_id: str) -> RaftConfig:
+    listener = config.controller_listener
+    advertised = config.advertised_listeners.get(listener.name, listener)
+    return RaftConfig(
+        cluster_id=cluster_id,
+        node_id=config.node_id,
+        voters={vid: f"{ep.host}:{ep.port}" for vid, ep in config.voters.items()},
+        local_endpoint=f"{advertised.host}:{advertised.port}",
+        bootstrap=tuple(
+            (-(i + 2), f"{ep.host}:{ep.port}") for i, ep in enumerate(config.bootstrap_servers)
+        ),
+        election_timeout_ms=config.election_timeout_ms,
+        fetch_timeout_ms=config.fetch_timeout_ms,
+        election_backoff_max_ms=config.election_backoff_max_ms,
+        request_timeout_ms=config.request_timeout_ms,
+        retry_backoff_ms=config.retry_backoff_ms,
+    )
+
+
+class Server:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.cluster_id = ensure_formatted(config)
+        partition_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION_DIR)
+        try:
+            self.log = SegmentedLog(partition_dir, segment_bytes=config.metadata_log_segment_bytes)
+        except CorruptRecordError as exc:
+            raise StartupError(
+                f"{exc}. The metadata log is damaged before its tail; restore this directory "
+                "or move it away and let the node re-replicate from the quorum."
+            ) from exc
+        try:
+            store = QuorumStateStore(os.path.join(partition_dir, "quorum-state"))
+            store.read()
+        except QuorumStateError as exc:
+            self.log.close()
+            raise StartupError(str(exc)) from exc
+        self.metrics = RaftMetrics(config.node_id)
+        self.node = RaftNode(raft_config(config, self.cluster_id), self.log, store, self.metrics)
+        self.server: grpc.aio.Server | None = None
+        self.port = 0
+        self.metrics_port: int | None = None
+        self._metrics_server = None
+
+    async def start(self) -> None:
+        listener = self.config.controller_listener
+        self.server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        ])
+        rpc.add_RaftServicer_to_server(RaftServicer(self.node), self.server)
+        rpc.add_QuorumServicer_to_server(QuorumServicer(self.node, self.cluster_id, listener.name), self.server)
+        if self.config.test_hooks_enabled:
+            rpc.add_TestHooksServicer_to_server(TestHooksServicer(self.node), self.server)
+        self.health = HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        address = f"{listener.host}:{listener.port}"
+        try:
+            self.port = self.server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise StartupError(f"cannot listen on {address} ({listener.name}): {exc}") from exc
+        await self.server.start()
+        await self.node.start()
+        set_status_source(lambda: (lambda s: (s.state, s.epoch))(self.node.status()))
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        if self.config.metrics_port is not None:
+            self._metrics_server, _ = start_http_server(
+                self.config.metrics_port, addr=listener.host, registry=self.metrics.registry
+            )
+            self.metrics_port = self._metrics_server.server_port
+        log.info(
+            "node %d serving cluster %s on %s:%d (metrics: %s)", self.config.node_id,
+            self.cluster_id, listener.host, self.port, self.metrics_port or "off",
+        )
+
+    async def stop(self, graceful: bool) -> None:
+        if graceful:
+            handed_over = await self.node.shutdown(SHUTDOWN_TIMEOUT_S)
+            log.info("graceful shutdown %s", "complete" if handed_over else "timed out")
+        await self.health.enter_graceful_shutdown()
+        if self.server is not None:
+            await self.server.stop(grace=0.5)
+        await self.node.stop()
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+
+
+async def serve(config: NodeConfig) -> int:
+    server = Server(config)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), 0.5)
+        except TimeoutError:
+            pass
+        if server.node.fatal_error is not None:
+            log.critical("stopping: %s", server.node.fatal_error)
+            await server.stop(graceful=False)
+            return 3
+    await server.stop(graceful=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kraft-server", description=__doc__)
+    parser.add_argument("config", help="the node's role config file (Java properties)")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"kraft-server: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(config.node_id)
+    for warning in config.warnings:
+        log.warning("%s", warning)
+    try:
+        return asyncio.run(serve(config))
+    except (StartupError, StorageError) as exc:
+        print(f"kraft-server: {exc}", file=sys.stderr)
+        return 2
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

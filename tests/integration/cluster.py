@@ -1,0 +1,226 @@
+"""Real processes on loopback: a test cluster of `kraft-server` nodes with ephemeral ports,
+storage in a temp dir, and cleanup of every process it started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+
+from kraft.core.errors import Errors
+from kraft.rpc import raft_pb2 as pb
+from kraft.rpc import raft_pb2_grpc as rpc
+
+T = TypeVar("T")
+PYTHON = sys.executable
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel hands out now; held open together so they are distinct."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def wait_for(condition: Callable[[], T], timeout_s: float, what: str, poll_s: float = 0.02) -> T:
+    """Poll `condition` until it returns something truthy; fail with `what` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+            if value:
+                return value
+        except (grpc.RpcError, OSError) as exc:
+            last_error = exc
+        time.sleep(poll_s)  # polling interval of a condition wait, not a synchronisation sleep
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what} ({last_error})")
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-m", *args], capture_output=True, text=True, timeout=60, cwd=cwd
+    )
+
+
+@dataclass
+class NodeProcess:
+    node_id: int
+    port: int
+    metrics_port: int
+    config_path: Path
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class ProcessCluster:
+    root: Path
+    size: int = 3
+    extra: dict[str, str] = field(default_factory=dict)
+    nodes: dict[int, NodeProcess] = field(default_factory=dict)
+    cluster_id: str = ""
+
+    def __post_init__(self) -> None:
+        ports = free_ports(self.size * 2)
+        voters = ",".join(f"{i}@127.0.0.1:{ports[i - 1]}" for i in range(1, self.size + 1))
+        for i in range(1, self.size + 1):
+            props = {
+                "process.roles": "controller",
+                "node.id": str(i),
+                "controller.quorum.voters": voters,
+                "listeners": f"CONTROLLER://127.0.0.1:{ports[i - 1]}",
+                "controller.listener.names": "CONTROLLER",
+                "log.dirs": str(self.root / f"node-{i}"),
+                "metrics.port": str(ports[self.size + i - 1]),
+                "internal.test.hooks.enable": "true",
+                **self.extra,
+            }
+            config_path = self.root / f"controller-{i}.properties"
+            config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            self.nodes[i] = NodeProcess(i, ports[i - 1], ports[self.size + i - 1], config_path,
+                                        self.root / f"node-{i}.log")
+
+    # -- storage and processes -----------------------------------------------------------------
+
+    def format(self, cluster_id: str | None = None) -> str:
+        if cluster_id is None:
+            out = run_cli("kraft.server.storage_cli", "random-uuid")
+            assert out.returncode == 0, out.stderr
+            cluster_id = out.stdout.strip()
+        self.cluster_id = cluster_id
+        for node in self.nodes.values():
+            self.format_node(node.node_id, cluster_id)
+        return cluster_id
+
+    def format_node(self, node_id: int, cluster_id: str) -> None:
+        out = run_cli("kraft.server.storage_cli", "format", "-t", cluster_id, "-c",
+                      str(self.nodes[node_id].config_path))
+        assert out.returncode == 0, out.stderr
+
+    def start(self, node_id: int) -> NodeProcess:
+        node = self.nodes[node_id]
+        assert not node.alive, f"node {node_id} is already running"
+        log_file = node.log_path.open("ab")
+        node.process = subprocess.Popen(
+            [PYTHON, "-m", "kraft.server.main", str(node.config_path)],
+            stdout=log_file, stderr=subprocess.STDOUT,
+        )
+        log_file.close()
+        return node
+
+    def start_all(self) -> None:
+        for node_id in self.nodes:
+            self.start(node_id)
+
+    def signal(self, node_id: int, sig: int) -> None:
+        node = self.nodes[node_id]
+        assert node.process is not None
+        node.process.send_signal(sig)
+
+    def kill(self, node_id: int) -> None:
+        self.signal(node_id, signal.SIGKILL)
+        self.wait_exit(node_id, 10)
+
+    def wait_exit(self, node_id: int, timeout_s: float) -> int:
+        node = self.nodes[node_id]
+        assert node.process is not None
+        return node.process.wait(timeout=timeout_s)
+
+    def stop_all(self) -> None:
+        for node in self.nodes.values():
+            if node.alive:
+                node.process.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+        for node in self.nodes.values():
+            if node.process is not None:
+                node.process.wait(timeout=10)
+
+    def logs(self, node_id: int) -> str:
+        path = self.nodes[node_id].log_path
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    # -- RPCs ----------------------------------------------------------------------------------
+
+    def _stub(self, node_id: int, kind: type[T]) -> tuple[grpc.Channel, T]:
+        channel = grpc.insecure_channel(self.nodes[node_id].endpoint)
+        return channel, kind(channel)  # type: ignore[call-arg]
+
+    def status(self, node_id: int) -> pb.NodeStatusResponse:
+        channel, stub = self._stub(node_id, rpc.QuorumStub)
+        with channel:
+            return stub.NodeStatus(pb.NodeStatusRequest(), timeout=2)
+
+    def describe(self, node_id: int) -> pb.DescribeQuorumResponse:
+        channel, stub = self._stub(node_id, rpc.QuorumStub)
+        with channel:
+            return stub.DescribeQuorum(pb.DescribeQuorumRequest(), timeout=2)
+
+    def append(self, node_id: int, records: list[bytes], timeout_s: float = 5) -> pb.AppendResponse:
+        channel, stub = self._stub(node_id, rpc.TestHooksStub)
+        with channel:
+            return stub.Append(pb.AppendRequest(records=records), timeout=timeout_s)
+
+    def set_faults(self, node_id: int, blocked: list[int]) -> None:
+        channel, stub = self._stub(node_id, rpc.TestHooksStub)
+        with channel:
+            stub.SetFaults(pb.FaultRequest(blocked_node_ids=blocked), timeout=2)
+
+    def statuses(self) -> dict[int, pb.NodeStatusResponse]:
+        out = {}
+        for node_id, node in self.nodes.items():
+            if node.alive:
+                try:
+                    out[node_id] = self.status(node_id)
+                except grpc.RpcError:
+                    pass
+        return out
+
+    def leader(self, among: set[int] | None = None) -> int | None:
+        """The leader every live node (of `among`) agrees on, or None."""
+        statuses = {k: v for k, v in self.statuses().items() if among is None or k in among}
+        expected = len([n for n in self.nodes.values() if n.alive and
+                        (among is None or n.node_id in among)])
+        if len(statuses) < expected or not statuses:
+            return None
+        leaders = {(s.leader_id, s.epoch) for s in statuses.values()}
+        if len(leaders) != 1:
+            return None
+        leader_id, _ = leaders.pop()
+        if leader_id < 0 or statuses.get(leader_id, None) is None:
+            return None
+        return leader_id if statuses[leader_id].state == "Leader" else None
+
+    def append_committed(self, records: list[bytes], timeout_s: float = 10) -> tuple[int, int]:
+        """Append at whoever leads, retrying through elections; (last offset, epoch)."""
+        def attempt() -> tuple[int, int] | None:
+            leader = self.leader()
+            if leader is None:
+                return None
+            resp = self.append(leader, records)
+            if resp.error_code != Errors.NONE:
+                return None
+            return (resp.last_offset, resp.epoch)
+
+        return wait_for(attempt, timeout_s, "an append to commit")
