@@ -84,9 +84,11 @@ class QuorumState:
             self._become(UnattachedState(log_end.epoch, self._election_deadline(now)))
         elif persisted.leader_id == local and self.is_voter:
             # Its unflushed records may be lost: it must never lead or vote in this epoch again.
+            others = set(self.config.voters) - {persisted.leader_id}
             self._become(
                 ResignedState(
-                    persisted.epoch, persisted.leader_id, self._election_deadline(now), ()
+                    persisted.epoch, persisted.leader_id, self._election_deadline(now), (),
+                    unacked_voters=others,
                 ),
                 durable=False,
             )
@@ -158,13 +160,13 @@ class QuorumState:
         current = self.state
         if not self.is_voter or self.local_id is None:
             self._illegal("Prospective as an observer")
-        if isinstance(current, LeaderState | ProspectiveState | ResignedState):
+        if isinstance(current, LeaderState | ProspectiveState):
             self._illegal("Prospective")
+        if isinstance(current, ResignedState) and len(self.config.voters) > 1:
+            self._illegal("Prospective (a resigned leader waits for epoch + 1)")
         retries = current.retries + 1 if isinstance(current, CandidateState) else 1
         leader_id = current.leader_id if isinstance(current, UnattachedState | FollowerState) else -1
-        voted_id = getattr(current, "voted_id", -1)
-        if isinstance(current, CandidateState):
-            voted_id = current.local_id
+        voted_id = current.election_state().voted_id
         endpoint = current.leader_endpoint if isinstance(current, FollowerState) else ""
         self._become(
             ProspectiveState(
@@ -229,7 +231,8 @@ class QuorumState:
                     return  # nothing new
                 current.leader_endpoint = endpoint
                 return
-            voted_id = getattr(current, "voted_id", -1)
+            # Keep the vote of this epoch: a node must never vote twice in one epoch.
+            voted_id = current.election_state().voted_id
         self._become(
             FollowerState(
                 epoch, leader_id, endpoint, now + self.config.fetch_timeout_ms, voted_id=voted_id

@@ -518,8 +518,6 @@ class RaftCore:
                     "leader %s heard from too few voters in %d ms (check-quorum); resigning",
                     self.local_id, leader.check_quorum_timeout_ms(),
                 )
-            if self._single_voter():
-                return  # nobody to hand over to; shutdown completes at once
             self.quorum.to_resigned(now)
             return
         rpc_fetch.expire_parked(self, leader, now)
@@ -560,6 +558,9 @@ class RaftCore:
         rpc_vote.send_votes(self, state, pre_vote=True, now=now)
 
     def _poll_follower(self, state: FollowerState, now: int) -> None:
+        if self._single_voter() and not self.shutting_down:
+            self.quorum.to_prospective(now)
+            return
         if now >= state.fetch_deadline:
             if self.config.is_voter:
                 if not self.shutting_down:
@@ -574,6 +575,9 @@ class RaftCore:
             rpc_fetch.maybe_send_fetch(self, state.leader_id, state.leader_endpoint, now)
 
     def _poll_resigned(self, state: ResignedState, now: int) -> None:
+        if self._single_voter() and not self.shutting_down:
+            self.quorum.to_prospective(now)
+            return
         if now >= state.election_deadline:
             self.quorum.to_unattached(state.epoch + 1, now)
             return
@@ -590,7 +594,8 @@ class RaftCore:
                 )
 
     def _poll_unattached(self, state: UnattachedState, now: int) -> None:
-        if self.config.is_voter and now >= state.election_deadline and not self.shutting_down:
+        expired = now >= state.election_deadline or self._single_voter()
+        if self.config.is_voter and expired and not self.shutting_down:
             self.quorum.to_prospective(now)
             return
         self._maybe_send_discovery_fetch(now)
