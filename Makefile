@@ -23,6 +23,9 @@ test: $(STAMP)
 	$(PY) tools/gen_proto.py --check
 	$(PY) -m pytest -q
 
+demo: $(STAMP)
+	$(PY) tools/demo.py
+
 sim: $(STAMP)
 	$(PY) -m kraft.sim --seeds $(SEEDS)
 

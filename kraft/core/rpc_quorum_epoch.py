@@ -67,10 +67,13 @@ def handle_end_request(
         and state.epoch == req.leader_epoch
     ):
         successors = req.preferred_successors
-        position = successors.index(core.local_id) if core.local_id in successors else -1
-        delay = strict_exponential_backoff(
-            position, len(successors), core.config.election_backoff_max_ms
-        )
+        max_ms = core.config.election_backoff_max_ms
+        if successors:
+            position = successors.index(core.local_id) if core.local_id in successors else -1
+            delay = strict_exponential_backoff(position, len(successors), max_ms)
+        else:
+            # A leader resigning after a restart knows no order: spread the voters out.
+            delay = core.rng.randrange(max_ms + 1)
         state.fetch_deadline = min(state.fetch_deadline, now + delay)
         # The leader is gone by its own word: grant pre-votes to whoever stands first
         # (KAFKA-20895), or the preferred successor would be refused by fellow followers.

@@ -27,7 +27,7 @@ from kraft.node.metrics import RaftMetrics
 from kraft.node.raft_node import RaftNode
 from kraft.node.service import QuorumServicer, RaftServicer, TestHooksServicer
 from kraft.rpc import raft_pb2_grpc as rpc
-from kraft.server.config import ConfigError, NodeConfig, load_config
+from kraft.server.config import ConfigError, Listener, NodeConfig, load_config
 from kraft.server.logging_setup import configure_logging, set_status_source
 from kraft.server.meta_properties import StorageError, ensure_formatted
 
@@ -42,7 +42,7 @@ class StartupError(Exception):
 
 
 def raft_config(config: NodeConfig, cluster_id: str) -> RaftConfig:
-    listener = config.controller_listener
+    listener = _controller_listener(config)
     advertised = config.advertised_listeners.get(listener.name, listener)
     return RaftConfig(
         cluster_id=cluster_id,
@@ -60,9 +60,20 @@ def raft_config(config: NodeConfig, cluster_id: str) -> RaftConfig:
     )
 
 
+def _controller_listener(config: NodeConfig) -> Listener:
+    listener = config.controller_listener
+    if listener is None or not config.is_controller:
+        raise StartupError(
+            f"{config.source}: process.roles={','.join(sorted(config.process_roles))} is not "
+            "supported yet; run this node with process.roles=controller"
+        )
+    return listener
+
+
 class Server:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
+        _controller_listener(config)
         self.cluster_id = ensure_formatted(config)
         partition_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION_DIR)
         try:
@@ -86,7 +97,7 @@ class Server:
         self._metrics_server = None
 
     async def start(self) -> None:
-        listener = self.config.controller_listener
+        listener = _controller_listener(self.config)
         self.server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
