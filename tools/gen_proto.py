@@ -53,7 +53,8 @@ def main() -> int:
                 shutil.copyfile(path, committed)
     if stale:
         names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
-        print(f"generated gRPC code is stale: {names}; run python tools/gen_proto.py", file=sys.stderr)
+        print(f"generated gRPC code is stale: {names}; run python tools/gen_proto.py",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -165,7 +165,8 @@ class QuorumState:
         if isinstance(current, ResignedState) and len(self.config.voters) > 1:
             self._illegal("Prospective (a resigned leader waits for epoch + 1)")
         retries = current.retries + 1 if isinstance(current, CandidateState) else 1
-        leader_id = current.leader_id if isinstance(current, UnattachedState | FollowerState) else -1
+        knows_leader = isinstance(current, UnattachedState | FollowerState)
+        leader_id = current.leader_id if knows_leader else -1
         voted_id = current.election_state().voted_id
         endpoint = current.leader_endpoint if isinstance(current, FollowerState) else ""
         self._become(

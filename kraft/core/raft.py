@@ -117,7 +117,7 @@ class RaftCore:
     # -- queries -----------------------------------------------------------------------------
 
     @property
-    def state(self):  # noqa: ANN201 - the union of state classes
+    def state(self):
         return self.quorum.state
 
     @property
@@ -364,9 +364,7 @@ class RaftCore:
                 raise RaftInvariantError(
                     f"two leaders in epoch {epoch}: {quorum.leader_id} and {leader_id}"
                 )
-        if epoch > quorum.epoch:
-            self._follow_or_unattach(leader_id, epoch, endpoint, now)
-        elif (
+        if epoch > quorum.epoch or (
             epoch == quorum.epoch
             and leader_id >= 0
             and leader_id != self.local_id
@@ -380,9 +378,7 @@ class RaftCore:
         endpoint = self.endpoint_of(leader_id, endpoint) if leader_id >= 0 else ""
         if leader_id >= 0 and endpoint:
             self.quorum.to_follower(epoch, leader_id, endpoint, now)
-        elif epoch > self.quorum.epoch:
-            self.quorum.to_unattached(epoch, now, leader_id)
-        elif isinstance(self.quorum.state, ProspectiveState):
+        elif epoch > self.quorum.epoch or isinstance(self.quorum.state, ProspectiveState):
             self.quorum.to_unattached(epoch, now, leader_id)
 
     def become_leader(self, now: int) -> None:

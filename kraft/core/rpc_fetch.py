@@ -215,10 +215,8 @@ def handle_response(core: RaftCore, entry: InFlight, resp: FetchResponse, now: i
 
 def _truncate_to_leader(core: RaftCore, diverging: OffsetAndEpoch) -> None:
     local = core.log.end_offset_for_epoch(diverging.epoch)
-    if local.epoch == diverging.epoch:
-        offset = min(local.offset, diverging.offset)
-    else:
-        offset = local.offset
+    same_epoch = local.epoch == diverging.epoch
+    offset = min(local.offset, diverging.offset) if same_epoch else local.offset
     if offset < core.high_watermark:
         raise RaftInvariantError(
             f"the leader asks to truncate to {offset}, below the high watermark "

@@ -148,5 +148,10 @@ def _unattached_or_prospective_can_grant(
 
 
 EpochState = (
-    UnattachedState | ProspectiveState | CandidateState | LeaderState | FollowerState | ResignedState
+    UnattachedState
+    | ProspectiveState
+    | CandidateState
+    | LeaderState
+    | FollowerState
+    | ResignedState
 )

@@ -264,7 +264,9 @@ class RaftNode:
         while True:
             deadline = core.next_deadline()
             self._scheduled_deadline = deadline
-            timeout = None if deadline == float("inf") else max(0.0, (deadline - monotonic_ms()) / 1000)
+            timeout = None
+            if deadline != float("inf"):
+                timeout = max(0.0, (deadline - monotonic_ms()) / 1000)
             self._timer_wakeup.clear()
             try:
                 await asyncio.wait_for(self._timer_wakeup.wait(), timeout)

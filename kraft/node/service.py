@@ -28,16 +28,16 @@ class RaftServicer(rpc.RaftServicer):
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "dropped by a test fault")
         return convert.response_to_pb(await self.node.handle_request(request))
 
-    async def Vote(self, request, context):  # noqa: N802 - gRPC method names
+    async def Vote(self, request, context):
         return await self._serve(convert.vote_request(request), context)
 
-    async def BeginQuorumEpoch(self, request, context):  # noqa: N802
+    async def BeginQuorumEpoch(self, request, context):
         return await self._serve(convert.begin_request(request), context)
 
-    async def EndQuorumEpoch(self, request, context):  # noqa: N802
+    async def EndQuorumEpoch(self, request, context):
         return await self._serve(convert.end_request(request), context)
 
-    async def Fetch(self, request, context):  # noqa: N802
+    async def Fetch(self, request, context):
         return await self._serve(convert.fetch_request(request), context)
 
 
@@ -47,7 +47,7 @@ class QuorumServicer(rpc.QuorumServicer):
         self.cluster_id = cluster_id
         self.listener_name = listener_name
 
-    async def DescribeQuorum(self, request, context):  # noqa: N802
+    async def DescribeQuorum(self, request, context):
         try:
             description = self.node.describe_quorum()
         except NotLeaderError as exc:
@@ -77,7 +77,7 @@ class QuorumServicer(rpc.QuorumServicer):
             voter_endpoints=dict(self.node.config.voters), listener_name=self.listener_name,
         )
 
-    async def NodeStatus(self, request, context):  # noqa: N802
+    async def NodeStatus(self, request, context):
         s = self.node.status()
         return pb.NodeStatusResponse(
             node_id=s.node_id if s.node_id is not None else -1, state=s.state, epoch=s.epoch,
@@ -93,7 +93,7 @@ class TestHooksServicer(rpc.TestHooksServicer):
     def __init__(self, node: RaftNode) -> None:
         self.node = node
 
-    async def Append(self, request, context):  # noqa: N802
+    async def Append(self, request, context):
         try:
             last = await self.node.append(list(request.records))
         except RaftError as exc:
@@ -104,6 +104,6 @@ class TestHooksServicer(rpc.TestHooksServicer):
         return pb.AppendResponse(error_code=Errors.NONE, last_offset=last,
                                  epoch=self.node.status().epoch)
 
-    async def SetFaults(self, request, context):  # noqa: N802
+    async def SetFaults(self, request, context):
         self.node.transport.blocked = frozenset(request.blocked_node_ids)
         return pb.FaultResponse()

@@ -77,7 +77,9 @@ class Server:
         self.cluster_id = ensure_formatted(config)
         partition_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION_DIR)
         try:
-            self.log = SegmentedLog(partition_dir, segment_bytes=config.metadata_log_segment_bytes)
+            self.log = SegmentedLog(
+                partition_dir, segment_bytes=config.metadata_log_segment_bytes
+            )
         except CorruptRecordError as exc:
             raise StartupError(
                 f"{exc}. The metadata log is damaged before its tail; restore this directory "
@@ -103,7 +105,8 @@ class Server:
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ])
         rpc.add_RaftServicer_to_server(RaftServicer(self.node), self.server)
-        rpc.add_QuorumServicer_to_server(QuorumServicer(self.node, self.cluster_id, listener.name), self.server)
+        quorum = QuorumServicer(self.node, self.cluster_id, listener.name)
+        rpc.add_QuorumServicer_to_server(quorum, self.server)
         if self.config.test_hooks_enabled:
             rpc.add_TestHooksServicer_to_server(TestHooksServicer(self.node), self.server)
         self.health = HealthServicer()

@@ -205,7 +205,9 @@ class SimCluster:
         best: SimNode | None = None
         for node in self.nodes.values():
             core = node.core
-            if core is not None and core.is_leader and (best is None or core.epoch > best.core.epoch):  # type: ignore[union-attr]
+            if core is None or not core.is_leader:
+                continue
+            if best is None or core.epoch > best.core.epoch:  # type: ignore[union-attr]
                 best = node
         return best
 
@@ -273,7 +275,9 @@ class SimCluster:
         node.core.handle_request(token, request, self.now)
         return node
 
-    def _on_response(self, dest: int, dest_inc: int, cid: int, response: Response) -> SimNode | None:
+    def _on_response(
+        self, dest: int, dest_inc: int, cid: int, response: Response
+    ) -> SimNode | None:
         node = self._live(dest, dest_inc)
         if node is None:
             return None
@@ -343,7 +347,8 @@ class SimCluster:
         """The process exits after a last flush, so a graceful stop loses nothing."""
         if node.flushing:
             for _, _, event in self.events:
-                if event[0] == "flush" and event[1] == node.node_id and event[2] == node.incarnation:
+                mine = event[0] == "flush" and event[1:3] == (node.node_id, node.incarnation)
+                if mine:
                     event[3].run()
                     node.log.complete_flush(event[3])
             node.flushing = False

@@ -184,9 +184,10 @@ def back_to_back(seed: int) -> SimCluster:
     )
     second = c.leader()
     assert second is not None
+    gone = (first, second.node_id)
     c.crash(second.node_id)
     c.run_until(
-        lambda: (leader := c.leader()) is not None and leader.node_id not in (first, second.node_id),
+        lambda: (leader := c.leader()) is not None and leader.node_id not in gone,
         ELECTION_BOUND_MS,
         "a third leader",
     )

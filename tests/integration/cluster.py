@@ -3,7 +3,6 @@ storage in a temp dir, and cleanup of every process it started."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -208,7 +207,7 @@ class ProcessCluster:
         if len(leaders) != 1:
             return None
         leader_id, _ = leaders.pop()
-        if leader_id < 0 or statuses.get(leader_id, None) is None:
+        if leader_id < 0 or statuses.get(leader_id) is None:
             return None
         return leader_id if statuses[leader_id].state == "Leader" else None
 

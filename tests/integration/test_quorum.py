@@ -179,8 +179,8 @@ def test_bad_configs_and_storage_fail_with_one_clear_line(make_cluster, tmp_path
 
     base = node.config_path.read_text()
     cases = {
-        "missing node.id": ("".join(l + "\n" for l in base.splitlines()
-                                    if not l.startswith("node.id=")), "node.id"),
+        "missing node.id": ("".join(line + "\n" for line in base.splitlines()
+                                    if not line.startswith("node.id=")), "node.id"),
         "node.id not a voter": (base.replace("node.id=1", "node.id=7"), "node.id"),
         "bad listener": (base.replace("CONTROLLER://127.0.0.1", "CONTROLLER:/127.0.0.1"),
                          "listeners"),

@@ -19,6 +19,9 @@ from kraft.log import (
 )
 from kraft.log.segmented import segment_path
 
+# Set the level on this logger itself: other suites may silence the "kraft" parent.
+SEGMENTED_LOGGER = "kraft.log.segmented"
+
 
 def records(log: SegmentedLog, start: int = 0) -> list[bytes]:
     return [r for batch in log.batches(start, log.end_offset) for r in batch.records]
@@ -230,7 +233,7 @@ def test_torn_tail_mid_batch_is_cut(tmp_path: Path, caplog: pytest.LogCaptureFix
     written, ends = flushed_log(tmp_path)
     path = last_segment(tmp_path)
     os.truncate(path, ends[1] + 20)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger=SEGMENTED_LOGGER):
         log = SegmentedLog(tmp_path)
     assert records(log) == written[:2]
     assert os.path.getsize(path) == ends[1]
@@ -244,7 +247,7 @@ def test_torn_tail_mid_batch_is_cut(tmp_path: Path, caplog: pytest.LogCaptureFix
 def test_torn_header_is_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     written, ends = flushed_log(tmp_path)
     os.truncate(last_segment(tmp_path), ends[1] + 5)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger=SEGMENTED_LOGGER):
         assert records(SegmentedLog(tmp_path)) == written[:2]
     assert "torn tail" in caplog.text
 
@@ -256,7 +259,7 @@ def test_zeros_after_the_last_batch_are_cut(
     path = last_segment(tmp_path)
     with open(path, "ab") as file:
         file.write(bytes(4096))
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger=SEGMENTED_LOGGER):
         log = SegmentedLog(tmp_path)
     assert records(log) == written
     assert os.path.getsize(path) == ends[2]
@@ -278,7 +281,7 @@ def test_bad_crc_in_the_last_batch_is_cut(
     written, ends = flushed_log(tmp_path)
     path = last_segment(tmp_path)
     flip(path, ends[2] - 1)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger=SEGMENTED_LOGGER):
         log = SegmentedLog(tmp_path)
     assert records(log) == written[:2]
     assert "CRC32C mismatch" in caplog.text
