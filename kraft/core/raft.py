@@ -303,12 +303,11 @@ class RaftCore:
     # -- output ------------------------------------------------------------------------------
 
     def take_output(self) -> Output:
-        out = Output(
-            election_state=self.quorum.take_unpersisted(),
-            requests=self._requests,
-            replies=self._replies,
-        )
-        self._requests, self._replies = [], []
+        out = Output(election_state=self.quorum.take_unpersisted())
+        if self._requests:
+            out.requests, self._requests = self._requests, []
+        if self._replies:
+            out.replies, self._replies = self._replies, []
         current = LeaderAndEpoch(self.leader_id, self.epoch)
         if current != self._reported_leader:
             self._reported_leader = out.leader = current

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -15,8 +16,12 @@ SEEDS = int(os.environ.get("KRAFT_SIM_SEEDS", "300"))
 
 
 @pytest.fixture(autouse=True)
-def quiet_protocol_logs() -> None:
-    logging.getLogger("kraft").setLevel(logging.CRITICAL)
+def quiet_protocol_logs() -> Iterator[None]:
+    logger = logging.getLogger("kraft")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield
+    logger.setLevel(level)
 
 
 def test_simulator_seeds_hold_every_invariant() -> None:
