@@ -72,6 +72,7 @@ class RaftNode:
         self._listeners: list[Callable[[Output], None]] = []
         self._leaderless_since: float | None = time.monotonic()
         self._stopped = False
+        self._last_end_offset = log_.end_offset
         self._fatal: BaseException | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -189,6 +190,10 @@ class RaftNode:
         if out.leader is not None or out.high_watermark is not None:
             for listener in self._listeners:
                 listener(out)
+        end = self.log.end_offset
+        if not core.is_leader and end > self._last_end_offset:
+            self.metrics.records_fetched.inc(end - self._last_end_offset)
+        self._last_end_offset = end
         self._flush_wanted.set()
         deadline = core.next_deadline()
         if deadline < self._scheduled_deadline:
