@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import logging
 import os
 import signal
@@ -70,11 +71,28 @@ def _controller_listener(config: NodeConfig) -> Listener:
     return listener
 
 
+def lock_directory(directory: str) -> int:
+    """Hold an exclusive lock on the metadata log directory for the life of the process: two
+    nodes writing one log would corrupt it. The kernel drops the lock when the process dies."""
+    path = os.path.join(directory, ".lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StartupError(
+            f"{directory} is in use by another kraft-server process (lock file {path}); stop "
+            "it first or point this node's log.dirs elsewhere"
+        ) from None
+    return fd
+
+
 class Server:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         _controller_listener(config)
         self.cluster_id = ensure_formatted(config)
+        self._lock = lock_directory(config.metadata_log_dir)
         partition_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION_DIR)
         try:
             self.log = SegmentedLog(

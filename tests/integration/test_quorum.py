@@ -194,6 +194,16 @@ def test_bad_configs_and_storage_fail_with_one_clear_line(make_cluster, tmp_path
         assert len(errors) == 1 and key in errors[0], (name, out.stderr)
 
 
+def test_a_second_process_on_the_same_directory_is_refused(make_cluster) -> None:
+    cluster = make_cluster()
+    cluster.format()
+    cluster.start(1)
+    wait_for(lambda: cluster.status(1), ELECTION_WAIT_S, "node 1 to serve")
+    out = run_cli("kraft.server.main", str(cluster.nodes[1].config_path))
+    errors = error_lines(out.stderr)
+    assert out.returncode != 0 and len(errors) == 1 and "in use by another" in errors[0], out
+
+
 def test_a_node_of_another_cluster_is_refused(make_cluster) -> None:
     cluster = make_cluster()
     cluster.format()
