@@ -11,7 +11,7 @@ job at a time in a worker thread (group commit), then `on_log_flushed`.
 from __future__ import annotations
 
 import asyncio
-import bisect
+import collections
 import concurrent.futures
 import itertools
 import logging
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kraft.core.config import RaftConfig
-from kraft.core.errors import NotLeaderError, RaftError
+from kraft.core.errors import Errors, NotLeaderError, RaftError
 from kraft.core.messages import QuorumDescription, Request, Response
 from kraft.core.raft import NodeStatus, Output, RaftCore
 from kraft.log.base import DurableLog
@@ -36,7 +36,7 @@ def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-@dataclass(order=True)
+@dataclass
 class _PendingAppend:
     last_offset: int
     epoch: int
@@ -62,7 +62,9 @@ class RaftNode:
         self.core: RaftCore | None = None
         self._replies: dict[int, asyncio.Future[Response]] = {}
         self._tokens = itertools.count(1)
-        self._appends: list[_PendingAppend] = []
+        self._appends: collections.deque[_PendingAppend] = collections.deque()
+        self._accumulated: list[tuple[list[bytes], asyncio.Future[int], float]] = []
+        self._drain_scheduled = False
         self._timer_wakeup = asyncio.Event()
         self._flush_wanted = asyncio.Event()
         self._state_changed = asyncio.Event()
@@ -159,16 +161,65 @@ class RaftNode:
     # -- the append API the controller uses ---------------------------------------------------
 
     async def append(self, records: list[bytes]) -> int:
-        """Append records as one batch and wait until they are committed; returns the last
-        offset. Raises NotLeaderError when this node is not (or stops being) the leader."""
-        core = self._core()
-        now = monotonic_ms()
-        last = core.append(records, now)
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        bisect.insort(self._appends, _PendingAppend(last, core.epoch, time.perf_counter(), future))
-        self.metrics.records_appended.inc(len(records))
-        self._process()
+        """Append records atomically (never split across batches) and wait until they are
+        committed; returns the last offset. Raises NotLeaderError when this node is not (or
+        stops being) the leader, RaftError(RECORD_BATCH_TOO_LARGE) when they cannot fit one
+        batch.
+
+        Appends made in the same event-loop iteration share one batch (Kafka's accumulator,
+        without its linger): concurrent writers cost one log batch and one core step, and a
+        lone writer waits for nothing."""
+        self._core()
+        if not records:
+            raise ValueError("nothing to append")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
+        self._accumulated.append((records, future, time.perf_counter()))
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            loop.call_soon(self._drain_accumulated)
         return await future
+
+    def _drain_accumulated(self) -> None:
+        self._drain_scheduled = False
+        pending, self._accumulated = self._accumulated, []
+        if self._stopped:
+            for _, future, _ in pending:
+                if not future.done():
+                    future.set_exception(NotLeaderError("the node is stopping"))
+            return
+        batch: list[tuple[list[bytes], asyncio.Future[int], float]] = []
+        size = 0
+        for entry in pending:
+            entry_size = sum(len(r) for r in entry[0])
+            if batch and size + entry_size > self.config.fetch_max_bytes:
+                self._append_batch(batch)
+                batch, size = [], 0
+            batch.append(entry)
+            size += entry_size
+        if batch:
+            self._append_batch(batch)
+        self._process()
+
+    def _append_batch(self, entries: list[tuple[list[bytes], asyncio.Future[int], float]]) -> None:
+        core = self._core()
+        records = [record for entry in entries for record in entry[0]]
+        try:
+            last = core.append(records, monotonic_ms())
+        except RaftError as exc:
+            if len(entries) > 1 and exc.error == Errors.RECORD_BATCH_TOO_LARGE:
+                for entry in entries:  # only the oversized one fails
+                    self._append_batch([entry])
+                return
+            for _, future, _ in entries:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        self.metrics.records_appended.inc(len(records))
+        offset = last - len(records)
+        for entry_records, future, started in entries:
+            offset += len(entry_records)
+            self._appends.append(_PendingAppend(offset, core.epoch, started, future))
 
     # -- the core's output -----------------------------------------------------------------------
 
@@ -215,8 +266,8 @@ class RaftNode:
             self._fail_appends(NotLeaderError(f"leadership moved to {out.leader.leader_id}"))
         else:
             stale = [p for p in self._appends if p.epoch != core.epoch]
+            self._appends = collections.deque(p for p in self._appends if p.epoch == core.epoch)
             for pending in stale:
-                self._appends.remove(pending)
                 if not pending.future.done():
                     pending.future.set_exception(NotLeaderError("the epoch changed"))
 
@@ -224,7 +275,7 @@ class RaftNode:
         core = self._core()
         now = time.perf_counter()
         while self._appends and self._appends[0].last_offset < high_watermark:
-            pending = self._appends.pop(0)
+            pending = self._appends.popleft()
             if pending.future.done():
                 continue
             if core.is_leader and core.epoch == pending.epoch:
@@ -234,7 +285,7 @@ class RaftNode:
                 pending.future.set_exception(NotLeaderError("leadership changed before commit"))
 
     def _fail_appends(self, error: RaftError) -> None:
-        pending, self._appends = self._appends, []
+        pending, self._appends = self._appends, collections.deque()
         for p in pending:
             if not p.future.done():
                 p.future.set_exception(error)
