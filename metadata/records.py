@@ -1,0 +1,621 @@
+"""Metadata records: Kafka's record types as frozen dataclasses, and their on-disk encoding.
+
+A record's bytes are `u16 api key, u16 version, protobuf body` (proto/metadata.proto). The api
+keys, names, field names and sentinels are Kafka's (NO_LEADER -1, NO_LEADER_CHANGE -2, "absent =
+unchanged" lists as None), so `record_to_json` prints what `kafka-dump-log
+--cluster-metadata-decoder` prints. Decoding anything but a well-formed record raises
+RecordDecodeError and nothing else: bytes come from disks and peers.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, ClassVar
+
+from google.protobuf.message import DecodeError, Message
+
+from kraft.rpc import metadata_pb2 as pb
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # Uuid.ONE_UUID, reserved for __cluster_metadata
+
+# 16 bytes in url-safe base64 without padding: 21 free characters and a last one with 2 bits.
+_UUID_PATTERN = re.compile(r"[A-Za-z0-9_-]{21}[AQgw]")
+_HEADER = struct.Struct(">HH")
+
+
+class MetadataRecordType(IntEnum):
+    """Kafka's api keys; the names are Kafka's display names (MetadataRecordType)."""
+
+    REGISTER_BROKER_RECORD = 0
+    UNREGISTER_BROKER_RECORD = 1
+    TOPIC_RECORD = 2
+    PARTITION_RECORD = 3
+    CONFIG_RECORD = 4
+    PARTITION_CHANGE_RECORD = 5
+    REMOVE_TOPIC_RECORD = 9
+    FEATURE_LEVEL_RECORD = 12
+    BROKER_REGISTRATION_CHANGE_RECORD = 17
+    NO_OP_RECORD = 20
+
+
+class LeaderRecoveryState(IntEnum):
+    RECOVERED = 0
+    RECOVERING = 1
+
+
+class ConfigResourceType(IntEnum):
+    """Kafka's ConfigResource.Type ids."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class FencingChange(IntEnum):
+    """BrokerRegistrationChangeRecord.fenced."""
+
+    UNFENCE = -1
+    NONE = 0
+    FENCE = 1
+
+
+class ControlledShutdownChange(IntEnum):
+    """BrokerRegistrationChangeRecord.in_controlled_shutdown."""
+
+    NONE = 0
+    IN_CONTROLLED_SHUTDOWN = 1
+
+
+class RecordDecodeError(Exception):
+    """Bytes that are not a metadata record this version of the code can read."""
+
+
+def is_valid_uuid(value: str) -> bool:
+    return _UUID_PATTERN.fullmatch(value) is not None
+
+
+def random_uuid() -> str:
+    """A new random id as Kafka's Uuid.randomUuid makes it: never reserved, never starting
+    with '-' (which command-line tools would read as an option)."""
+    while True:
+        value = base64.urlsafe_b64encode(secrets.token_bytes(16)).decode()[:22]
+        if not value.startswith("-") and value not in (ZERO_UUID, METADATA_TOPIC_ID):
+            return value
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    record_type: ClassVar[MetadataRecordType] = MetadataRecordType.REGISTER_BROKER_RECORD
+    broker_id: int
+    incarnation_id: str
+    broker_epoch: int
+    endpoints: tuple[Endpoint, ...] = ()
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    record_type: ClassVar[MetadataRecordType] = MetadataRecordType.UNREGISTER_BROKER_RECORD
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    record_type: ClassVar[MetadataRecordType] = MetadataRecordType.TOPIC_RECORD
+    name: str
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    record_type: ClassVar[MetadataRecordType] = MetadataRecordType.PARTITION_RECORD
+    partition_id: int
+    topic_id: str
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader: int = NO_LEADER
+    leader_recovery_state: int = 0  # LeaderRecoveryState.RECOVERED
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    record_type: ClassVar[MetadataRecordType] = MetadataRecordType.CONFIG_RECORD
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None  # None deletes the key
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """A change to one partition; None / NO_LEADER_CHANGE / -1 recovery state mean unchanged."""
+
+    record_type: ClassVar[MetadataRecordType] = MetadataRecordType.PARTITION_CHANGE_RECORD
+    partition_id: int
+    topic_id: str
+    isr: tuple[int, ...] | None = None
+    leader: int = NO_LEADER_CHANGE
+    replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    leader_recovery_state: int = -1
+
+    def is_noop(self) -> bool:
+        return (
+            self.isr is None
+            and self.leader == NO_LEADER_CHANGE
+            and self.replicas is None
+            and self.removing_replicas is None
+            and self.adding_replicas is None
+            and self.leader_recovery_state == -1
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    record_type: ClassVar[MetadataRecordType] = MetadataRecordType.REMOVE_TOPIC_RECORD
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    record_type: ClassVar[MetadataRecordType] = MetadataRecordType.FEATURE_LEVEL_RECORD
+    name: str
+    feature_level: int  # 0 removes the feature
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    record_type: ClassVar[MetadataRecordType] = MetadataRecordType.BROKER_REGISTRATION_CHANGE_RECORD
+    broker_id: int
+    broker_epoch: int
+    fenced: int = 0  # FencingChange
+    in_controlled_shutdown: int = 0  # ControlledShutdownChange
+
+
+@dataclass(frozen=True, slots=True)
+class NoOpRecord:
+    record_type: ClassVar[MetadataRecordType] = MetadataRecordType.NO_OP_RECORD
+
+
+Record = (
+    RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | ConfigRecord
+    | PartitionChangeRecord
+    | RemoveTopicRecord
+    | FeatureLevelRecord
+    | BrokerRegistrationChangeRecord
+    | NoOpRecord
+)
+
+
+# ---- validation: one set of rules for what we write and what we read ----
+
+_INT16_MAX = 32767
+
+
+def _check_uuid(field: str, value: str) -> None:
+    if _UUID_PATTERN.fullmatch(value) is None:
+        raise ValueError(f"{field} {value!r} is not a base64 uuid")
+
+
+def _check_allowed(field: str, value: int, allowed: tuple[int, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{field} {value} is not one of {list(allowed)}")
+
+
+def _check_range(field: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ValueError(f"{field} {value} is outside [{low}, {high}]")
+
+
+def _validate_register_broker(record: RegisterBrokerRecord) -> None:
+    _check_uuid("incarnation_id", record.incarnation_id)
+    for endpoint in record.endpoints:
+        _check_range("port", endpoint.port, 0, 65535)
+
+
+def _validate_topic_id(record: TopicRecord | RemoveTopicRecord) -> None:
+    _check_uuid("topic_id", record.topic_id)
+
+
+def _validate_partition(record: PartitionRecord) -> None:
+    _check_uuid("topic_id", record.topic_id)
+    _check_allowed("leader_recovery_state", record.leader_recovery_state, (0, 1))
+
+
+def _validate_partition_change(record: PartitionChangeRecord) -> None:
+    _check_uuid("topic_id", record.topic_id)
+    _check_allowed("leader_recovery_state", record.leader_recovery_state, (-1, 0, 1))
+
+
+def _validate_config(record: ConfigRecord) -> None:
+    _check_range("resource_type", record.resource_type, -128, 127)  # an int8
+
+
+def _validate_feature_level(record: FeatureLevelRecord) -> None:
+    _check_range("feature_level", record.feature_level, 0, _INT16_MAX)
+
+
+def _validate_registration_change(record: BrokerRegistrationChangeRecord) -> None:
+    _check_allowed("fenced", record.fenced, (-1, 0, 1))
+    _check_allowed("in_controlled_shutdown", record.in_controlled_shutdown, (0, 1))
+
+
+def _no_rules(record: Record) -> None:
+    pass
+
+
+def validate_record(record: Record) -> None:
+    """Raise ValueError when a field is outside what Kafka's schema allows."""
+    _CODECS[record.record_type].validate(record)
+
+
+# ---- protobuf bodies ----
+
+def _ids(message: pb.BrokerIdList, present: bool) -> tuple[int, ...] | None:
+    return tuple(message.ids[:]) if present else None
+
+
+def _tuple(repeated: Any) -> tuple[int, ...]:
+    # Slicing first: upb's repeated fields convert to a tuple three times faster from a list.
+    return tuple(repeated[:]) if repeated else ()
+
+
+def _register_broker_to_pb(r: RegisterBrokerRecord) -> Message:
+    return pb.RegisterBrokerRecord(
+        broker_id=r.broker_id,
+        incarnation_id=r.incarnation_id,
+        broker_epoch=r.broker_epoch,
+        endpoints=[pb.BrokerEndpoint(name=e.name, host=e.host, port=e.port) for e in r.endpoints],
+        rack=r.rack,
+        fenced=r.fenced,
+        in_controlled_shutdown=r.in_controlled_shutdown,
+    )
+
+
+def _register_broker_from_pb(m: pb.RegisterBrokerRecord) -> RegisterBrokerRecord:
+    return RegisterBrokerRecord(
+        broker_id=m.broker_id,
+        incarnation_id=m.incarnation_id,
+        broker_epoch=m.broker_epoch,
+        endpoints=tuple(Endpoint(e.name, e.host, e.port) for e in m.endpoints),
+        rack=m.rack if m.HasField("rack") else None,
+        fenced=m.fenced if m.HasField("fenced") else True,
+        in_controlled_shutdown=m.in_controlled_shutdown,
+    )
+
+
+def _partition_to_pb(r: PartitionRecord) -> Message:
+    return pb.PartitionRecord(
+        partition_id=r.partition_id,
+        topic_id=r.topic_id,
+        replicas=r.replicas,
+        isr=r.isr,
+        removing_replicas=r.removing_replicas,
+        adding_replicas=r.adding_replicas,
+        leader=r.leader,
+        leader_recovery_state=r.leader_recovery_state,
+        leader_epoch=r.leader_epoch,
+        partition_epoch=r.partition_epoch,
+    )
+
+
+def _partition_from_pb(m: pb.PartitionRecord) -> PartitionRecord:
+    return PartitionRecord(
+        m.partition_id,
+        m.topic_id,
+        _tuple(m.replicas),
+        _tuple(m.isr),
+        _tuple(m.removing_replicas),
+        _tuple(m.adding_replicas),
+        m.leader,
+        m.leader_recovery_state,
+        m.leader_epoch,
+        m.partition_epoch,
+    )
+
+
+def _id_list(ids: tuple[int, ...] | None) -> pb.BrokerIdList | None:
+    return None if ids is None else pb.BrokerIdList(ids=ids)
+
+
+def _partition_change_to_pb(r: PartitionChangeRecord) -> Message:
+    return pb.PartitionChangeRecord(
+        partition_id=r.partition_id,
+        topic_id=r.topic_id,
+        isr=_id_list(r.isr),
+        leader=None if r.leader == NO_LEADER_CHANGE else r.leader,
+        replicas=_id_list(r.replicas),
+        removing_replicas=_id_list(r.removing_replicas),
+        adding_replicas=_id_list(r.adding_replicas),
+        leader_recovery_state=None if r.leader_recovery_state == -1 else r.leader_recovery_state,
+    )
+
+
+def _partition_change_from_pb(m: pb.PartitionChangeRecord) -> PartitionChangeRecord:
+    has = m.HasField
+    return PartitionChangeRecord(
+        partition_id=m.partition_id,
+        topic_id=m.topic_id,
+        isr=_ids(m.isr, has("isr")),
+        leader=m.leader if has("leader") else NO_LEADER_CHANGE,
+        replicas=_ids(m.replicas, has("replicas")),
+        removing_replicas=_ids(m.removing_replicas, has("removing_replicas")),
+        adding_replicas=_ids(m.adding_replicas, has("adding_replicas")),
+        leader_recovery_state=m.leader_recovery_state if has("leader_recovery_state") else -1,
+    )
+
+
+def _config_to_pb(r: ConfigRecord) -> Message:
+    return pb.ConfigRecord(
+        resource_type=r.resource_type, resource_name=r.resource_name, name=r.name, value=r.value
+    )
+
+
+def _config_from_pb(m: pb.ConfigRecord) -> ConfigRecord:
+    value = m.value if m.HasField("value") else None
+    return ConfigRecord(m.resource_type, m.resource_name, m.name, value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Codec:
+    record_type: MetadataRecordType
+    message: type[Message]
+    to_pb: Callable[[Any], Message]
+    from_pb: Callable[[Any], Record]
+    validate: Callable[[Any], None] = _no_rules
+    versions: range = range(0, 1)  # the body versions this code reads; it writes the last
+
+
+def _unregister_broker_to_pb(r: UnregisterBrokerRecord) -> Message:
+    return pb.UnregisterBrokerRecord(broker_id=r.broker_id, broker_epoch=r.broker_epoch)
+
+
+def _registration_change_to_pb(r: BrokerRegistrationChangeRecord) -> Message:
+    return pb.BrokerRegistrationChangeRecord(
+        broker_id=r.broker_id,
+        broker_epoch=r.broker_epoch,
+        fenced=r.fenced,
+        in_controlled_shutdown=r.in_controlled_shutdown,
+    )
+
+
+def _registration_change_from_pb(
+    m: pb.BrokerRegistrationChangeRecord,
+) -> BrokerRegistrationChangeRecord:
+    return BrokerRegistrationChangeRecord(
+        m.broker_id, m.broker_epoch, m.fenced, m.in_controlled_shutdown
+    )
+
+
+_T = MetadataRecordType
+_CODECS: dict[int, _Codec] = {
+    codec.record_type: codec
+    for codec in (
+        _Codec(
+            _T.REGISTER_BROKER_RECORD,
+            pb.RegisterBrokerRecord,
+            _register_broker_to_pb,
+            _register_broker_from_pb,
+            _validate_register_broker,
+        ),
+        _Codec(
+            _T.UNREGISTER_BROKER_RECORD,
+            pb.UnregisterBrokerRecord,
+            _unregister_broker_to_pb,
+            lambda m: UnregisterBrokerRecord(m.broker_id, m.broker_epoch),
+        ),
+        _Codec(
+            _T.TOPIC_RECORD,
+            pb.TopicRecord,
+            lambda r: pb.TopicRecord(name=r.name, topic_id=r.topic_id),
+            lambda m: TopicRecord(m.name, m.topic_id),
+            _validate_topic_id,
+        ),
+        _Codec(
+            _T.PARTITION_RECORD,
+            pb.PartitionRecord,
+            _partition_to_pb,
+            _partition_from_pb,
+            _validate_partition,
+        ),
+        _Codec(
+            _T.CONFIG_RECORD, pb.ConfigRecord, _config_to_pb, _config_from_pb, _validate_config
+        ),
+        _Codec(
+            _T.PARTITION_CHANGE_RECORD,
+            pb.PartitionChangeRecord,
+            _partition_change_to_pb,
+            _partition_change_from_pb,
+            _validate_partition_change,
+        ),
+        _Codec(
+            _T.REMOVE_TOPIC_RECORD,
+            pb.RemoveTopicRecord,
+            lambda r: pb.RemoveTopicRecord(topic_id=r.topic_id),
+            lambda m: RemoveTopicRecord(m.topic_id),
+            _validate_topic_id,
+        ),
+        _Codec(
+            _T.FEATURE_LEVEL_RECORD,
+            pb.FeatureLevelRecord,
+            lambda r: pb.FeatureLevelRecord(name=r.name, feature_level=r.feature_level),
+            lambda m: FeatureLevelRecord(m.name, m.feature_level),
+            _validate_feature_level,
+        ),
+        _Codec(
+            _T.BROKER_REGISTRATION_CHANGE_RECORD,
+            pb.BrokerRegistrationChangeRecord,
+            _registration_change_to_pb,
+            _registration_change_from_pb,
+            _validate_registration_change,
+        ),
+        _Codec(_T.NO_OP_RECORD, pb.NoOpRecord, lambda r: pb.NoOpRecord(), lambda m: NoOpRecord()),
+    )
+}
+
+
+def record_version(record: Record) -> int:
+    """The body version `encode_record` writes for this record."""
+    return _CODECS[record.record_type].versions[-1]
+
+
+def encode_record(record: Record) -> bytes:
+    """The record's log bytes. Raises ValueError for a field Kafka's schema does not allow,
+    so nothing is written that `decode_record` would refuse."""
+    codec = _CODECS[record.record_type]
+    codec.validate(record)
+    header = _HEADER.pack(record.record_type, codec.versions[-1])
+    return header + codec.to_pb(record).SerializeToString(deterministic=True)
+
+
+def decode_record(data: bytes) -> Record:
+    """The record in `data`; RecordDecodeError for anything else."""
+    if len(data) < _HEADER.size:
+        raise RecordDecodeError(f"metadata record of {len(data)} byte(s) has no header")
+    api_key, version = _HEADER.unpack_from(data)
+    codec = _CODECS.get(api_key)
+    if codec is None:
+        raise RecordDecodeError(f"unknown metadata record api key {api_key}")
+    record_type = codec.record_type
+    if version not in codec.versions:
+        raise RecordDecodeError(
+            f"unsupported {record_type.name} version {version} (this code reads "
+            f"{codec.versions[0]}-{codec.versions[-1]})"
+        )
+    try:
+        message = codec.message.FromString(memoryview(data)[_HEADER.size:])
+        record = codec.from_pb(message)
+        codec.validate(record)
+    except (DecodeError, ValueError) as e:
+        raise RecordDecodeError(f"malformed {record_type.name} v{version}: {e}") from None
+    return record
+
+
+# ---- JSON as kafka-dump-log prints it ----
+
+def _broker_json(r: RegisterBrokerRecord) -> dict[str, Any]:
+    return {
+        "brokerId": r.broker_id,
+        "incarnationId": r.incarnation_id,
+        "brokerEpoch": r.broker_epoch,
+        "endPoints": [{"name": e.name, "host": e.host, "port": e.port} for e in r.endpoints],
+        "rack": r.rack,
+        "fenced": r.fenced,
+        "inControlledShutdown": r.in_controlled_shutdown,
+    }
+
+
+def _partition_json(r: PartitionRecord) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "partitionId": r.partition_id,
+        "topicId": r.topic_id,
+        "replicas": list(r.replicas),
+        "isr": list(r.isr),
+        "removingReplicas": list(r.removing_replicas),
+        "addingReplicas": list(r.adding_replicas),
+        "leader": r.leader,
+    }
+    if r.leader_recovery_state != LeaderRecoveryState.RECOVERED:  # tagged: printed if set
+        data["leaderRecoveryState"] = r.leader_recovery_state
+    data["leaderEpoch"] = r.leader_epoch
+    data["partitionEpoch"] = r.partition_epoch
+    return data
+
+
+def _partition_change_json(r: PartitionChangeRecord) -> dict[str, Any]:
+    # Kafka's tagged fields are printed only when they carry a change.
+    data: dict[str, Any] = {"partitionId": r.partition_id, "topicId": r.topic_id}
+    if r.isr is not None:
+        data["isr"] = list(r.isr)
+    if r.leader != NO_LEADER_CHANGE:
+        data["leader"] = r.leader
+    if r.replicas is not None:
+        data["replicas"] = list(r.replicas)
+    if r.removing_replicas is not None:
+        data["removingReplicas"] = list(r.removing_replicas)
+    if r.adding_replicas is not None:
+        data["addingReplicas"] = list(r.adding_replicas)
+    if r.leader_recovery_state != -1:
+        data["leaderRecoveryState"] = r.leader_recovery_state
+    return data
+
+
+def _registration_change_json(r: BrokerRegistrationChangeRecord) -> dict[str, Any]:
+    data: dict[str, Any] = {"brokerId": r.broker_id, "brokerEpoch": r.broker_epoch}
+    if r.fenced != FencingChange.NONE:
+        data["fenced"] = r.fenced
+    if r.in_controlled_shutdown != ControlledShutdownChange.NONE:
+        data["inControlledShutdown"] = r.in_controlled_shutdown
+    return data
+
+
+def _record_data_json(record: Record) -> dict[str, Any]:
+    match record:
+        case RegisterBrokerRecord():
+            return _broker_json(record)
+        case UnregisterBrokerRecord():
+            return {"brokerId": record.broker_id, "brokerEpoch": record.broker_epoch}
+        case TopicRecord():
+            return {"name": record.name, "topicId": record.topic_id}
+        case PartitionRecord():
+            return _partition_json(record)
+        case ConfigRecord():
+            return {
+                "resourceType": record.resource_type,
+                "resourceName": record.resource_name,
+                "name": record.name,
+                "value": record.value,
+            }
+        case PartitionChangeRecord():
+            return _partition_change_json(record)
+        case RemoveTopicRecord():
+            return {"topicId": record.topic_id}
+        case FeatureLevelRecord():
+            return {"name": record.name, "featureLevel": record.feature_level}
+        case BrokerRegistrationChangeRecord():
+            return _registration_change_json(record)
+        case NoOpRecord():
+            return {}
+    raise TypeError(f"not a metadata record: {record!r}")
+
+
+def record_to_json(record: Record) -> dict[str, Any]:
+    """`{"type": ..., "version": ..., "data": {...}}` with Kafka's camelCase field names, the
+    payload `kafka-dump-log --cluster-metadata-decoder` prints."""
+    return {
+        "type": record.record_type.name,
+        "version": record_version(record),
+        "data": _record_data_json(record),
+    }
