@@ -23,6 +23,7 @@ from metadata.image import (
     MetadataProvenance,
     PartitionRegistration,
     TopicImage,
+    mutable_copy,
 )
 from metadata.records import (
     BrokerRegistrationChangeRecord,
@@ -70,7 +71,7 @@ class _TopicChange:
 
     def build(self) -> TopicImage:
         if self.changed:
-            partitions = dict(self.base)
+            partitions = mutable_copy(self.base)
             partitions.update(self.changed)
             mapping: Mapping[int, PartitionRegistration] = MappingProxyType(partitions)
         else:
@@ -93,6 +94,7 @@ class MetadataDelta:
         self._topics: dict[str, _TopicChange | None] = {}
         self._names: dict[str, str | None] = {}  # topic name -> id, overlaying the image
         self._configs: dict[ConfigResource, dict[str, str] | None] = {}
+        self._replica_lists: dict[tuple[int, ...], tuple[int, ...]] = {}  # for interning
         self._replayers: dict[type, Callable[[Any, int], None]] = {
             RegisterBrokerRecord: self._replay_register_broker,
             UnregisterBrokerRecord: self._replay_unregister_broker,
@@ -234,7 +236,11 @@ class MetadataDelta:
 
     def _replay_partition(self, record: PartitionRecord, offset: int) -> None:
         change = self._topic_for_change(record, record.topic_id, offset)
-        change.changed[record.partition_id] = PartitionRegistration.from_record(record)
+        change.changed[record.partition_id] = PartitionRegistration.from_record(
+            record, self._intern)
+
+    def _intern(self, replicas: tuple[int, ...]) -> tuple[int, ...]:
+        return self._replica_lists.setdefault(replicas, replicas)
 
     def _replay_partition_change(self, record: PartitionChangeRecord, offset: int) -> None:
         change = self._topic_for_change(record, record.topic_id, offset)
@@ -261,7 +267,7 @@ class MetadataDelta:
         if resource in self._configs:
             current = self._configs[resource] or {}
         else:
-            current = dict(self.image.configs.get(resource, EMPTY_MAP))
+            current = mutable_copy(self.image.configs.get(resource, EMPTY_MAP))
         if record.value is None:
             current.pop(record.name, None)
         else:
@@ -300,7 +306,7 @@ def _overlay(base: Mapping[Any, Any], changes: Mapping[Any, Any]) -> Mapping[Any
     """`base` with `changes` applied, a None value removing the key."""
     if not changes:
         return base
-    result = dict(base)
+    result = mutable_copy(base)
     for key, value in changes.items():
         if value is None:
             result.pop(key, None)

@@ -10,11 +10,12 @@ proportional to their answers on clusters of a million partitions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple, TypeVar
 
+from metadata._construct import positional_constructor
 from metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
@@ -25,10 +26,12 @@ from metadata.records import (
     PartitionRecord,
     RegisterBrokerRecord,
 )
+from metadata.sharded_map import EMPTY_SHARDED, ShardedMap
 
 K = TypeVar("K")
 V = TypeVar("V")
 
+Replicas = tuple[int, ...]
 EMPTY_MAP: Mapping = MappingProxyType({})
 
 
@@ -43,9 +46,11 @@ TOPIC_CONFIG_DEFAULTS: Mapping[str, str] = MappingProxyType({
 })
 
 
-def frozen_map(items: Mapping[K, V] | Iterable[tuple[K, V]] = ()) -> Mapping[K, V]:
-    """A read-only mapping over a private dict."""
-    return MappingProxyType(dict(items))
+def mutable_copy(mapping: Mapping[K, V]) -> dict[K, V]:
+    """A dict with the same items. Copies a dict (or the dict behind a read-only proxy) at
+    C speed: dict(proxy) would go item by item through the mapping protocol."""
+    copy = getattr(mapping, "copy", None)
+    return copy() if copy is not None else dict(mapping)
 
 
 class ConfigResource(NamedTuple):
@@ -107,10 +112,17 @@ class PartitionRegistration:
     partition_epoch: int = 0
 
     @classmethod
-    def from_record(cls, record: PartitionRecord) -> PartitionRegistration:
-        return cls(
-            record.replicas,
-            record.isr,
+    def from_record(
+        cls, record: PartitionRecord, intern: Callable[[Replicas], Replicas] | None = None
+    ) -> PartitionRegistration:
+        """`intern` may map equal replica lists to one shared tuple (a big load has few
+        distinct lists but a tuple per list and partition would cost ~80 bytes each)."""
+        replicas, isr = record.replicas, record.isr
+        if intern is not None:
+            replicas, isr = intern(replicas), intern(isr)
+        return _make_partition(
+            replicas,
+            isr,
             record.removing_replicas,
             record.adding_replicas,
             record.leader,
@@ -141,7 +153,7 @@ class PartitionRegistration:
         else:
             leader, leader_epoch = change.leader, self.leader_epoch + 1
         recovery = change.leader_recovery_state
-        return PartitionRegistration(
+        return _make_partition(
             self.replicas if change.replicas is None else change.replicas,
             self.isr if change.isr is None else change.isr,
             self.removing_replicas if change.removing_replicas is None
@@ -174,6 +186,9 @@ class PartitionRegistration:
         return self.leader_recovery_state == LeaderRecoveryState.RECOVERING
 
 
+_make_partition = positional_constructor(PartitionRegistration)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicImage:
     name: str
@@ -191,7 +206,8 @@ class TopicImage:
 
 
 # broker (or leader id, -1 for none) -> topic id -> sorted partition ids
-PartitionIndex = Mapping[int, Mapping[str, tuple[int, ...]]]
+PartitionIndex = Mapping[int, ShardedMap[tuple[int, ...]]]
+TopicChanges = dict[str, "tuple[int, ...] | None"]
 
 
 def _index_entries(
@@ -213,38 +229,17 @@ def _index_entries(
     return isr_members, leaders, imbalanced, reassigning
 
 
-def _updated_index(
-    index: PartitionIndex, updates: dict[int, dict[str, tuple[int, ...]]]
-) -> PartitionIndex:
-    """`index` with each key's topic entries replaced (an empty tuple removes the entry)."""
+def _updated_index(index: PartitionIndex, updates: dict[int, TopicChanges]) -> PartitionIndex:
+    """`index` with each key's topic entries replaced (None removes the entry)."""
     if not updates:
         return index
-    result = dict(index)
-    for key, topic_entries in updates.items():
-        entries = dict(index.get(key, EMPTY_MAP))
-        for topic_id, partition_ids in topic_entries.items():
-            if partition_ids:
-                entries[topic_id] = partition_ids
-            else:
-                entries.pop(topic_id, None)
+    result = mutable_copy(index)
+    for key, topic_changes in updates.items():
+        entries = index.get(key, EMPTY_SHARDED).updated(topic_changes)
         if entries:
-            result[key] = MappingProxyType(entries)
+            result[key] = entries
         else:
             result.pop(key, None)
-    return MappingProxyType(result)
-
-
-def _updated_flat(
-    index: Mapping[str, tuple[int, ...]], updates: dict[str, tuple[int, ...]]
-) -> Mapping[str, tuple[int, ...]]:
-    if not updates:
-        return index
-    result = dict(index)
-    for topic_id, partition_ids in updates.items():
-        if partition_ids:
-            result[topic_id] = partition_ids
-        else:
-            result.pop(topic_id, None)
     return MappingProxyType(result)
 
 
@@ -253,67 +248,76 @@ def collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
+def has_collision_chars(name: str) -> bool:
+    return "." in name or "_" in name
+
+
 @dataclass(frozen=True, slots=True)
 class TopicsImage:
-    by_id: Mapping[str, TopicImage] = field(default_factory=_no_entries)
-    by_name: Mapping[str, TopicImage] = field(default_factory=_no_entries)
+    by_id: ShardedMap[TopicImage] = field(default_factory=ShardedMap)
+    by_name: ShardedMap[TopicImage] = field(default_factory=ShardedMap)
     isr_index: PartitionIndex = field(default_factory=_no_entries)
     leader_index: PartitionIndex = field(default_factory=_no_entries)
-    imbalanced: Mapping[str, tuple[int, ...]] = field(default_factory=_no_entries)
-    reassigning: Mapping[str, tuple[int, ...]] = field(default_factory=_no_entries)
-    # collision_key(name) -> names with '.' or '_' that map to it
-    colliding_names: Mapping[str, frozenset[str]] = field(default_factory=_no_entries)
+    imbalanced: ShardedMap[tuple[int, ...]] = field(default_factory=ShardedMap)
+    reassigning: ShardedMap[tuple[int, ...]] = field(default_factory=ShardedMap)
+    # collision_key(name) -> the names with '.' or '_' that map to it
+    colliding_names: ShardedMap[frozenset[str]] = field(default_factory=ShardedMap)
 
     def with_changes(self, changes: Mapping[str, TopicImage | None]) -> TopicsImage:
         """A new TopicsImage where each topic id in `changes` is replaced (None: removed)."""
         if not changes:
             return self
-        by_id = dict(self.by_id)
-        by_name = dict(self.by_name)
-        colliding = dict(self.colliding_names)
-        isr_updates: dict[int, dict[str, tuple[int, ...]]] = {}
-        leader_updates: dict[int, dict[str, tuple[int, ...]]] = {}
-        imbalanced_updates: dict[str, tuple[int, ...]] = {}
-        reassigning_updates: dict[str, tuple[int, ...]] = {}
+        by_id: dict[str, TopicImage | None] = {}
+        by_name: dict[str, TopicImage | None] = {}
+        colliding: dict[str, frozenset[str] | None] = {}
+        isr_updates: dict[int, TopicChanges] = {}
+        leader_updates: dict[int, TopicChanges] = {}
+        imbalanced: TopicChanges = {}
+        reassigning: TopicChanges = {}
+
+        def rename(name: str, add: bool) -> None:
+            if has_collision_chars(name):
+                key = collision_key(name)
+                names = colliding[key] if key in colliding else self.colliding_names.get(key)
+                names = (names or frozenset()) | {name} if add else (names or frozenset()) - {name}
+                colliding[key] = names or None
 
         # Removals first, so a name freed and reused in one delta ends up with the new topic.
         for topic_id in changes:
             old = self.by_id.get(topic_id)
             if old is None:
                 continue
-            del by_id[topic_id]
-            del by_name[old.name]
-            _forget_name(colliding, old.name)
+            by_id[topic_id] = None
+            by_name[old.name] = None
+            rename(old.name, add=False)
             for index, updates in ((self.isr_index, isr_updates),
                                    (self.leader_index, leader_updates)):
                 for key, entries in index.items():
                     if topic_id in entries:
-                        updates.setdefault(key, {})[topic_id] = ()
-            imbalanced_updates[topic_id] = ()
-            reassigning_updates[topic_id] = ()
+                        updates.setdefault(key, {})[topic_id] = None
+            imbalanced[topic_id] = reassigning[topic_id] = None
 
         for topic_id, new in changes.items():
             if new is None:
                 continue
-            by_id[topic_id] = new
-            by_name[new.name] = new
-            _remember_name(colliding, new.name)
-            isr_members, leaders, imbalanced, reassigning = _index_entries(new)
+            by_id[topic_id] = by_name[new.name] = new
+            rename(new.name, add=True)
+            isr_members, leaders, imbalanced_ids, reassigning_ids = _index_entries(new)
             for broker, partition_ids in isr_members.items():
                 isr_updates.setdefault(broker, {})[topic_id] = tuple(partition_ids)
             for leader, partition_ids in leaders.items():
                 leader_updates.setdefault(leader, {})[topic_id] = tuple(partition_ids)
-            imbalanced_updates[topic_id] = tuple(imbalanced)
-            reassigning_updates[topic_id] = tuple(reassigning)
+            imbalanced[topic_id] = tuple(imbalanced_ids) or None
+            reassigning[topic_id] = tuple(reassigning_ids) or None
 
         return TopicsImage(
-            by_id=MappingProxyType(by_id),
-            by_name=MappingProxyType(by_name),
+            by_id=self.by_id.updated(by_id),
+            by_name=self.by_name.updated(by_name),
             isr_index=_updated_index(self.isr_index, isr_updates),
             leader_index=_updated_index(self.leader_index, leader_updates),
-            imbalanced=_updated_flat(self.imbalanced, imbalanced_updates),
-            reassigning=_updated_flat(self.reassigning, reassigning_updates),
-            colliding_names=MappingProxyType(colliding),
+            imbalanced=self.imbalanced.updated(imbalanced),
+            reassigning=self.reassigning.updated(reassigning),
+            colliding_names=self.colliding_names.updated(colliding),
         )
 
     def partition_count(self) -> int:
@@ -321,22 +325,6 @@ class TopicsImage:
 
     def __repr__(self) -> str:  # the default would print every partition
         return f"TopicsImage({len(self.by_id)} topics, {self.partition_count()} partitions)"
-
-
-def _remember_name(colliding: dict[str, frozenset[str]], name: str) -> None:
-    if "." in name or "_" in name:
-        key = collision_key(name)
-        colliding[key] = colliding.get(key, frozenset()) | {name}
-
-
-def _forget_name(colliding: dict[str, frozenset[str]], name: str) -> None:
-    if "." in name or "_" in name:
-        key = collision_key(name)
-        remaining = colliding.get(key, frozenset()) - {name}
-        if remaining:
-            colliding[key] = remaining
-        else:
-            colliding.pop(key, None)
 
 
 @dataclass(frozen=True, slots=True)

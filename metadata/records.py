@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from google.protobuf.message import DecodeError, Message
 
 from kraft.rpc import metadata_pb2 as pb
+from metadata._construct import positional_constructor
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
@@ -331,8 +332,11 @@ def _partition_to_pb(r: PartitionRecord) -> Message:
     )
 
 
+_make_partition_record = positional_constructor(PartitionRecord)
+
+
 def _partition_from_pb(m: pb.PartitionRecord) -> PartitionRecord:
-    return PartitionRecord(
+    return _make_partition_record(
         m.partition_id,
         m.topic_id,
         _tuple(m.replicas),

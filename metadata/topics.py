@@ -17,6 +17,7 @@ from metadata.image import (
     PartitionRegistration,
     TopicImage,
     collision_key,
+    has_collision_chars,
 )
 from metadata.placement import place_replicas
 from metadata.records import (
@@ -147,6 +148,19 @@ def _config_records(topic: CreatableTopic) -> list[Record]:
             for key, value in values.items()]
 
 
+def colliding_topic(image: MetadataImage, name: str, created: dict[str, str]) -> str | None:
+    """An existing topic whose name differs from `name` only by '.' versus '_'. Unlike Kafka
+    we also check the topics created earlier in the same request (`created`)."""
+    if not has_collision_chars(name):
+        return None
+    key = collision_key(name)
+    others = set(image.topics.colliding_names.get(key, frozenset()))
+    if key in created:
+        others.add(created[key])
+    others.discard(name)
+    return min(others) if others else None
+
+
 # ---- manual assignments ----
 
 def validate_manual_assignment(
@@ -205,7 +219,7 @@ def create_topics(
     counts: dict[str, int] = {}
     for topic in topics:
         counts[topic.name] = counts.get(topic.name, 0) + 1
-    names_taken = {collision_key(n): n for n in image.topics.by_name}
+    created: dict[str, str] = {}  # collision key -> name, for the topics of this request
     records: list[Record] = []
     results: dict[str, CreatableTopicResult] = {}
     for topic in topics:
@@ -215,13 +229,13 @@ def create_topics(
             if counts[topic.name] > 1:
                 raise ControllerApiError(ApiErrors.INVALID_REQUEST, "Duplicate topic name.")
             topic_records, result = _create_topic(
-                image, topic, names_taken, default_num_partitions, default_replication_factor,
+                image, topic, created, default_num_partitions, default_replication_factor,
                 new_topic_id,
             )
         except ControllerApiError as error:
             results[topic.name] = CreatableTopicResult(topic.name, error)
             continue
-        names_taken[collision_key(topic.name)] = topic.name
+        created[collision_key(topic.name)] = topic.name
         records.extend(topic_records)
         results[topic.name] = result
     check_user_op_size(records)
@@ -231,7 +245,7 @@ def create_topics(
 def _create_topic(
     image: MetadataImage,
     topic: CreatableTopic,
-    names_taken: dict[str, str],
+    created: dict[str, str],
     default_num_partitions: int,
     default_replication_factor: int,
     new_topic_id: Callable[[], str],
@@ -247,9 +261,8 @@ def _create_topic(
         raise ControllerApiError(ApiErrors.INVALID_TOPIC_EXCEPTION, name_error)
     if name in image.topics.by_name:
         raise ControllerApiError(ApiErrors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-    # Unlike Kafka we also check the topics created earlier in the same request.
-    other = names_taken.get(collision_key(name))
-    if other is not None and other != name:
+    other = colliding_topic(image, name, created)
+    if other is not None:
         raise ControllerApiError(ApiErrors.INVALID_TOPIC_EXCEPTION,
                                  f"Topic '{name}' collides with existing topic: {other}")
     config_records = _config_records(topic)

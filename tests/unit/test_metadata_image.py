@@ -31,6 +31,7 @@ from metadata.records import (
     TopicRecord,
     UnregisterBrokerRecord,
 )
+from metadata.sharded_map import SHARDS, ShardedMap
 
 FOO = "5zoAlv-xEh9xRANKXt1Lbg"
 BAR = "b0sJ5JiHR6qbTzmD8yaGyQ"
@@ -290,3 +291,15 @@ def test_incremental_indexes_match_a_full_scan(ops: list[tuple]) -> None:
     assert index_contents(image) == brute_force_indexes(image)
     names = {t.name: t for t in image.topics.by_id.values()}
     assert dict(image.topics.by_name) == names
+
+
+def test_sharded_map_updates_share_untouched_shards() -> None:
+    base = ShardedMap().updated({f"k{i}": i for i in range(1000)})
+    assert len(base) == 1000 and base["k7"] == 7 and "k7" in base and base.get("x") is None
+    changed = base.updated({"k7": 70, "k8": None, "new": 1})
+    assert (changed["k7"], "k8" in changed, changed["new"], len(changed)) == (70, False, 1, 1000)
+    assert base["k7"] == 7 and "k8" in base  # the old map did not move
+    assert sum(a is b for a, b in zip(base._shards, changed._shards, strict=True)) >= SHARDS - 3
+    assert dict(changed.items()) == {**{f"k{i}": i for i in range(1000) if i != 8},
+                                     "k7": 70, "new": 1}
+    assert changed.updated({key: None for key in changed}) == {}
