@@ -353,9 +353,8 @@ class RaftCore:
         """Act on a (leader, epoch) learned from a peer (Kafka's maybeTransition)."""
         quorum = self.quorum
         if epoch == quorum.epoch and leader_id >= 0:
-            if leader_id == self.local_id and not quorum.is_leader and not isinstance(
-                quorum.state, ResignedState
-            ):
+            names_us = leader_id == self.local_id
+            if names_us and not quorum.is_leader and quorum.leader_id != leader_id:
                 raise RaftInvariantError(
                     f"a peer names this node leader of epoch {epoch}, which it is not"
                 )
@@ -374,6 +373,15 @@ class RaftCore:
             quorum.to_follower(epoch, leader_id, endpoint, now)  # learns a missing endpoint
 
     def _follow_or_unattach(self, leader_id: int, epoch: int, endpoint: str, now: int) -> None:
+        if leader_id >= 0 and leader_id == self.local_id and epoch > self.quorum.epoch:
+            # Peers name this node leader of an epoch it does not remember: its storage was
+            # lost. Stand aside in that epoch (no vote in it, as a resigned leader would).
+            log.warning(
+                "the quorum names this node leader of epoch %d, which it does not remember "
+                "(was its storage lost?); standing aside until a later epoch", epoch,
+            )
+            self.quorum.to_unattached(epoch, now, leader_id)
+            return
         endpoint = self.endpoint_of(leader_id, endpoint) if leader_id >= 0 else ""
         if leader_id >= 0 and endpoint:
             self.quorum.to_follower(epoch, leader_id, endpoint, now)

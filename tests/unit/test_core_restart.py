@@ -4,9 +4,16 @@
 from __future__ import annotations
 
 import pytest
-from core_harness import Harness, end_epoch_response, make_log, vote_request, vote_response
+from core_harness import (
+    Harness,
+    end_epoch_response,
+    fetch_response,
+    make_log,
+    vote_request,
+    vote_response,
+)
 
-from kraft.core.errors import NotLeaderError, RaftInvariantError
+from kraft.core.errors import Errors, NotLeaderError, RaftInvariantError
 from kraft.core.messages import (
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
@@ -146,3 +153,16 @@ def test_single_voter_restarting_unattached_leads_at_once() -> None:
     assert (h.state, h.epoch) == ("Leader", 5)
     assert h.core.state.epoch_start_offset == 2
     assert h.sent(BeginQuorumEpochRequest) == []
+
+
+def test_a_node_named_leader_of_an_epoch_it_forgot_stands_aside_in_that_epoch() -> None:
+    # A voter that lost its disk restarts at epoch 0 while its peers still name it leader of
+    # epoch 4. Following itself is impossible, and a vote in epoch 4 could elect a second
+    # leader there: it stays Unattached in epoch 4, knowing itself as that epoch's leader.
+    fresh = Harness(1)
+    discovery = next(o for o in fresh.outbox if isinstance(o.request, FetchRequest))
+    fresh.respond(discovery, fetch_response(1, 4, error=Errors.FENCED_LEADER_EPOCH))
+    assert (fresh.state, fresh.epoch, fresh.leader_id) == ("Unattached", 4, 1)
+    assert fresh.persisted == ElectionState(4, leader_id=1)
+    refused = fresh.deliver(vote_request(2, 4, last_epoch=0, last_offset=0))
+    assert isinstance(refused, VoteResponse) and not refused.vote_granted
