@@ -2,10 +2,11 @@
 
 Nothing here is ever mutated after construction; a MetadataDelta (delta.py) derives a new image
 that shares every unchanged sub-object with the old one. Copy-on-write happens at topic level:
-a change to one partition copies that topic's partition map, the top-level topic maps and the
-index entries of the brokers involved, never the other topics' partitions. The indexes (ISR
-members, leaders, imbalanced and reassigning partitions) keep the controller's queries
-proportional to their answers on clusters of a million partitions.
+a change to one partition copies that topic's partition map and one 64th of each topic-keyed
+map it touches (ShardedMap: topics by id and by name, the index entries of the brokers
+involved), never the other topics' partitions. The indexes (ISR members, leaders, imbalanced
+and reassigning partitions) keep the controller's queries proportional to their answers on
+clusters of a million partitions.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ EMPTY_MAP: Mapping = MappingProxyType({})
 
 def _no_entries() -> Mapping:
     return EMPTY_MAP
+
 
 # What the controller falls back to when neither the topic nor the cluster default sets a key
 # (Kafka's static defaults for the topic configs the controller itself reads).
