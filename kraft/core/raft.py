@@ -36,6 +36,7 @@ from kraft.core.quorum import QuorumState
 from kraft.core.states import (
     NO_DEADLINE,
     CandidateState,
+    EpochState,
     FollowerState,
     ProspectiveState,
     ResignedState,
@@ -103,6 +104,7 @@ class RaftCore:
         # Record timestamps are wall-clock; `now` is monotonic. The driver sets the difference.
         self.wall_clock_offset_ms = 0
         self._discovery_after = 0
+        self._now = now
         self._requests: list[OutboundRequest] = []
         self._replies: list[Reply] = []
         self._last_state: object = None
@@ -117,7 +119,7 @@ class RaftCore:
     # -- queries -----------------------------------------------------------------------------
 
     @property
-    def state(self):
+    def state(self) -> EpochState:
         return self.quorum.state
 
     @property
@@ -409,8 +411,6 @@ class RaftCore:
 
     # -- internals ---------------------------------------------------------------------------
 
-    _now: int = 0
-
     def _leader_or_raise(self) -> LeaderState:
         state = self.quorum.state
         if not isinstance(state, LeaderState):
@@ -616,9 +616,6 @@ class RaftCore:
         node_id, endpoint = self.rng.choice(targets)
         if rpc_fetch.maybe_send_fetch(self, node_id, endpoint, now):
             self._discovery_after = now + DISCOVERY_BACKOFF_MS
-
-    def prospective_election_deadline(self, now: int) -> float:
-        return self.quorum.new_election_deadline(now)
 
     def candidate_backoff(self, state: CandidateState, now: int) -> None:
         state.backoff_deadline = now + binary_exponential_backoff(
