@@ -25,13 +25,28 @@ from typing import TypeVar
 from kraft.core.errors import RaftError
 from kraft.core.raft import Output
 from kraft.node.raft_node import RaftNode
+from metadata.brokers import (
+    BrokerHeartbeatManager,
+    BrokerHeartbeatReply,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    process_heartbeat,
+    register_broker,
+)
 from metadata.delta import MetadataDelta
 from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
 from metadata.image import MetadataImage
 from metadata.loader import MetadataLoader
 from metadata.records import NoOpRecord, encode_record
+from metadata.replication import fence_broker
 
 log = logging.getLogger(__name__)
+
+MAX_RECORDS_PER_BATCH = 10_000  # Kafka's QuorumController.MAX_RECORDS_PER_BATCH
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
 
 T = TypeVar("T")
 Rule = Callable[[MetadataImage], ControllerResult[T]]
@@ -51,10 +66,13 @@ class QuorumController:
         node: RaftNode,
         loader: MetadataLoader,
         noop_interval_ms: int = 500,
+        session_timeout_ms: int = 9000,
     ) -> None:
         self.node = node
         self.loader = loader
         self.noop_interval_ms = noop_interval_ms
+        self.heartbeats = BrokerHeartbeatManager(session_timeout_ms)
+        self._fencing_task: asyncio.Task[None] | None = None
         self._queue = asyncio.Lock()
         self._latest: MetadataImage | None = None  # set only while active
         self._active_epoch = -1
@@ -92,20 +110,58 @@ class QuorumController:
                     delta.replay(record, base + index, self._active_epoch, now)
                 self._latest = delta.apply()
                 self._next_offset = base + len(result.records)
-                pending = asyncio.ensure_future(self.node.append(encoded))
+                # An atomic result is one batch; others may be split (Kafka's 10,000 a batch).
+                step = len(encoded) if result.atomic else MAX_RECORDS_PER_BATCH
+                pending = [
+                    asyncio.ensure_future(self.node.append(encoded[i : i + step]))
+                    for i in range(0, len(encoded), step)
+                ]
                 expected_last = self._next_offset - 1
         if pending is None:
             await self._barrier()  # a write with no records waits for the writes before it
             return result.response
         try:
-            last = await pending
+            lasts = await asyncio.gather(*pending)
         except RaftError as exc:
             self._deactivate(f"append failed: {exc}")
             raise NotControllerError(self.node.status().leader_id, str(exc)) from exc
-        if last != expected_last:
-            self._deactivate(f"records landed at {last}, expected {expected_last}")
+        if lasts[-1] != expected_last:
+            self._deactivate(f"records landed at {lasts[-1]}, expected {expected_last}")
             raise NotControllerError(-1, "the log moved under the controller")
         return result.response
+
+    # -- broker lifecycle ----------------------------------------------------------------------
+
+    async def register_broker(self, request: BrokerRegistrationRequest, cluster_id: str) -> int:
+        """The broker's epoch: the offset of its registration record, once committed."""
+        return await self.write(lambda image: register_broker(
+            image, request, cluster_id, self._next_offset, self.heartbeats, _wall_ms()))
+
+    async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
+        def rule(image: MetadataImage) -> ControllerResult[BrokerHeartbeatReply]:
+            result = process_heartbeat(image, request, self.heartbeats, _wall_ms())
+            if result.response.in_controlled_shutdown:
+                self.heartbeats.note_controlled_shutdown(
+                    request.broker_id, self._next_offset + len(result.records))
+            return result
+
+        return await self.write(rule)
+
+    async def _fence_stale_brokers(self, epoch: int) -> None:
+        """Fence brokers whose session expired, one per step (Kafka's maybeFenceOneStaleBroker)."""
+        interval = max(0.01, min(0.25, self.heartbeats.session_timeout_ms / 10_000))
+        while self._active_epoch == epoch:
+            await asyncio.sleep(interval)
+            latest = self._latest
+            if latest is None:
+                return
+            stale = self.heartbeats.stale_broker(latest, _wall_ms())
+            if stale is None:
+                continue
+            log.info("fencing broker %d: no heartbeat for %d ms", stale,
+                     self.heartbeats.session_timeout_ms)
+            with contextlib.suppress(ControllerApiError):
+                await self.write(lambda image, b=stale: fence_broker(image, b))
 
     async def _barrier(self) -> None:
         async with self._queue:
@@ -152,9 +208,11 @@ class QuorumController:
         self._active_epoch = core.epoch
         self._latest = self.loader.image
         self._next_offset = self.node.log.end_offset
+        self.heartbeats.reset(self._latest, _wall_ms())
         log.info("active controller for epoch %d from offset %d", core.epoch, self._next_offset)
         if self.noop_interval_ms > 0:
             self._noop_task = asyncio.ensure_future(self._write_noops(core.epoch))
+        self._fencing_task = asyncio.ensure_future(self._fence_stale_brokers(core.epoch))
 
     def _deactivate(self, reason: str) -> None:
         if self._latest is None:
@@ -162,9 +220,10 @@ class QuorumController:
         log.info("no longer the active controller: %s", reason)
         self._latest = None
         self._active_epoch = -1
-        if self._noop_task is not None:
-            self._noop_task.cancel()
-            self._noop_task = None
+        for task in (self._noop_task, self._fencing_task):
+            if task is not None:
+                task.cancel()
+        self._noop_task = self._fencing_task = None
 
     async def _write_noops(self, epoch: int) -> None:
         """A NoOp record every metadata.max.idle.interval.ms keeps followers' HW moving, so

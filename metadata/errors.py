@@ -39,7 +39,9 @@ class ApiErrors(IntEnum):
     NO_REASSIGNMENT_IN_PROGRESS = 85
     INVALID_UPDATE_VERSION = 95
     UNKNOWN_TOPIC_ID = 100
+    DUPLICATE_BROKER_REGISTRATION = 101
     BROKER_ID_NOT_REGISTERED = 102
+    INCONSISTENT_CLUSTER_ID = 104
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
 
@@ -79,6 +81,10 @@ DEFAULT_MESSAGES: dict[ApiErrors, str] = {
     ApiErrors.INVALID_UPDATE_VERSION: "The given update version was invalid.",
     ApiErrors.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
     ApiErrors.BROKER_ID_NOT_REGISTERED: "The given broker ID was not registered.",
+    ApiErrors.DUPLICATE_BROKER_REGISTRATION:
+        "This broker ID is already in use.",
+    ApiErrors.INCONSISTENT_CLUSTER_ID:
+        "The clusterId in the request does not match that found on the server.",
     ApiErrors.INELIGIBLE_REPLICA: "The new ISR contains at least one ineligible replica.",
     ApiErrors.NEW_LEADER_ELECTED:
         "The AlterPartition request successfully updated the partition state but the leader "

@@ -13,9 +13,10 @@ from kraft.core.config import RaftConfig
 from kraft.log.quorum_state import QuorumStateStore
 from kraft.log.segmented import SegmentedLog
 from kraft.node.raft_node import RaftNode
+from metadata.brokers import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from metadata.controller import NotControllerError, QuorumController
 from metadata.delta import MetadataDelta
-from metadata.errors import ApiErrors, ControllerResult
+from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
 from metadata.image import EMPTY_IMAGE
 from metadata.loader import MetadataLoader
 from metadata.records import NoOpRecord, RegisterBrokerRecord, decode_record, random_uuid
@@ -114,6 +115,76 @@ def test_a_node_that_is_not_leader_answers_not_controller(tmp_path: Path) -> Non
         with pytest.raises(NotControllerError) as error:
             await controller.write(lambda _img: register(9))
         assert error.value.error == ApiErrors.NOT_CONTROLLER
+        await controller.node.stop()
+
+    asyncio.run(scenario())
+
+
+def test_broker_lifecycle_register_unfence_fence_on_session_expiry(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = RaftNode(RaftConfig("c", 1, {1: "127.0.0.1:1"}), SegmentedLog(tmp_path / "log"),
+                        QuorumStateStore(tmp_path / "quorum-state"), rng=random.Random(1))
+        controller = QuorumController(node, MetadataLoader(node.log), noop_interval_ms=0,
+                                      session_timeout_ms=300)
+        await node.start()
+        await _until(lambda: controller.is_active)
+        epochs = {}
+        for broker in (1, 2, 3):
+            request = BrokerRegistrationRequest(broker, "c", random_uuid(), ())
+            epochs[broker] = await controller.register_broker(request, "c")
+        image = controller.committed_image
+        assert all(image.cluster.brokers[b].fenced for b in (1, 2, 3))
+        assert epochs[1] < epochs[2] < epochs[3]  # epochs are registration offsets
+
+        def beat(broker: int) -> BrokerHeartbeatRequest:
+            return BrokerHeartbeatRequest(broker, epochs[broker], node.status().high_watermark,
+                                          want_fence=False, want_shutdown=False)
+
+        replies = [await controller.broker_heartbeat(beat(b)) for b in (1, 2, 3)]
+        assert all(r.is_caught_up and not r.is_fenced for r in replies)
+        assert not any(controller.committed_image.cluster.brokers[b].fenced for b in (1, 2, 3))
+        await controller.write(lambda img: create_topics(
+            img, [CreatableTopic("t", num_partitions=6, replication_factor=3)]))
+
+        # Brokers 1 and 2 keep heartbeating; broker 3 goes silent and is fenced.
+        async def keep_alive() -> None:
+            while True:
+                for b in (1, 2):
+                    await controller.broker_heartbeat(beat(b))
+                await asyncio.sleep(0.05)  # the heartbeat interval of this test's brokers
+
+        alive = asyncio.ensure_future(keep_alive())
+        await _until(lambda: controller.committed_image.cluster.brokers[3].fenced, 5)
+        alive.cancel()
+        image = controller.committed_image
+        for partition in image.topic("t").partitions.values():  # type: ignore[union-attr]
+            assert 3 not in partition.isr and partition.leader != 3
+        # A stale epoch is refused with Kafka's error.
+        with pytest.raises(ControllerApiError) as stale:
+            await controller.broker_heartbeat(BrokerHeartbeatRequest(1, 12345, 0, False, False))
+        assert stale.value.error == ApiErrors.STALE_BROKER_EPOCH
+        await node.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_live_broker_id_cannot_be_registered_twice(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        controller = await active_controller(tmp_path)
+        first = BrokerRegistrationRequest(1, "c", random_uuid(), ())
+        epoch = await controller.register_broker(first, "c")
+        hw = controller.node.status().high_watermark
+        await controller.broker_heartbeat(BrokerHeartbeatRequest(1, epoch, hw, False, False))
+        with pytest.raises(ControllerApiError) as duplicate:
+            await controller.register_broker(
+                BrokerRegistrationRequest(1, "c", random_uuid(), ()), "c")
+        assert duplicate.value.error == ApiErrors.DUPLICATE_BROKER_REGISTRATION
+        with pytest.raises(ControllerApiError) as foreign:
+            await controller.register_broker(
+                BrokerRegistrationRequest(2, "other", random_uuid(), ()), "c")
+        assert foreign.value.error == ApiErrors.INCONSISTENT_CLUSTER_ID
+        # The same incarnation re-registering keeps its epoch.
+        assert await controller.register_broker(first, "c") == epoch
         await controller.node.stop()
 
     asyncio.run(scenario())

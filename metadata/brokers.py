@@ -1,0 +1,233 @@
+"""Broker lifecycle at the controller (spec §2): registration, heartbeats and session expiry.
+
+Registrations, fencing and controlled shutdown are records. What is *not* in the log is the
+soft state of the heartbeat manager: when each broker was last heard from, the metadata offset
+it reported, and where its controlled shutdown began. A new active controller starts it afresh,
+as if every broker had just sent a heartbeat, so fencing after a failover takes up to one full
+session timeout (Kafka does the same).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
+from metadata.image import MetadataImage
+from metadata.records import Endpoint, RegisterBrokerRecord
+from metadata.replication import begin_controlled_shutdown, fence_broker, unfence_broker
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationRequest:
+    broker_id: int
+    cluster_id: str
+    incarnation_id: str
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatRequest:
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool
+    want_shutdown: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatReply:
+    is_caught_up: bool
+    is_fenced: bool
+    in_controlled_shutdown: bool
+    should_shutdown: bool
+
+
+class BrokerControlState(Enum):
+    FENCED = "FENCED"
+    UNFENCED = "UNFENCED"
+    CONTROLLED_SHUTDOWN = "CONTROLLED_SHUTDOWN"
+    SHUTDOWN_NOW = "SHUTDOWN_NOW"
+
+
+@dataclass
+class _Contact:
+    last_contact_ms: int
+    metadata_offset: int = -1
+    controlled_shutdown_offset: int | None = None
+
+
+@dataclass
+class BrokerHeartbeatManager:
+    """Soft state: last contact and reported metadata offset of every registered broker."""
+
+    session_timeout_ms: int = 9000
+    _contacts: dict[int, _Contact] = field(default_factory=dict)
+
+    def reset(self, image: MetadataImage, now_ms: int) -> None:
+        """On activation: every registered broker counts as just heard from."""
+        self._contacts = {b: _Contact(now_ms) for b in image.cluster.brokers}
+
+    def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
+        contact = self._contacts.setdefault(broker_id, _Contact(now_ms))
+        contact.last_contact_ms = now_ms
+        contact.metadata_offset = max(contact.metadata_offset, metadata_offset)
+
+    def forget(self, broker_id: int) -> None:
+        self._contacts.pop(broker_id, None)
+
+    def has_valid_session(self, image: MetadataImage, broker_id: int, now_ms: int) -> bool:
+        registration = image.cluster.broker(broker_id)
+        contact = self._contacts.get(broker_id)
+        if registration is None or registration.fenced or contact is None:
+            return False
+        return contact.last_contact_ms + self.session_timeout_ms >= now_ms
+
+    def stale_broker(self, image: MetadataImage, now_ms: int) -> int | None:
+        """The unfenced broker heard from longest ago whose session expired (one at a time, so
+        the effect of each fencing is visible before the next)."""
+        stale = [
+            (contact.last_contact_ms, broker_id)
+            for broker_id, contact in self._contacts.items()
+            if (registration := image.cluster.broker(broker_id)) is not None
+            and not registration.fenced
+            and contact.last_contact_ms + self.session_timeout_ms < now_ms
+        ]
+        return min(stale)[1] if stale else None
+
+    def next_expiry_ms(self, image: MetadataImage) -> int | None:
+        times = [
+            contact.last_contact_ms + self.session_timeout_ms
+            for broker_id, contact in self._contacts.items()
+            if (registration := image.cluster.broker(broker_id)) is not None
+            and not registration.fenced
+        ]
+        return min(times) if times else None
+
+    def note_controlled_shutdown(self, broker_id: int, offset: int) -> None:
+        contact = self._contacts.get(broker_id)
+        if contact is not None and contact.controlled_shutdown_offset is None:
+            contact.controlled_shutdown_offset = offset
+
+    def controlled_shutdown_settled(self, image: MetadataImage, broker_id: int) -> bool:
+        """Every active broker has seen the records that moved this broker's leaderships."""
+        contact = self._contacts.get(broker_id)
+        if contact is None or contact.controlled_shutdown_offset is None:
+            return False
+        offsets = [
+            self._contacts[b].metadata_offset
+            for b in image.cluster.active_broker_ids()
+            if b in self._contacts and b != broker_id
+        ]
+        return all(o >= contact.controlled_shutdown_offset for o in offsets)
+
+
+def register_broker(
+    image: MetadataImage,
+    request: BrokerRegistrationRequest,
+    cluster_id: str,
+    next_offset: int,
+    heartbeats: BrokerHeartbeatManager,
+    now_ms: int,
+) -> ControllerResult[int]:
+    """Kafka's registerBroker: the broker epoch is the offset its record will get."""
+    if request.cluster_id != cluster_id:
+        raise ControllerApiError(
+            ApiErrors.INCONSISTENT_CLUSTER_ID,
+            f"Expected cluster ID {cluster_id}, but got cluster ID {request.cluster_id}",
+        )
+    existing = image.cluster.broker(request.broker_id)
+    if existing is not None and existing.incarnation_id == request.incarnation_id:
+        # A re-sent registration: same epoch and state, endpoints may be amended.
+        epoch, fenced, in_cs = existing.epoch, existing.fenced, existing.in_controlled_shutdown
+    else:
+        if existing is not None and heartbeats.has_valid_session(image, request.broker_id, now_ms):
+            raise ControllerApiError(
+                ApiErrors.DUPLICATE_BROKER_REGISTRATION,
+                "Another broker is registered with that broker id.",
+            )
+        epoch, fenced, in_cs = next_offset, True, False
+    record = RegisterBrokerRecord(
+        broker_id=request.broker_id,
+        incarnation_id=request.incarnation_id,
+        broker_epoch=epoch,
+        endpoints=request.endpoints,
+        rack=request.rack,
+        fenced=fenced,
+        in_controlled_shutdown=in_cs,
+    )
+    return ControllerResult((record,), epoch)
+
+
+def _current_state(image: MetadataImage, broker_id: int) -> BrokerControlState:
+    registration = image.cluster.brokers[broker_id]
+    if registration.fenced:
+        return BrokerControlState.FENCED
+    if registration.in_controlled_shutdown:
+        return BrokerControlState.CONTROLLED_SHUTDOWN
+    return BrokerControlState.UNFENCED
+
+
+def next_broker_state(
+    image: MetadataImage,
+    request: BrokerHeartbeatRequest,
+    heartbeats: BrokerHeartbeatManager,
+) -> tuple[BrokerControlState, BrokerControlState]:
+    """(current, next) per Kafka's BrokerHeartbeatManager.calculateNextBrokerState."""
+    current = _current_state(image, request.broker_id)
+    registration = image.cluster.brokers[request.broker_id]
+    leads = image.leads_any_partition(request.broker_id)
+    S = BrokerControlState
+    if current is S.FENCED:
+        if request.want_shutdown:
+            return current, S.SHUTDOWN_NOW
+        caught_up = request.current_metadata_offset >= registration.registration_offset
+        return current, S.UNFENCED if not request.want_fence and caught_up else S.FENCED
+    if current is S.UNFENCED:
+        if request.want_fence:
+            return current, S.SHUTDOWN_NOW if request.want_shutdown else S.FENCED
+        if request.want_shutdown:
+            return current, S.CONTROLLED_SHUTDOWN if leads else S.SHUTDOWN_NOW
+        return current, S.UNFENCED
+    if leads or not heartbeats.controlled_shutdown_settled(image, request.broker_id):
+        return current, S.CONTROLLED_SHUTDOWN
+    return current, S.SHUTDOWN_NOW
+
+
+def process_heartbeat(
+    image: MetadataImage,
+    request: BrokerHeartbeatRequest,
+    heartbeats: BrokerHeartbeatManager,
+    now_ms: int,
+) -> ControllerResult[BrokerHeartbeatReply]:
+    registration = image.cluster.broker(request.broker_id)
+    if registration is None:
+        raise ControllerApiError(
+            ApiErrors.STALE_BROKER_EPOCH,
+            f"No broker registration found for broker id {request.broker_id}",
+        )
+    if registration.epoch != request.broker_epoch:
+        raise ControllerApiError(
+            ApiErrors.STALE_BROKER_EPOCH,
+            f"Expected broker epoch {registration.epoch}, but got broker epoch "
+            f"{request.broker_epoch}",
+        )
+    heartbeats.touch(request.broker_id, now_ms, request.current_metadata_offset)
+    current, nxt = next_broker_state(image, request, heartbeats)
+    records: tuple = ()
+    S = BrokerControlState
+    if nxt != current:
+        if nxt in (S.FENCED, S.SHUTDOWN_NOW) and current is not S.FENCED:
+            records = fence_broker(image, request.broker_id).records
+        elif nxt is S.UNFENCED:
+            records = unfence_broker(image, request.broker_id).records
+        elif nxt is S.CONTROLLED_SHUTDOWN:
+            records = begin_controlled_shutdown(image, request.broker_id).records
+    reply = BrokerHeartbeatReply(
+        is_caught_up=request.current_metadata_offset >= registration.registration_offset,
+        is_fenced=nxt in (S.FENCED, S.SHUTDOWN_NOW),
+        in_controlled_shutdown=nxt is S.CONTROLLED_SHUTDOWN,
+        should_shutdown=nxt is S.SHUTDOWN_NOW,
+    )
+    return ControllerResult(records, reply, atomic=False)
