@@ -99,6 +99,7 @@ class Cluster:
     cluster_id: str = ""
 
     def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
         ports = free_ports(self.size * 2)
         voters = ",".join(f"{i}@127.0.0.1:{ports[i - 1]}" for i in range(1, self.size + 1))
         for i in range(1, self.size + 1):
@@ -199,6 +200,14 @@ class Cluster:
         return out
 
 
+def _reraise_cancellation() -> None:
+    """A cancelled task (Ctrl-C) may see its RPC end as an AioRpcError(CANCELLED): swallowing
+    that would lose the cancellation, so raise it again."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class Clients:
     """grpc.aio stubs to every node of a cluster; a node's channel can be rebuilt (after a
     restart) so that no reconnect backoff of the old one delays it."""
@@ -233,6 +242,7 @@ class Clients:
             return await self._quorum[node_id].NodeStatus(pb.NodeStatusRequest(),
                                                           timeout=timeout_s)
         except grpc.aio.AioRpcError:
+            _reraise_cancellation()
             return None
 
     async def statuses(self, node_ids: list[int], timeout_s: float = 1.0
@@ -246,6 +256,7 @@ class Clients:
             return await self._hooks[node_id].Append(pb.AppendRequest(records=records),
                                                      timeout=timeout_s)
         except grpc.aio.AioRpcError:
+            _reraise_cancellation()
             return None
 
     async def healthy(self, record: bytes, timeout_s: float = 30.0) -> tuple[int, int, int]:
