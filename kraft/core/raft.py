@@ -253,6 +253,7 @@ class RaftCore:
         self._back_off(entry, now)
         if unreachable:
             rpc_fetch.on_unreachable(self, entry, now)
+            rpc_vote.on_unreachable(self, entry, now)
         self._poll(now)
 
     def on_log_flushed(self, now: int) -> None:

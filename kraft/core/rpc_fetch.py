@@ -196,7 +196,10 @@ def handle_response(core: RaftCore, entry: InFlight, resp: FetchResponse, now: i
         return  # from a state we left, or a discovery answer that names no leader
     if resp.error != Errors.NONE:
         return
-    state.fetch_deadline = now + core.config.fetch_timeout_ms
+    # A little jitter, so that followers that lose a hung leader together do not all stand
+    # for election in the same millisecond and split the vote.
+    jitter = core.rng.randrange(core.config.election_timeout_ms // 4 + 1)
+    state.fetch_deadline = now + core.config.fetch_timeout_ms + jitter
     state.leader_live = True
     state.fetch_from_bootstrap = False
     if resp.diverging_epoch is not None:

@@ -80,15 +80,40 @@ def handle_response(core: RaftCore, entry: InFlight, resp: VoteResponse, now: in
     req = entry.request
     assert isinstance(req, VoteRequest)
     state = core.quorum.state
+    if (
+        isinstance(state, ProspectiveState)
+        and not resp.vote_granted
+        and state.leader_id >= 0
+        and entry.destination == state.leader_id == resp.leader_id
+        and resp.leader_epoch == state.epoch
+    ):
+        # The leader we left answered for itself: it is alive, so follow it again at once
+        # rather than wait for a round the dead voters can never complete.
+        after_lost_pre_vote(core, state, now, rejected=True)
+        return
+    _record(core, entry, resp.vote_granted, now)
+
+
+def on_unreachable(core: RaftCore, entry: InFlight, now: int) -> None:
+    """A voter whose process is gone cannot vote in this round: count it as a refusal, so a
+    split vote among the survivors is seen as lost at once instead of at the timeout."""
+    if isinstance(entry.request, VoteRequest):
+        _record(core, entry, False, now)
+
+
+def _record(core: RaftCore, entry: InFlight, granted: bool, now: int) -> None:
+    req = entry.request
+    assert isinstance(req, VoteRequest)
+    state = core.quorum.state
     # Responses carry no pre-vote flag: match them to the round that sent the request.
     if req.replica_epoch != state.epoch:
         return
     if req.pre_vote and isinstance(state, ProspectiveState):
-        state.election.record(entry.destination, resp.vote_granted)
+        state.election.record(entry.destination, granted)
         if not state.election.is_won() and state.election.is_lost():
             after_lost_pre_vote(core, state, now, rejected=True)
     elif not req.pre_vote and isinstance(state, CandidateState):
-        state.election.record(entry.destination, resp.vote_granted)
+        state.election.record(entry.destination, granted)
         if (
             not state.election.is_won()
             and state.election.is_lost()

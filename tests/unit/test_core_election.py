@@ -83,9 +83,10 @@ def test_voter_follower_turns_prospective_after_the_fetch_timeout() -> None:
     fetch = h.only(FetchRequest, to=3)
     h.advance_to(500)
     h.respond(fetch, fetch_response(3, EPOCH, high_watermark=0))  # resets the timer
+    # The fetch timeout (2 s) plus a jitter below election.timeout / 4 against split votes.
     h.advance_to(2499)
     assert h.state == "Follower"
-    h.advance_to(2500)
+    h.advance_to(2500 + 250)
     assert (h.state, h.epoch, h.leader_id) == ("Prospective", EPOCH, 3)
     assert h.persist_log == []
     assert {o.destination for o in h.sent(VoteRequest)} == {2, 3}
@@ -345,7 +346,7 @@ def test_timed_out_fetch_does_not_shortcut_the_fetch_timeout() -> None:
     h.fail(h.only(FetchRequest, to=1), unreachable=False)
     h.advance_to(2099)
     assert h.state == "Follower"
-    h.advance_to(2100)
+    h.advance_to(2100 + 250)  # fetch timeout + its jitter (below election.timeout / 4)
     assert h.state == "Prospective"
 
 
@@ -417,3 +418,28 @@ def test_pre_vote_refusals_name_the_leader_and_send_the_prospective_back() -> No
         )
         assert isinstance(reply, VoteResponse)
         assert (reply.error, reply.vote_granted, reply.leader_id) == (Errors.NONE, False, 1)
+
+
+def test_prospective_refused_by_its_live_leader_follows_it_again_at_once() -> None:
+    # A refused connection made the follower stand; the leader answers the pre-vote itself:
+    # it is alive, so the node follows it again rather than wait out the round.
+    h = Harness(2, persisted=ElectionState(EPOCH, leader_id=1), fast_failover_jitter_ms=0)
+    h.respond(h.only(FetchRequest, to=1), fetch_response(1, EPOCH, high_watermark=0))
+    h.fail(h.only(FetchRequest, to=1), unreachable=True)
+    h.advance(1)
+    assert h.state == "Prospective"
+    h.respond(h.only(VoteRequest, to=1), vote_response(EPOCH, False, leader_id=1))
+    assert (h.state, h.epoch, h.leader_id) == ("Follower", EPOCH, 1)
+
+
+def test_a_dead_voter_counts_as_a_refusal_so_a_split_vote_is_lost_at_once() -> None:
+    # Three voters, one dead: two candidates of the same epoch refuse each other. The dead
+    # voter's refused connection completes the tally, so the round is lost now, not at the
+    # election timeout.
+    h = Harness(1, persisted=ElectionState(EPOCH, voted_id=1))  # restarts as Candidate
+    assert h.state == "Candidate"
+    h.respond(h.only(VoteRequest, to=2), vote_response(EPOCH, False))
+    h.fail(h.only(VoteRequest, to=3), unreachable=True)
+    # Lost now: either already standing again (a 0 ms backoff) or backing off at most 100 ms
+    # (the first binary-exponential step), never waiting out the 1-2 s election timeout.
+    assert h.state == "Prospective" or h.core.next_deadline() <= h.now + 100
