@@ -3,6 +3,8 @@
   kraft-admin --bootstrap-server HOST:PORT quorum describe --status
   kraft-admin --bootstrap-server HOST:PORT quorum describe --replication [--human-readable]
   kraft-admin quorum status --node HOST:PORT
+  kraft-admin --bootstrap-server HOST:PORT topics|partitions|brokers|leaders|reassign|configs|
+      cluster|features ...   (the Admin service: see kraft/server/admin_commands.py)
   (add --json to any of them for machine-readable output)
 
 `describe` may be sent to any controller: a non-leader answers with the leader's address and
@@ -231,10 +233,20 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="one node's own view")
     status.add_argument("--node", required=True, help="HOST:PORT of the node")
     status.add_argument("--json", action="store_true")
+    from kraft.server import admin_commands  # imported here: it must not import this module
+
+    admin_commands.add_commands(groups)
     return parser
 
 
 def run(args: argparse.Namespace) -> str:
+    from kraft.server import admin_commands
+
+    if args.group in admin_commands.GROUPS:
+        try:
+            return admin_commands.run(args)
+        except admin_commands.CommandError as exc:
+            raise AdminError(str(exc)) from exc
     if args.command == "status":
         s = node_status(str(parse_endpoint(args.node)))
         facts = {"nodeId": s.node_id, "clusterId": s.cluster_id, "state": s.state,
