@@ -33,11 +33,12 @@ from metadata.brokers import (
     process_heartbeat,
     register_broker,
 )
+from metadata.configs import METADATA_VERSION, SUPPORTED_FEATURES
 from metadata.delta import MetadataDelta
 from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
 from metadata.image import MetadataImage
 from metadata.loader import MetadataLoader
-from metadata.records import NoOpRecord, encode_record
+from metadata.records import FeatureLevelRecord, NoOpRecord, encode_record
 from metadata.replication import fence_broker
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class QuorumController:
         self.noop_interval_ms = noop_interval_ms
         self.heartbeats = BrokerHeartbeatManager(session_timeout_ms)
         self._fencing_task: asyncio.Task[None] | None = None
+        self._bootstrap_task: asyncio.Task[None] | None = None
         self._queue = asyncio.Lock()
         self._latest: MetadataImage | None = None  # set only while active
         self._active_epoch = -1
@@ -213,6 +215,17 @@ class QuorumController:
         if self.noop_interval_ms > 0:
             self._noop_task = asyncio.ensure_future(self._write_noops(core.epoch))
         self._fencing_task = asyncio.ensure_future(self._fence_stale_brokers(core.epoch))
+        if METADATA_VERSION not in self._latest.features:
+            self._bootstrap_task = asyncio.ensure_future(self._bootstrap())
+
+    async def _bootstrap(self) -> None:
+        """A new cluster's log begins with the metadata.version it is written in (Kafka's
+        bootstrap records)."""
+        level = SUPPORTED_FEATURES[METADATA_VERSION][1]
+        record = FeatureLevelRecord(METADATA_VERSION, level)
+        with contextlib.suppress(ControllerApiError):
+            await self.write(lambda image: ControllerResult(
+                () if METADATA_VERSION in image.features else (record,), None))
 
     def _deactivate(self, reason: str) -> None:
         if self._latest is None:

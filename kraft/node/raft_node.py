@@ -240,7 +240,12 @@ class RaftNode:
             self._complete_appends(out.high_watermark)
         if out.leader is not None or out.high_watermark is not None:
             for listener in self._listeners:
-                listener(out)
+                try:
+                    listener(out)
+                except Exception as exc:  # e.g. a committed record that cannot be replayed
+                    log.critical("a commit listener failed: %s", exc, exc_info=True)
+                    self._fatal = exc
+                    self._state_changed.set()
         end = self.log.end_offset
         if not core.is_leader and end > self._last_end_offset:
             self.metrics.records_fetched.inc(end - self._last_end_offset)

@@ -31,6 +31,9 @@ from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.server.config import ConfigError, Listener, NodeConfig, load_config
 from kraft.server.logging_setup import configure_logging, set_status_source
 from kraft.server.meta_properties import StorageError, ensure_formatted
+from metadata.admin_service import AdminServicer, add_admin_service
+from metadata.controller import QuorumController
+from metadata.loader import MetadataLoader
 
 log = logging.getLogger("kraft.server")
 
@@ -111,6 +114,14 @@ class Server:
             raise StartupError(str(exc)) from exc
         self.metrics = RaftMetrics(config.node_id)
         self.node = RaftNode(raft_config(config, self.cluster_id), self.log, store, self.metrics)
+        # The metadata layer replays the log, so it runs only where the log holds metadata
+        # records: the test hooks append raw payloads and make this a bare Raft node.
+        self.controller: QuorumController | None = None
+        if not config.test_hooks_enabled:
+            self.controller = QuorumController(
+                self.node, MetadataLoader(self.log),
+                noop_interval_ms=config.metadata_max_idle_interval_ms,
+            )
         self.server: grpc.aio.Server | None = None
         self.port = 0
         self.metrics_port: int | None = None
@@ -127,6 +138,11 @@ class Server:
         rpc.add_QuorumServicer_to_server(quorum, self.server)
         if self.config.test_hooks_enabled:
             rpc.add_TestHooksServicer_to_server(TestHooksServicer(self.node), self.server)
+        self.admin: AdminServicer | None = None
+        if self.controller is not None:
+            endpoints = {vid: f"{ep.host}:{ep.port}" for vid, ep in self.config.voters.items()}
+            self.admin = AdminServicer(self.controller, self.cluster_id, endpoints)
+            add_admin_service(self.server, self.admin)
         self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         address = f"{listener.host}:{listener.port}"
@@ -155,6 +171,10 @@ class Server:
         await self.health.enter_graceful_shutdown()
         if self.server is not None:
             await self.server.stop(grace=0.5)
+        if self.admin is not None:
+            await self.admin.close()
+        if self.controller is not None:
+            await self.controller.close()
         await self.node.stop()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
