@@ -154,11 +154,11 @@ def test_cluster_and_features(admin: AdminHarness, capsys: pytest.CaptureFixture
                           "brokers", "metadataOffset"}
     features = ok(admin, capsys, "features", "describe")
     assert features.startswith("Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\t"
-                               "SupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: UNKNOWN 0"
+                               "SupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0"
                                "\tEpoch: ")
     assert json.loads(ok(admin, capsys, "features", "describe", "--json"))["features"] == [
         {"name": "metadata.version", "supportedMinVersion": 7, "supportedMaxVersion": 21,
-         "finalizedVersionLevel": 0}]
+         "finalizedVersionLevel": 21}]
 
 
 # ---- leaders and reassignments ----

@@ -325,7 +325,8 @@ def test_describe_cluster_and_features(admin: AdminHarness) -> None:
     features = admin.stub.DescribeFeatures(pb.DescribeFeaturesRequest())
     assert [(f.name, f.min_version, f.max_version) for f in features.supported] == [
         ("metadata.version", 7, 21)]
-    assert list(features.finalized) == []  # nothing has finalized metadata.version yet
+    # A new cluster's first write finalizes the highest metadata.version it supports.
+    assert [(f.name, f.level) for f in features.finalized] == [("metadata.version", 21)]
 
 
 # ---- elections and reassignments ----
