@@ -458,6 +458,14 @@ _define_int(
     hi=_LONG_MAX,
 )
 _define_int(
+    "broker.session.timeout.ms", 9000, 1,
+    "The active controller fences a broker it has not heard a heartbeat from for this long.",
+)
+_define_int(
+    "broker.heartbeat.interval.ms", 2000, 1,
+    "How often a broker sends a heartbeat to the active controller.",
+)
+_define_int(
     "metadata.max.idle.interval.ms", 500, 0,
     "The active controller appends a NoOp record when nothing was written for this long, "
     "so followers see the high watermark advance; 0 disables it.",

@@ -33,6 +33,7 @@ from kraft.server.logging_setup import configure_logging, set_status_source
 from kraft.server.meta_properties import StorageError, ensure_formatted
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.controller import QuorumController
+from metadata.lifecycle_service import BrokerLifecycleServicer, add_broker_lifecycle_service
 from metadata.loader import MetadataLoader
 
 log = logging.getLogger("kraft.server")
@@ -121,6 +122,7 @@ class Server:
             self.controller = QuorumController(
                 self.node, MetadataLoader(self.log),
                 noop_interval_ms=config.metadata_max_idle_interval_ms,
+                session_timeout_ms=config.value("broker.session.timeout.ms"),
             )
         self.server: grpc.aio.Server | None = None
         self.port = 0
@@ -143,6 +145,10 @@ class Server:
             endpoints = {vid: f"{ep.host}:{ep.port}" for vid, ep in self.config.voters.items()}
             self.admin = AdminServicer(self.controller, self.cluster_id, endpoints)
             add_admin_service(self.server, self.admin)
+            add_broker_lifecycle_service(
+                self.server,
+                BrokerLifecycleServicer(self.controller, self.cluster_id, endpoints),
+            )
         self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         address = f"{listener.host}:{listener.port}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from tests.integration.brokers import TestBroker
 from tests.integration.cluster import run_cli, wait_for
 
 ELECTION_WAIT_S = 15
@@ -69,3 +70,86 @@ def test_admin_writes_commit_and_survive_a_controller_failover(make_cluster) -> 
              "the restarted controller to replay the new write")
     out = admin(cluster, leader, "cluster", "describe", "--json")
     assert json.loads(out.stdout)["clusterId"] == cluster_id
+
+
+def test_broker_failover_story_with_a_controller_failover(make_cluster) -> None:
+    """Brokers register and heartbeat; a topic of 6 partitions, RF 3; a silent broker is fenced
+    after the session timeout (its leaderships moved, ISRs shrunk); the active controller is
+    killed; the broker comes back and is unfenced; its partitions' leaders add it back to the
+    ISR; a preferred election restores the original leaders; nothing lost or duplicated."""
+    cluster = make_cluster(internal_test_hooks_enable="false",
+                           broker_session_timeout_ms="1500")
+    cluster_id = cluster.format()
+    cluster.start_all()
+    wait_for(cluster.leader, ELECTION_WAIT_S, "an active controller")
+    endpoints = [n.endpoint for n in cluster.nodes.values()]
+
+    def metadata_offset() -> int:
+        statuses = cluster.statuses()
+        return max((s.high_watermark for s in statuses.values()), default=0)
+
+    brokers = {b: TestBroker(b, cluster_id, endpoints, metadata_offset) for b in (1, 2, 3)}
+    for broker in brokers.values():
+        broker.start()
+
+    def broker_list(node_id: int | None = None) -> dict[int, dict] | None:
+        nodes = [node_id] if node_id else [n for n in cluster.nodes if cluster.nodes[n].alive]
+        out = admin(cluster, nodes[0], "brokers", "list", "--json")
+        return {b["id"]: b for b in json.loads(out.stdout)} if out.returncode == 0 else None
+
+    wait_for(lambda: (bl := broker_list()) and len(bl) == 3
+             and not any(b["fenced"] for b in bl.values()),
+             ELECTION_WAIT_S, "three unfenced brokers")
+    out = admin(cluster, 1, "topics", "create", "--topic", "orders", "--partitions", "6",
+                "--replication-factor", "3")
+    assert out.returncode == 0, out.stderr
+
+    def describe(node_id: int | None = None) -> dict:
+        nodes = [node_id] if node_id else [n for n in cluster.nodes if cluster.nodes[n].alive]
+        out = admin(cluster, nodes[0], "topics", "describe", "--topic", "orders", "--json")
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    original = {p["partition"]: p["leader"] for p in describe()["partitions"]}
+    assert sorted(original.values()) == [1, 1, 2, 2, 3, 3]
+
+    # Broker 1 goes silent: fenced after the session timeout, out of every ISR and leadership.
+    brokers[1].stop()
+    wait_for(lambda: (bl := broker_list()) and bl[1]["fenced"], ELECTION_WAIT_S,
+             "broker 1 to be fenced")
+    topic = describe()
+    for p in topic["partitions"]:
+        assert p["leader"] != 1 and 1 not in p["isr"], p
+
+    # The active controller dies mid-way; the next one carries on from the same image.
+    active = wait_for(cluster.leader, ELECTION_WAIT_S, "the active controller")
+    cluster.kill(active)
+    survivors = set(cluster.nodes) - {active}
+    wait_for(lambda: cluster.leader(among=survivors), ELECTION_WAIT_S, "a new controller")
+
+    brokers[1].start()  # a new incarnation: registered fenced, unfenced once caught up
+    wait_for(lambda: (bl := broker_list()) and not bl[1]["fenced"], ELECTION_WAIT_S,
+             "broker 1 to be unfenced")
+    # Partition leaders add broker 1 back to their ISRs (ISR expansion is leader-driven).
+    epochs = {b: broker.epoch for b, broker in brokers.items()}
+    for p in describe()["partitions"]:
+        leader = brokers[p["leader"]]
+        isr = sorted({*p["isr"], 1})
+        reply = leader.alter_partition(topic["topicId"], p["partition"], p["leaderEpoch"],
+                                       p["partitionEpoch"], [(b, epochs[b]) for b in isr])
+        assert reply.error_code == 0 and reply.partitions[0].error_code == 0, reply
+    out = admin(cluster, min(survivors), "leaders", "elect", "--election-type", "preferred",
+                "--all-topic-partitions")
+    assert out.returncode == 0, out.stderr
+    restored = {p["partition"]: p["leader"] for p in describe()["partitions"]}
+    assert restored == original
+
+    # Every controller, the killed one included, replays the same log: one topic record.
+    cluster.start(active)
+    wait_for(lambda: {p["partition"]: p["leader"] for p in describe(active)["partitions"]}
+             == original, ELECTION_WAIT_S, "the restarted controller to catch up")
+    for broker in brokers.values():
+        broker.stop()
+    out = admin(cluster, active, "topics", "list", "--json")
+    # A duplicated TopicRecord would have stopped the node (replay refuses it).
+    assert [t["name"] for t in json.loads(out.stdout)] == ["orders"]

@@ -1,0 +1,174 @@
+"""The BrokerLifecycle gRPC service on every controller: RegisterBroker, BrokerHeartbeat and
+AlterPartition, answered by the active controller. A standby answers NOT_CONTROLLER with the
+active controller's address; brokers follow it (they must talk to the active one anyway).
+Fields are validated here, before a rule sees them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
+
+import grpc
+
+from kraft.rpc import broker_pb2 as pb
+from kraft.rpc import broker_pb2_grpc as rpc
+from metadata.brokers import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from metadata.controller import NotControllerError, QuorumController
+from metadata.errors import ApiErrors, ControllerApiError
+from metadata.records import Endpoint, is_valid_uuid
+from metadata.replication import (
+    AlterPartitionData,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
+    BrokerState,
+    alter_partition,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+MAX_NAME = 255
+MAX_PARTITIONS_PER_REQUEST = 100_000
+
+
+class _Invalid(Exception):
+    """A request field out of range: INVALID_REQUEST, nothing attempted."""
+
+
+class BrokerLifecycleServicer(rpc.BrokerLifecycleServicer):
+    def __init__(
+        self, controller: QuorumController, cluster_id: str, endpoints: Mapping[int, str]
+    ) -> None:
+        self.controller = controller
+        self.cluster_id = cluster_id
+        self.endpoints = dict(endpoints)
+
+    def _hint(self, leader_id: int) -> pb.ControllerHint:
+        return pb.ControllerHint(
+            controller_id=leader_id, controller_endpoint=self.endpoints.get(leader_id, "")
+        )
+
+    async def _answer(
+        self,
+        call: Callable[[], Awaitable[T]],
+        ok: Callable[[T], object],
+        failed: Callable[[int, str, pb.ControllerHint], object],
+    ) -> object:
+        try:
+            return ok(await call())
+        except _Invalid as exc:
+            return failed(ApiErrors.INVALID_REQUEST, str(exc), self._hint(-1))
+        except NotControllerError as exc:
+            return failed(exc.code, exc.message, self._hint(exc.leader_id))
+        except ControllerApiError as exc:
+            return failed(exc.code, exc.message, self._hint(-1))
+        except Exception as exc:  # never let a bad request take the node down
+            log.exception("broker lifecycle call failed")
+            return failed(ApiErrors.UNKNOWN_SERVER_ERROR, f"unexpected error: {exc}",
+                          self._hint(-1))
+
+    async def RegisterBroker(self, request, context):
+        def parse() -> BrokerRegistrationRequest:
+            _check_id("broker_id", request.broker_id)
+            if not is_valid_uuid(request.incarnation_id):
+                raise _Invalid(f"incarnation_id {request.incarnation_id!r} is not a base64 uuid")
+            listeners = []
+            for listener in request.listeners:
+                _check_name("listener name", listener.name)
+                _check_name("listener host", listener.host)
+                if not 0 < listener.port < 65536:
+                    raise _Invalid(f"listener port {listener.port} is out of range")
+                listeners.append(Endpoint(listener.name, listener.host, listener.port))
+            rack = request.rack if request.HasField("rack") else None
+            if rack is not None:
+                _check_name("rack", rack)
+            return BrokerRegistrationRequest(request.broker_id, request.cluster_id,
+                                             request.incarnation_id, tuple(listeners), rack)
+
+        async def call() -> int:
+            return await self.controller.register_broker(parse(), self.cluster_id)
+
+        return await self._answer(
+            call,
+            lambda epoch: pb.BrokerRegistrationResponse(broker_epoch=epoch),
+            lambda code, message, hint: pb.BrokerRegistrationResponse(
+                error_code=code, error_message=message, broker_epoch=-1, controller=hint),
+        )
+
+    async def BrokerHeartbeat(self, request, context):
+        async def call():  # type: ignore[no-untyped-def]
+            _check_id("broker_id", request.broker_id)
+            return await self.controller.broker_heartbeat(BrokerHeartbeatRequest(
+                request.broker_id, request.broker_epoch, request.current_metadata_offset,
+                request.want_fence, request.want_shut_down))
+
+        return await self._answer(
+            call,
+            lambda reply: pb.BrokerHeartbeatResponse(
+                is_caught_up=reply.is_caught_up, is_fenced=reply.is_fenced,
+                in_controlled_shutdown=reply.in_controlled_shutdown,
+                should_shut_down=reply.should_shutdown),
+            lambda code, message, hint: pb.BrokerHeartbeatResponse(
+                error_code=code, error_message=message, is_fenced=True, controller=hint),
+        )
+
+    async def AlterPartition(self, request, context):
+        def parse() -> AlterPartitionRequest:
+            _check_id("broker_id", request.broker_id)
+            total = sum(len(t.partitions) for t in request.topics)
+            if total > MAX_PARTITIONS_PER_REQUEST:
+                raise _Invalid(f"{total} partitions in one request; at most "
+                               f"{MAX_PARTITIONS_PER_REQUEST}")
+            topics = []
+            for topic in request.topics:
+                _check_name("topic_id", topic.topic_id)
+                partitions = tuple(
+                    AlterPartitionData(
+                        p.partition_index, p.leader_epoch,
+                        tuple(BrokerState(b.broker_id, b.broker_epoch) for b in p.new_isr),
+                        p.partition_epoch, p.leader_recovery_state,
+                    )
+                    for p in topic.partitions
+                )
+                topics.append(AlterPartitionTopic(topic.topic_id, partitions))
+            return AlterPartitionRequest(request.broker_id, request.broker_epoch, tuple(topics))
+
+        async def call():  # type: ignore[no-untyped-def]
+            parsed = parse()
+            return await self.controller.write(lambda image: alter_partition(image, parsed))
+
+        def ok(results):  # type: ignore[no-untyped-def]
+            return pb.AlterPartitionResponse(partitions=[
+                pb.AlterPartitionResponse.PartitionResult(
+                    topic_id=r.topic_id, partition_index=r.partition_index,
+                    error_code=r.error.code if r.error else 0,
+                    error_message=r.error.message if r.error else "",
+                    leader_id=r.leader_id, leader_epoch=r.leader_epoch, isr=list(r.isr),
+                    leader_recovery_state=r.leader_recovery_state,
+                    partition_epoch=r.partition_epoch,
+                )
+                for r in results
+            ])
+
+        return await self._answer(
+            call, ok,
+            lambda code, message, hint: pb.AlterPartitionResponse(
+                error_code=code, error_message=message, controller=hint),
+        )
+
+
+def _check_id(field: str, value: int) -> None:
+    if value < 0:
+        raise _Invalid(f"{field} must be >= 0, got {value}")
+
+
+def _check_name(field: str, value: str) -> None:
+    if not value or len(value) > MAX_NAME or any(ord(c) < 32 for c in value):
+        raise _Invalid(f"{field} {value[:40]!r} is empty, too long or has control characters")
+
+
+def add_broker_lifecycle_service(
+    server: grpc.aio.Server, servicer: BrokerLifecycleServicer
+) -> None:
+    rpc.add_BrokerLifecycleServicer_to_server(servicer, server)
