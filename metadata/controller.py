@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -36,14 +37,21 @@ from metadata.brokers import (
 from metadata.configs import METADATA_VERSION, SUPPORTED_FEATURES
 from metadata.delta import MetadataDelta
 from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
-from metadata.image import MetadataImage
+from metadata.image import CLUSTER_DEFAULT_BROKER, MetadataImage
 from metadata.loader import MetadataLoader
 from metadata.records import FeatureLevelRecord, NoOpRecord, encode_record
-from metadata.replication import fence_broker
+from metadata.replication import balance_partition_leaders, elect_unclean_leaders, fence_broker
 
 log = logging.getLogger(__name__)
 
 MAX_RECORDS_PER_BATCH = 10_000  # Kafka's QuorumController.MAX_RECORDS_PER_BATCH
+PERIODIC_TICK_S = 1.0
+UNCLEAN_ELECTION_INTERVAL_S = 300  # Kafka's unclean.leader.election.interval.ms (internal)
+PERIODIC_DEFAULTS = {
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "300",
+    "leader.imbalance.per.broker.percentage": "10",
+}
 
 
 def _wall_ms() -> int:
@@ -75,6 +83,7 @@ class QuorumController:
         self.heartbeats = BrokerHeartbeatManager(session_timeout_ms)
         self._fencing_task: asyncio.Task[None] | None = None
         self._bootstrap_task: asyncio.Task[None] | None = None
+        self._periodic_task: asyncio.Task[None] | None = None
         self._queue = asyncio.Lock()
         self._latest: MetadataImage | None = None  # set only while active
         self._active_epoch = -1
@@ -215,6 +224,7 @@ class QuorumController:
         if self.noop_interval_ms > 0:
             self._noop_task = asyncio.ensure_future(self._write_noops(core.epoch))
         self._fencing_task = asyncio.ensure_future(self._fence_stale_brokers(core.epoch))
+        self._periodic_task = asyncio.ensure_future(self._periodic_elections(core.epoch))
         if METADATA_VERSION not in self._latest.features:
             self._bootstrap_task = asyncio.ensure_future(self._bootstrap())
 
@@ -233,10 +243,43 @@ class QuorumController:
         log.info("no longer the active controller: %s", reason)
         self._latest = None
         self._active_epoch = -1
-        for task in (self._noop_task, self._fencing_task):
+        for task in (self._noop_task, self._fencing_task, self._periodic_task):
             if task is not None:
                 task.cancel()
-        self._noop_task = self._fencing_task = None
+        self._noop_task = self._fencing_task = self._periodic_task = None
+
+    def _cluster_setting(self, key: str) -> str:
+        """A controller setting: the cluster-wide dynamic broker default, else Kafka's default."""
+        latest = self._latest or self.loader.image
+        value = latest.config(CLUSTER_DEFAULT_BROKER).get(key)
+        return value if value is not None else PERIODIC_DEFAULTS[key]
+
+    async def _periodic_elections(self, epoch: int) -> None:
+        """Auto leader rebalance every `leader.imbalance.check.interval.seconds` (when
+        `auto.leader.rebalance.enable`), honouring `leader.imbalance.per.broker.percentage`,
+        and unclean elections for leaderless partitions of topics that allow them (Kafka's
+        `unclean.leader.election.interval.ms`, 5 min). A run that hit its cap runs again at
+        once. The settings are read each time, so a config change applies at the next tick."""
+        last_rebalance = last_unclean = time.monotonic()
+        while self._active_epoch == epoch:
+            await asyncio.sleep(PERIODIC_TICK_S)
+            now = time.monotonic()
+            interval = int(self._cluster_setting("leader.imbalance.check.interval.seconds"))
+            if now - last_rebalance >= interval:
+                last_rebalance = now
+                if self._cluster_setting("auto.leader.rebalance.enable") == "true":
+                    percentage = int(
+                        self._cluster_setting("leader.imbalance.per.broker.percentage"))
+                    await self._run_until_done(functools.partial(
+                        balance_partition_leaders, imbalance_percentage=percentage))
+            if now - last_unclean >= UNCLEAN_ELECTION_INTERVAL_S:
+                last_unclean = now
+                await self._run_until_done(elect_unclean_leaders)
+
+    async def _run_until_done(self, rule: Rule[bool]) -> None:
+        with contextlib.suppress(ControllerApiError):
+            while self._latest is not None and await self.write(rule):
+                pass
 
     async def _write_noops(self, epoch: int) -> None:
         """A NoOp record every metadata.max.idle.interval.ms keeps followers' HW moving, so

@@ -19,7 +19,15 @@ from metadata.delta import MetadataDelta
 from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
 from metadata.image import EMPTY_IMAGE
 from metadata.loader import MetadataLoader
-from metadata.records import NoOpRecord, RegisterBrokerRecord, decode_record, random_uuid
+from metadata.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    NoOpRecord,
+    PartitionChangeRecord,
+    RegisterBrokerRecord,
+    decode_record,
+    random_uuid,
+)
 from metadata.topics import CreatableTopic, create_topics
 
 
@@ -185,6 +193,39 @@ def test_a_live_broker_id_cannot_be_registered_twice(tmp_path: Path) -> None:
         assert foreign.value.error == ApiErrors.INCONSISTENT_CLUSTER_ID
         # The same incarnation re-registering keeps its epoch.
         assert await controller.register_broker(first, "c") == epoch
+        await controller.node.stop()
+
+    asyncio.run(scenario())
+
+
+def test_auto_leader_rebalance_restores_preferred_leaders(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        controller = await active_controller(tmp_path)
+        epochs = {}
+        for broker in (1, 2, 3):
+            request = BrokerRegistrationRequest(broker, "c", random_uuid(), ())
+            epochs[broker] = await controller.register_broker(request, "c")
+        for broker in (1, 2, 3):
+            await controller.broker_heartbeat(BrokerHeartbeatRequest(
+                broker, epochs[broker], controller.node.status().high_watermark, False, False))
+        await controller.write(lambda img: create_topics(
+            img, [CreatableTopic("t", num_partitions=3, replication_factor=3)]))
+        topic = controller.committed_image.topic("t")
+        assert topic is not None
+        # Move partition 0's leadership off its preferred replica.
+        preferred = topic.partitions[0].replicas[0]
+        other = topic.partitions[0].replicas[1]
+        change = PartitionChangeRecord(partition_id=0, topic_id=topic.topic_id, leader=other)
+        await controller.write(lambda _img: ControllerResult((change,), None))
+        assert controller.committed_image.partition(topic.topic_id, 0).leader == other  # type: ignore[union-attr]
+        # Check every second, rebalance any imbalance (the percentage is honoured: 0 %).
+        settings = {"leader.imbalance.check.interval.seconds": "1",
+                    "leader.imbalance.per.broker.percentage": "0"}
+        records = tuple(ConfigRecord(ConfigResourceType.BROKER, "", k, v)
+                        for k, v in settings.items())
+        await controller.write(lambda _img: ControllerResult(records, None))
+        await _until(lambda: controller.committed_image.partition(  # type: ignore[union-attr]
+            topic.topic_id, 0).leader == preferred, timeout_s=10)
         await controller.node.stop()
 
     asyncio.run(scenario())
