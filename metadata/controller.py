@@ -87,6 +87,7 @@ class QuorumController:
         self._queue = asyncio.Lock()
         self._latest: MetadataImage | None = None  # set only while active
         self._active_epoch = -1
+        self._renounced_epoch = -1
         self._next_offset = 0
         self._noop_task: asyncio.Task[None] | None = None
         self._applied = asyncio.Event()  # set whenever the loader moves or leadership changes
@@ -134,10 +135,10 @@ class QuorumController:
         try:
             lasts = await asyncio.gather(*pending)
         except RaftError as exc:
-            self._deactivate(f"append failed: {exc}")
+            self._renounce(f"append failed: {exc}")
             raise NotControllerError(self.node.status().leader_id, str(exc)) from exc
         if lasts[-1] != expected_last:
-            self._deactivate(f"records landed at {lasts[-1]}, expected {expected_last}")
+            self._renounce(f"records landed at {lasts[-1]}, expected {expected_last}")
             raise NotControllerError(-1, "the log moved under the controller")
         return result.response
 
@@ -216,6 +217,8 @@ class QuorumController:
         # Everything before the LeaderChange record must be applied before the first write.
         if epoch_start is None or self.loader.next_offset <= epoch_start:
             return
+        if core.epoch <= self._renounced_epoch:
+            return  # its speculative state was dropped: only a new epoch starts clean
         self._active_epoch = core.epoch
         self._latest = self.loader.image
         self._next_offset = self.node.log.end_offset
@@ -236,6 +239,17 @@ class QuorumController:
         with contextlib.suppress(ControllerApiError):
             await self.write(lambda image: ControllerResult(
                 () if METADATA_VERSION in image.features else (record,), None))
+
+    def _renounce(self, reason: str) -> None:
+        """A write failed after its records reached the speculative image: that image can no
+        longer be trusted in this epoch. Step down as Raft leader too (Kafka's renounce), so
+        the next active controller — maybe this node, in a new epoch — starts from the log."""
+        epoch = self._active_epoch
+        self._deactivate(reason)
+        self._renounced_epoch = max(self._renounced_epoch, epoch)
+        core = self.node.core
+        if core is not None and core.is_leader and core.epoch == epoch:
+            self.node.resign(epoch)
 
     def _deactivate(self, reason: str) -> None:
         if self._latest is None:

@@ -221,6 +221,10 @@ class RaftNode:
             offset += len(entry_records)
             self._appends.append(_PendingAppend(offset, core.epoch, started, future))
 
+    def resign(self, epoch: int) -> None:
+        """Step down as leader of `epoch` (EndQuorumEpoch to the voters); ignored if older."""
+        self._guarded(lambda core: core.resign(epoch, monotonic_ms()))
+
     # -- the core's output -----------------------------------------------------------------------
 
     def _process(self) -> None:

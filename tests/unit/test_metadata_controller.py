@@ -17,7 +17,7 @@ from metadata.brokers import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from metadata.controller import NotControllerError, QuorumController
 from metadata.delta import MetadataDelta
 from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
-from metadata.image import EMPTY_IMAGE
+from metadata.image import CLUSTER_DEFAULT_BROKER, EMPTY_IMAGE
 from metadata.loader import MetadataLoader
 from metadata.records import (
     ConfigRecord,
@@ -227,5 +227,29 @@ def test_auto_leader_rebalance_restores_preferred_leaders(tmp_path: Path) -> Non
         await _until(lambda: controller.committed_image.partition(  # type: ignore[union-attr]
             topic.topic_id, 0).leader == preferred, timeout_s=10)
         await controller.node.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_append_renounces_and_a_new_epoch_starts_from_the_log(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = RaftNode(RaftConfig("c", 1, {1: "127.0.0.1:1"}, fetch_max_bytes=4096),
+                        SegmentedLog(tmp_path / "log"),
+                        QuorumStateStore(tmp_path / "quorum-state"), rng=random.Random(1))
+        controller = QuorumController(node, MetadataLoader(node.log), noop_interval_ms=0)
+        await node.start()
+        await _until(lambda: controller.is_active)
+        epoch = node.status().epoch
+        # One atomic write too large for a batch: its records reached the speculative image,
+        # so the controller must not go on in this epoch.
+        huge = tuple(ConfigRecord(ConfigResourceType.BROKER, "", f"k{i}", "v" * 200)
+                     for i in range(40))
+        with pytest.raises(NotControllerError):
+            await controller.write(lambda _img: ControllerResult(huge, None))
+        await _until(lambda: controller.is_active and node.status().epoch > epoch)
+        assert controller.committed_image.config(CLUSTER_DEFAULT_BROKER) == {}
+        await controller.write(lambda _img: register(1))
+        assert 1 in controller.committed_image.cluster.brokers
+        await node.stop()
 
     asyncio.run(scenario())
