@@ -6,7 +6,11 @@ import json
 import os
 import signal
 import time
+import urllib.request
 from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from kraft.core.errors import Errors
 from kraft.log.segmented import SegmentedLog
@@ -222,3 +226,36 @@ def test_a_node_of_another_cluster_is_refused(make_cluster) -> None:
              ELECTION_WAIT_S, "the stranger's requests to be refused")
     assert cluster.status(stranger).state != "Leader"
     assert cluster.status(stranger).high_watermark == 0
+
+
+def test_metrics_and_health_are_served(make_cluster) -> None:
+    cluster = make_cluster()
+    cluster.format()
+    cluster.start_all()
+    leader = wait_for(cluster.leader, ELECTION_WAIT_S, "a leader")
+    cluster.append_committed([b"observed"])
+    node = cluster.nodes[leader]
+
+    def scrape() -> dict[str, float]:
+        url = f"http://127.0.0.1:{node.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=2) as response:
+            text = response.read().decode()
+        values = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                values[name] = float(value)
+        return values
+
+    metrics = wait_for(lambda: (m := scrape()).get("kraft_commit_latency_seconds_count", 0) >= 1
+                       and m, ELECTION_WAIT_S, "a commit to be measured")
+    assert metrics['kraft_current_state{state="Leader"}'] == 1.0
+    assert metrics["kraft_is_leader"] == 1.0 and metrics["kraft_current_leader"] == leader
+    assert metrics["kraft_high_watermark"] >= 2 and metrics["kraft_log_end_offset"] >= 2
+    assert metrics["kraft_log_fsync_duration_seconds_count"] >= 1
+    assert metrics["kraft_election_latency_seconds_count"] >= 1
+    assert metrics["kraft_leader_changes_seen_total"] >= 1
+    with grpc.insecure_channel(node.endpoint) as channel:
+        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
+                                                          timeout=2)
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING
