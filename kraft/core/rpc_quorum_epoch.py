@@ -20,6 +20,20 @@ if TYPE_CHECKING:
     from kraft.core.raft import RaftCore
 
 
+def _accept_leader(
+    core: RaftCore, req: BeginQuorumEpochRequest | EndQuorumEpochRequest, now: int
+) -> Errors | None:
+    """The checks both requests share, then learn the (leader, epoch) they carry."""
+    if not core.valid_cluster_id(req.cluster_id):
+        return Errors.INCONSISTENT_CLUSTER_ID
+    if req.leader_id < 0:
+        return Errors.INVALID_REQUEST
+    if req.leader_epoch < core.epoch:
+        return Errors.FENCED_LEADER_EPOCH
+    core.maybe_transition(req.leader_id, req.leader_epoch, req.leader_endpoint, now)
+    return None
+
+
 def handle_begin_request(
     core: RaftCore, req: BeginQuorumEpochRequest, now: int
 ) -> BeginQuorumEpochResponse:
@@ -28,13 +42,9 @@ def handle_begin_request(
             error, core.leader_id, core.epoch, core.leader_endpoint()
         )
 
-    if not core.valid_cluster_id(req.cluster_id):
-        return answer(Errors.INCONSISTENT_CLUSTER_ID)
-    if req.leader_id < 0:
-        return answer(Errors.INVALID_REQUEST)
-    if req.leader_epoch < core.epoch:
-        return answer(Errors.FENCED_LEADER_EPOCH)
-    core.maybe_transition(req.leader_id, req.leader_epoch, req.leader_endpoint, now)
+    error = _accept_leader(core, req, now)
+    if error is not None:
+        return answer(error)
     # Kafka checks the voter key only after following the new leader.
     if req.voter_id >= 0 and req.voter_id != core.local_id:
         return answer(Errors.INVALID_VOTER_KEY)
@@ -53,13 +63,9 @@ def handle_end_request(
     def answer(error: Errors) -> EndQuorumEpochResponse:
         return EndQuorumEpochResponse(error, core.leader_id, core.epoch, core.leader_endpoint())
 
-    if not core.valid_cluster_id(req.cluster_id):
-        return answer(Errors.INCONSISTENT_CLUSTER_ID)
-    if req.leader_id < 0:
-        return answer(Errors.INVALID_REQUEST)
-    if req.leader_epoch < core.epoch:
-        return answer(Errors.FENCED_LEADER_EPOCH)
-    core.maybe_transition(req.leader_id, req.leader_epoch, req.leader_endpoint, now)
+    error = _accept_leader(core, req, now)
+    if error is not None:
+        return answer(error)
     state = core.quorum.state
     if (
         isinstance(state, FollowerState)
