@@ -1,8 +1,9 @@
 """`make demo`: a three-controller quorum from config/, a leader killed, a new one elected.
 
 Formats ./demo-data for the nodes in config/controller-{1,2,3}.properties, starts them as real
-processes, shows `kraft-admin quorum describe`, kills the leader with SIGKILL, shows the new
-leader and how long the election took, restarts the old leader, and stops everything with
+processes, shows `kraft-admin quorum describe`, writes a cluster config through the Admin API
+and reads it back, kills the leader with SIGKILL, shows the new leader, how long the election
+took and that it holds the metadata, restarts the old leader, and stops everything with
 SIGTERM. Node logs are in ./demo-data/logs.
 """
 
@@ -95,6 +96,12 @@ def main() -> int:
         banner(f"kraft-admin --bootstrap-server {any_node} quorum describe --replication")
         admin("--bootstrap-server", any_node, "quorum", "describe", "--replication",
               "--human-readable")
+        banner("The metadata layer: a config write through any controller, read back")
+        admin("--bootstrap-server", any_node, "configs", "alter", "--entity-type", "brokers",
+              "--entity-default", "--add-config", "num.partitions=3")
+        admin("--bootstrap-server", any_node, "configs", "describe", "--entity-type",
+              "brokers", "--entity-default")
+        admin("--bootstrap-server", any_node, "features", "describe")
 
         banner(f"kill -9 of the leader, controller {leader}")
         killed_at = time.monotonic()
@@ -105,6 +112,9 @@ def main() -> int:
         print(f"new leader: controller {new_leader} in epoch {new_epoch}, elected "
               f"{(time.monotonic() - killed_at) * 1000:.0f} ms after the kill")
         admin("--bootstrap-server", survivors[0], "quorum", "describe", "--status")
+        # The new active controller holds the committed metadata: no reload.
+        admin("--bootstrap-server", survivors[0], "configs", "describe", "--entity-type",
+              "brokers", "--entity-default")
 
         banner(f"Restarting controller {leader}: it rejoins as a follower")
         start(leader)
