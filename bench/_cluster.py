@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ import grpc
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.server.meta_properties import random_uuid
+from tests.integration.cluster import NodeProcess as Node
+from tests.integration.cluster import write_controller_configs
 
 PYTHON = sys.executable
 CLIENT_OPTIONS = [
@@ -50,41 +51,11 @@ class ClusterError(Exception):
     """The quorum did not reach the state a benchmark needs in time."""
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel hands out now; held open together so they are distinct."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def proc_cpu_seconds(pid: int) -> float:
     """utime + stime of a process (all its threads), from /proc/PID/stat."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as file:
         fields = file.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@dataclass
-class Node:
-    node_id: int
-    port: int
-    metrics_port: int
-    config_path: Path
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def endpoint(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
 
 @dataclass
@@ -99,25 +70,7 @@ class Cluster:
     cluster_id: str = ""
 
     def __post_init__(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        ports = free_ports(self.size * 2)
-        voters = ",".join(f"{i}@127.0.0.1:{ports[i - 1]}" for i in range(1, self.size + 1))
-        for i in range(1, self.size + 1):
-            props = {
-                "process.roles": "controller",
-                "node.id": str(i),
-                "controller.quorum.voters": voters,
-                "listeners": f"CONTROLLER://127.0.0.1:{ports[i - 1]}",
-                "controller.listener.names": "CONTROLLER",
-                "log.dirs": str(self.root / f"node-{i}"),
-                "metrics.port": str(ports[self.size + i - 1]),
-                **self.extra,
-                **self.per_node.get(i, {}),
-            }
-            config_path = self.root / f"controller-{i}.properties"
-            config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-            self.nodes[i] = Node(i, ports[i - 1], ports[self.size + i - 1], config_path,
-                                 self.root / f"node-{i}.log")
+        self.nodes = write_controller_configs(self.root, self.size, self.extra, self.per_node)
 
     # -- storage and processes -----------------------------------------------------------------
 

@@ -257,10 +257,11 @@ class QuorumController:
         log.info("no longer the active controller: %s", reason)
         self._latest = None
         self._active_epoch = -1
-        for task in (self._noop_task, self._fencing_task, self._periodic_task):
+        tasks = (self._noop_task, self._fencing_task, self._periodic_task, self._bootstrap_task)
+        for task in tasks:
             if task is not None:
                 task.cancel()
-        self._noop_task = self._fencing_task = self._periodic_task = None
+        self._noop_task = self._fencing_task = self._periodic_task = self._bootstrap_task = None
 
     def _cluster_setting(self, key: str) -> str:
         """A controller setting: the cluster-wide dynamic broker default, else Kafka's default."""

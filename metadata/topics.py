@@ -8,6 +8,7 @@ records are replayed.
 from __future__ import annotations
 
 import zlib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -216,9 +217,7 @@ def create_topics(
 ) -> ControllerResult[list[CreatableTopicResult]]:
     """One result per distinct name, in request order; one atomic batch of TopicRecord, its
     ConfigRecords and its PartitionRecords per created topic (none if validate_only)."""
-    counts: dict[str, int] = {}
-    for topic in topics:
-        counts[topic.name] = counts.get(topic.name, 0) + 1
+    counts = Counter(topic.name for topic in topics)
     created: dict[str, str] = {}  # collision key -> name, for the topics of this request
     records: list[Record] = []
     results: dict[str, CreatableTopicResult] = {}
@@ -350,9 +349,7 @@ def create_partitions(
     validate_only: bool = False,
 ) -> ControllerResult[list[CreatePartitionsTopicResult]]:
     """Kafka's createPartitions: one result per distinct name, one atomic batch."""
-    counts: dict[str, int] = {}
-    for topic in topics:
-        counts[topic.name] = counts.get(topic.name, 0) + 1
+    counts = Counter(topic.name for topic in topics)
     records: list[Record] = []
     results: dict[str, CreatePartitionsTopicResult] = {}
     for topic in topics:
@@ -427,9 +424,7 @@ def delete_topics(
     one batch. Results come in request order (Kafka shuffles them), one per distinct entry."""
     if not deletion_enabled:
         raise ControllerApiError(ApiErrors.TOPIC_DELETION_DISABLED)
-    counts: dict[TopicRef, int] = {}
-    for ref in topics:
-        counts[ref] = counts.get(ref, 0) + 1
+    counts = Counter(topics)
     # topic id -> the first entry that asked for it, to catch a name and an id for one topic
     claimed: dict[str, TopicRef] = {}
     deletion = _Deletion()

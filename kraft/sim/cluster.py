@@ -53,7 +53,7 @@ class SimNode:
     core: RaftCore | None = None
     incarnation: int = 0
     tick_at: float = float("inf")
-    flushing: bool = False
+    flush_job: FlushJob | None = None  # the flush in flight, if any
     next_token: int = 1
     inbound: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     pending_appends: list[PendingAppend] = field(default_factory=list)
@@ -123,7 +123,7 @@ class SimCluster:
             return
         node.incarnation += 1
         node.tick_at = float("inf")
-        node.flushing = False
+        node.flush_job = None
         node.inbound.clear()
         node.pending_appends.clear()
         node.core = RaftCore(
@@ -151,7 +151,7 @@ class SimCluster:
         node.incarnation += 1
         node.log.crash()
         self.checker.on_crash(node)
-        node.flushing = False
+        node.flush_job = None
         node.tick_at = float("inf")
         node.pending_appends.clear()
         for source, source_inc, cid in node.inbound.values():
@@ -305,7 +305,7 @@ class SimCluster:
             return None
         job.run()
         node.log.complete_flush(job)
-        node.flushing = False
+        node.flush_job = None
         node.core.on_log_flushed(self.now)  # type: ignore[union-attr]
         return node
 
@@ -328,10 +328,10 @@ class SimCluster:
             source, source_inc, cid = node.inbound.pop(reply.token)
             for delay in self.network.delays(node.node_id, source):
                 self.schedule(delay, ("response", source, source_inc, cid, reply.response))
-        if not node.flushing:
+        if node.flush_job is None:
             job = node.log.begin_flush()
             if job is not None:
-                node.flushing = True
+                node.flush_job = job
                 delay = self.rng.randint(self.timing.min_fsync_ms, self.timing.max_fsync_ms)
                 self.schedule(delay, ("flush", node.node_id, node.incarnation, job))
         self._settle_appends(node)
@@ -345,13 +345,10 @@ class SimCluster:
 
     def _stop_gracefully(self, node: SimNode) -> None:
         """The process exits after a last flush, so a graceful stop loses nothing."""
-        if node.flushing:
-            for _, _, event in self.events:
-                mine = event[0] == "flush" and event[1:3] == (node.node_id, node.incarnation)
-                if mine:
-                    event[3].run()
-                    node.log.complete_flush(event[3])
-            node.flushing = False
+        if node.flush_job is not None:
+            node.flush_job.run()
+            node.log.complete_flush(node.flush_job)
+            node.flush_job = None
         node.log.flush()
         self.crash(node.node_id)
 

@@ -74,6 +74,37 @@ class NodeProcess:
         return self.process is not None and self.process.poll() is None
 
 
+def write_controller_configs(
+    root: Path,
+    size: int,
+    extra: dict[str, str],
+    per_node: dict[int, dict[str, str]] | None = None,
+) -> dict[int, NodeProcess]:
+    """Config files for `size` controllers on loopback with ephemeral ports (Raft + metrics),
+    data under `root`; `extra` goes to every file, `per_node` to one node's only."""
+    root.mkdir(parents=True, exist_ok=True)
+    ports = free_ports(size * 2)
+    voters = ",".join(f"{i}@127.0.0.1:{ports[i - 1]}" for i in range(1, size + 1))
+    nodes = {}
+    for i in range(1, size + 1):
+        props = {
+            "process.roles": "controller",
+            "node.id": str(i),
+            "controller.quorum.voters": voters,
+            "listeners": f"CONTROLLER://127.0.0.1:{ports[i - 1]}",
+            "controller.listener.names": "CONTROLLER",
+            "log.dirs": str(root / f"node-{i}"),
+            "metrics.port": str(ports[size + i - 1]),
+            **extra,
+            **(per_node or {}).get(i, {}),
+        }
+        config_path = root / f"controller-{i}.properties"
+        config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        nodes[i] = NodeProcess(i, ports[i - 1], ports[size + i - 1], config_path,
+                               root / f"node-{i}.log")
+    return nodes
+
+
 @dataclass
 class ProcessCluster:
     root: Path
@@ -83,24 +114,9 @@ class ProcessCluster:
     cluster_id: str = ""
 
     def __post_init__(self) -> None:
-        ports = free_ports(self.size * 2)
-        voters = ",".join(f"{i}@127.0.0.1:{ports[i - 1]}" for i in range(1, self.size + 1))
-        for i in range(1, self.size + 1):
-            props = {
-                "process.roles": "controller",
-                "node.id": str(i),
-                "controller.quorum.voters": voters,
-                "listeners": f"CONTROLLER://127.0.0.1:{ports[i - 1]}",
-                "controller.listener.names": "CONTROLLER",
-                "log.dirs": str(self.root / f"node-{i}"),
-                "metrics.port": str(ports[self.size + i - 1]),
-                "internal.test.hooks.enable": "true",
-                **self.extra,
-            }
-            config_path = self.root / f"controller-{i}.properties"
-            config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-            self.nodes[i] = NodeProcess(i, ports[i - 1], ports[self.size + i - 1], config_path,
-                                        self.root / f"node-{i}.log")
+        self.nodes = write_controller_configs(
+            self.root, self.size, {"internal.test.hooks.enable": "true", **self.extra}
+        )
 
     # -- storage and processes -----------------------------------------------------------------
 
