@@ -103,7 +103,25 @@ class ReplicatedLog(Protocol):
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         """The largest epoch E' ≤ `epoch` present in the log and the end offset of E' (the base
         offset of the first batch of a later epoch, or `end_offset`). For an epoch older than
-        every batch (or an empty log): OffsetAndEpoch(offset=start_offset, epoch=0)."""
+        every batch (or an empty log): OffsetAndEpoch(start_offset, start_epoch)."""
+
+    @property
+    def start_epoch(self) -> int:
+        """Epoch of the snapshot the log starts from (0 when it starts at offset 0)."""
+
+    def advance_start(self, offset: int, epoch: int) -> None:
+        """Drop the prefix below `offset`, which a snapshot (offset, epoch) now covers: records
+        below it are no longer read, and whole segments below it are deleted in the next flush
+        job. `offset` must be a batch boundary in [start_offset, flushed_offset]."""
+
+    def reset_to(self, offset: int, epoch: int) -> None:
+        """Drop every record and restart the log empty at `offset`, after a snapshot
+        (offset, epoch) that replaces it (a follower that loaded the leader's snapshot). The
+        snapshot is durable, so `flushed_offset` becomes `offset` at once."""
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of batches held from start_offset's segment on (for retention)."""
 
     def read(self, offset: int, max_bytes: int, max_offset: int) -> bytes:
         """Encoded batches starting with the batch that contains `offset`, stopping before

@@ -47,6 +47,13 @@ class EpochCache:
         del self._epochs[index:]
         del self._starts[index:]
 
+    def truncate_before(self, offset: int) -> None:
+        """Forget the epochs that end at or below `offset` (the log now starts there)."""
+        index = bisect_right(self._starts, offset) - 1
+        if index > 0:
+            del self._epochs[:index]
+            del self._starts[:index]
+
     def clear(self) -> None:
         """Forget everything (the log lost all its batches)."""
         self._epochs.clear()
@@ -61,12 +68,15 @@ class EpochCache:
         """(epoch, start_offset) pairs, oldest first."""
         return list(zip(self._epochs, self._starts, strict=True))
 
-    def end_offset_for(self, epoch: int, log_end: int, log_start: int) -> OffsetAndEpoch:
+    def end_offset_for(
+        self, epoch: int, log_end: int, log_start: int, start_epoch: int = 0
+    ) -> OffsetAndEpoch:
         """The largest known epoch E' <= `epoch` and where E' ends: the start of the next epoch,
-        or `log_end` for the newest. (log_start, 0) when `epoch` predates every entry."""
+        or `log_end` for the newest. When `epoch` predates every entry: (log_start,
+        start_epoch), the id of the snapshot the log starts from (epoch 0 without one)."""
         index = bisect_right(self._epochs, epoch) - 1
         if index < 0:
-            return OffsetAndEpoch(offset=log_start, epoch=0)
+            return OffsetAndEpoch(offset=log_start, epoch=start_epoch)
         if index + 1 < len(self._starts):
             return OffsetAndEpoch(offset=self._starts[index + 1], epoch=self._epochs[index])
         return OffsetAndEpoch(offset=log_end, epoch=self._epochs[index])

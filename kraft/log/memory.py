@@ -23,9 +23,13 @@ _Entry = tuple[int, int, bytes]
 class MemoryFlushJob:
     """The batches appended since the durable image last matched the log."""
 
-    __slots__ = ("done", "end_offset", "entries", "generation", "keep")
+    __slots__ = ("done", "end_offset", "entries", "generation", "keep", "start")
 
-    def __init__(self, generation: int, keep: int, entries: list[_Entry], end_offset: int) -> None:
+    def __init__(
+        self, generation: int, keep: int, entries: list[_Entry], end_offset: int,
+        start: tuple[int, int],
+    ) -> None:
+        self.start = start  # (start offset, start epoch) of the captured log
         self.generation = generation  # the log's crash count when the job began
         self.keep = keep  # durable batches still shared with the log when the job began
         self.entries = entries
@@ -42,8 +46,11 @@ class MemoryLog:
 
     def __init__(self) -> None:
         self._start_offset = 0
+        self._start_epoch = 0
         self._reset_current([])
         self._durable: list[_Entry] = []
+        # Where the durable image starts (advance_start and reset_to become durable by a job).
+        self._durable_start = (0, 0)
         # Leading batches the durable image and the current log have in common.
         self._shared = 0
         self._generation = 0
@@ -83,6 +90,17 @@ class MemoryLog:
         return self._end_offset
 
     @property
+    def start_epoch(self) -> int:
+        """Epoch of the snapshot the log starts from (0 when it starts at offset 0)."""
+        return self._start_epoch
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of the batches at or above the start offset."""
+        first = bisect_right(self._bases, self._start_offset) - 1
+        return self._end_position - (self._positions[first] if first >= 0 else 0)
+
+    @property
     def flushed_offset(self) -> int:
         """End of the longest prefix shared by the durable image and the log."""
         shared = self._shared
@@ -92,8 +110,8 @@ class MemoryLog:
 
     @property
     def last_epoch(self) -> int:
-        """Epoch of the last batch (0 when empty)."""
-        return self._epoch_cache.last_epoch
+        """Epoch of the last batch; the start epoch when the log holds none."""
+        return self._epoch_cache.last_epoch if len(self._epoch_cache) else self._start_epoch
 
     def append_as_leader(
         self, records: Sequence[bytes], epoch: int, timestamp_ms: int, control: bool = False
@@ -101,10 +119,8 @@ class MemoryLog:
         """Encode and append one batch at end_offset; return its base offset."""
         if not records:
             raise ValueError("cannot append an empty batch")
-        if epoch < self._epoch_cache.last_epoch:
-            raise LogAppendError(
-                f"epoch {epoch} is below the last epoch {self._epoch_cache.last_epoch}"
-            )
+        if epoch < self.last_epoch:
+            raise LogAppendError(f"epoch {epoch} is below the last epoch {self.last_epoch}")
         base = self._end_offset
         blob = encode_batch(base, epoch, records, timestamp_ms, control)
         self._push(base, epoch, blob, base + len(records))
@@ -113,7 +129,7 @@ class MemoryLog:
     def append_as_follower(self, data: bytes) -> int:
         """Append the leader's encoded batches as-is; return the number of records."""
         headers = scan_batches(data)
-        count = check_follower_batches(headers, self._end_offset, self._epoch_cache.last_epoch)
+        count = check_follower_batches(headers, self._end_offset, self.last_epoch)
         single = len(headers) == 1
         for h in headers:
             blob = bytes(data) if single else bytes(data[h.position : h.position + h.size])
@@ -148,7 +164,38 @@ class MemoryLog:
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         """The largest epoch ≤ `epoch` in the log and where it ends."""
-        return self._epoch_cache.end_offset_for(epoch, self._end_offset, self._start_offset)
+        return self._epoch_cache.end_offset_for(
+            epoch, self._end_offset, self._start_offset, self._start_epoch
+        )
+
+    def advance_start(self, offset: int, epoch: int) -> None:
+        """Stop reading below `offset` (the batches stay in memory; the simulator's logs are
+        small). Durable with the next flush job."""
+        if offset <= self._start_offset:
+            if offset == self._start_offset:
+                self._start_epoch = epoch
+            return
+        if offset > self.flushed_offset:
+            raise ValueError(
+                f"cannot start the log at {offset}, beyond what is flushed "
+                f"({self.flushed_offset})"
+            )
+        if offset < self._end_offset:
+            index = bisect_left(self._bases, offset)
+            if index == len(self._bases) or self._bases[index] != offset:
+                raise ValueError(f"offset {offset} is inside a batch")
+        self._epoch_cache.truncate_before(offset)
+        self._start_offset = offset
+        self._start_epoch = epoch
+
+    def reset_to(self, offset: int, epoch: int) -> None:
+        """Drop every record and restart empty at `offset`; durable with the next flush job,
+        but flushed at once (the snapshot that replaces the records is durable)."""
+        self._start_offset = offset
+        self._start_epoch = epoch
+        self._reset_current([])
+        self._shared = 0
+        self._job_min_len = 0
 
     def read(self, offset: int, max_bytes: int, max_offset: int) -> bytes:
         """Encoded batches from the one containing `offset` (see ReplicatedLog.read)."""
@@ -180,13 +227,14 @@ class MemoryLog:
         if self._job is not None:
             raise RuntimeError("a flush job is already in flight")
         count = len(self._bases)
-        if self._shared == count == len(self._durable):
+        start = (self._start_offset, self._start_epoch)
+        if self._shared == count == len(self._durable) and start == self._durable_start:
             return None
         keep = self._shared
         entries = [
             (self._bases[i], self._epochs[i], self._blobs[i]) for i in range(keep, count)
         ]
-        self._job = MemoryFlushJob(self._generation, keep, entries, self._end_offset)
+        self._job = MemoryFlushJob(self._generation, keep, entries, self._end_offset, start)
         self._job_min_len = count
         return self._job
 
@@ -203,6 +251,7 @@ class MemoryLog:
         self._job = None
         del self._durable[job.keep :]
         self._durable.extend(job.entries)
+        self._durable_start = job.start
         self._shared = min(len(self._durable), self._job_min_len)
 
     def flush(self) -> None:
@@ -225,6 +274,7 @@ class MemoryLog:
         """Lose everything not flushed: the log becomes the durable image, jobs are dropped."""
         self._generation += 1
         self._job = None
+        self._start_offset, self._start_epoch = self._durable_start
         self._reset_current(list(self._durable))
         self._shared = len(self._durable)
 
@@ -233,6 +283,8 @@ class MemoryLog:
         self._generation += 1
         self._job = None
         self._durable = []
+        self._durable_start = (0, 0)
+        self._start_offset = self._start_epoch = 0
         self._reset_current([])
         self._shared = 0
 
@@ -240,5 +292,5 @@ class MemoryLog:
     def durable_end_offset(self) -> int:
         """End offset of the durable image (what a crash now would leave)."""
         if not self._durable:
-            return self._start_offset
+            return self._durable_start[0]
         return scan_batches(self._durable[-1][2])[0].next_offset

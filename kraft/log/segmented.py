@@ -218,6 +218,7 @@ class SegmentedLog:
         self._segment_bases: list[int] = []
         self._epoch_cache = EpochCache()
         self._start_offset = 0
+        self._start_epoch = 0
         self._end_offset = 0
         # Read cache: a suffix of the log from index _cache_head; positions are a running count.
         self._cache_bases: list[int] = []
@@ -314,8 +315,19 @@ class SegmentedLog:
 
     @property
     def start_offset(self) -> int:
-        """First offset held by the log (the first segment's base offset)."""
+        """First offset held by the log: the first segment's base offset, or where a snapshot
+        moved it (`advance_start`, `reset_to`)."""
         return self._start_offset
+
+    @property
+    def start_epoch(self) -> int:
+        """Epoch of the snapshot the log starts from (0 when it starts at offset 0)."""
+        return self._start_epoch
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes in the segment files still part of the log (the first counted whole)."""
+        return sum(segment.size for segment in self._segments)
 
     @property
     def end_offset(self) -> int:
@@ -329,8 +341,8 @@ class SegmentedLog:
 
     @property
     def last_epoch(self) -> int:
-        """Epoch of the last batch (0 when empty)."""
-        return self._epoch_cache.last_epoch
+        """Epoch of the last batch; the start epoch when the log holds none."""
+        return self._epoch_cache.last_epoch if len(self._epoch_cache) else self._start_epoch
 
     def append_as_leader(
         self, records: Sequence[bytes], epoch: int, timestamp_ms: int, control: bool = False
@@ -339,7 +351,7 @@ class SegmentedLog:
         if not records:
             raise ValueError("cannot append an empty batch")
         self._check_open()
-        last = self._epoch_cache.last_epoch
+        last = self.last_epoch
         if epoch < last:
             raise LogAppendError(f"epoch {epoch} is below the last epoch {last}")
         base = self._end_offset
@@ -354,7 +366,7 @@ class SegmentedLog:
         if not isinstance(data, bytes):
             data = bytes(data)
         headers = scan_batches(data)
-        count = check_follower_batches(headers, self._end_offset, self._epoch_cache.last_epoch)
+        count = check_follower_batches(headers, self._end_offset, self.last_epoch)
         push = self._push
         if len(headers) == 1:
             base, epoch, records, _, _, _, _ = headers[0]
@@ -463,7 +475,56 @@ class SegmentedLog:
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         """The largest epoch ≤ `epoch` in the log and where it ends."""
-        return self._epoch_cache.end_offset_for(epoch, self._end_offset, self._start_offset)
+        return self._epoch_cache.end_offset_for(
+            epoch, self._end_offset, self._start_offset, self._start_epoch
+        )
+
+    def advance_start(self, offset: int, epoch: int) -> None:
+        """Move the log start to a snapshot's end offset; whole segments below it are deleted
+        in the next flush job (the segment holding `offset` stays, its prefix unread)."""
+        self._check_open()
+        if offset <= self._start_offset:
+            if offset == self._start_offset:
+                self._start_epoch = epoch
+            return
+        if offset > self._flushed:
+            raise ValueError(
+                f"cannot start the log at {offset}, beyond what is flushed ({self._flushed})"
+            )
+        index = len(self._segments) - 1
+        if offset < self._end_offset:
+            index = bisect_right(self._segment_bases, offset) - 1
+            bases = self._segments[index].bases
+            batch = bisect_left(bases, offset)
+            if batch == len(bases) or bases[batch] != offset:
+                raise ValueError(f"offset {offset} is inside a batch")
+        for doomed in self._segments[:index]:
+            self._drop_segment(doomed)
+        del self._segments[:index]
+        del self._segment_bases[:index]
+        self._epoch_cache.truncate_before(offset)
+        self._start_offset = offset
+        self._start_epoch = epoch
+
+    def reset_to(self, offset: int, epoch: int) -> None:
+        """Drop every record and restart empty at `offset` (a loaded snapshot replaces them).
+        The old segments are deleted in the next flush job; the next append creates a segment
+        named after `offset`."""
+        self._check_open()
+        for doomed in reversed(self._segments):
+            self._drop_segment(doomed)
+        self._segments = []
+        self._segment_bases = []
+        self._epoch_cache.clear()
+        self._start_offset = self._end_offset = offset
+        self._start_epoch = epoch
+        # The snapshot is durable; a job still running for the old log must not raise this.
+        self._flushed = offset
+        self._job_min_end = offset
+        self._cache_bases = []
+        self._cache_positions = []
+        self._cache_blobs = []
+        self._cache_head = self._cache_end = self._cache_held = 0
 
     def read(self, offset: int, max_bytes: int, max_offset: int) -> bytes:
         """Encoded batches from the one containing `offset` (see ReplicatedLog.read)."""
