@@ -306,6 +306,13 @@ def _parse_dir(raw: str) -> str:
     return path
 
 
+def _parse_rack(raw: str) -> str:
+    rack = raw.strip()
+    if not rack:
+        raise ValueError("must not be empty (remove the line if the broker has no rack)")
+    return rack
+
+
 # -- the registry ----------------------------------------------------------------------------
 
 
@@ -466,6 +473,15 @@ _define_int(
     "How often a broker sends a heartbeat to the active controller.",
 )
 _define_int(
+    "initial.broker.registration.timeout.ms", 60000, 1,
+    "How long a starting broker keeps trying to register with the active controller before "
+    "it gives up and exits.",
+)
+define(
+    "broker.rack", "string", None, _parse_rack, "a rack name",
+    "The rack of this broker, used by the controller's rack-aware replica placement.",
+)
+_define_int(
     "metadata.max.idle.interval.ms", 500, 0,
     "The active controller appends a NoOp record when nothing was written for this long, "
     "so followers see the high watermark advance; 0 disables it.",
@@ -510,14 +526,10 @@ IGNORED_KAFKA_KEYS: frozenset[str] = frozenset(
     {
         "auto.create.topics.enable",
         "auto.leader.rebalance.enable",
-        "broker.heartbeat.interval.ms",
-        "broker.rack",
-        "broker.session.timeout.ms",
         "default.replication.factor",
         "delete.topic.enable",
         "eligible.leader.replicas.enable",
         "group.initial.rebalance.delay.ms",
-        "initial.broker.registration.timeout.ms",
         "inter.broker.listener.name",
         "leader.imbalance.check.interval.seconds",
         "leader.imbalance.per.broker.percentage",

@@ -1,8 +1,12 @@
 """`kraft-server CONFIG`: start a node from its role config file.
 
-It refuses an unformatted or mismatched storage directory, serves the Raft, Quorum and health
-services on the controller listener, Prometheus metrics on `metrics.port`, and stops gracefully
-on SIGTERM/SIGINT: a leader resigns with EndQuorumEpoch and waits (bounded) for a successor.
+`process.roles` picks the roles: `controller` serves the Raft, Quorum, Admin, BrokerLifecycle
+and health services on the controller listener; `broker` fetches the metadata log as a Raft
+observer and serves its metadata cache on the broker listener(s) (broker/); `broker,controller`
+runs both over the one local metadata log. It refuses an unformatted or mismatched storage
+directory, serves Prometheus metrics on `metrics.port`, and stops gracefully on
+SIGTERM/SIGINT: a broker first completes a controlled shutdown (its leaderships moved,
+bounded), then a leader resigns with EndQuorumEpoch and waits (bounded) for a successor.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from prometheus_client import start_http_server
 
+from broker.role import BrokerRole
 from kraft.core.config import RaftConfig
 from kraft.log.base import CorruptRecordError
 from kraft.log.quorum_state import QuorumStateError, QuorumStateStore
@@ -40,6 +45,7 @@ log = logging.getLogger("kraft.server")
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 SHUTDOWN_TIMEOUT_S = 5.0
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0  # a broker's wait for its leaderships to move
 
 
 class StartupError(Exception):
@@ -47,13 +53,18 @@ class StartupError(Exception):
 
 
 def raft_config(config: NodeConfig, cluster_id: str) -> RaftConfig:
-    listener = _controller_listener(config)
-    advertised = config.advertised_listeners.get(listener.name, listener)
+    """A controller is a voter reachable at its advertised controller listener; a broker-only
+    node is an observer (its id is not a voter) that nobody dials."""
+    local_endpoint = ""
+    listener = config.controller_listener
+    if config.is_controller and listener is not None:
+        advertised = config.advertised_listeners.get(listener.name, listener)
+        local_endpoint = f"{advertised.host}:{advertised.port}"
     return RaftConfig(
         cluster_id=cluster_id,
         node_id=config.node_id,
         voters={vid: f"{ep.host}:{ep.port}" for vid, ep in config.voters.items()},
-        local_endpoint=f"{advertised.host}:{advertised.port}",
+        local_endpoint=local_endpoint,
         bootstrap=tuple(
             (-(i + 2), f"{ep.host}:{ep.port}") for i, ep in enumerate(config.bootstrap_servers)
         ),
@@ -65,13 +76,24 @@ def raft_config(config: NodeConfig, cluster_id: str) -> RaftConfig:
     )
 
 
+def _check_roles(config: NodeConfig) -> None:
+    if config.is_broker and config.test_hooks_enabled:
+        raise StartupError(
+            f"{config.source}: internal.test.hooks.enable=true makes a bare Raft node without "
+            "metadata, which a broker needs; remove it or run process.roles=controller"
+        )
+    if config.is_broker and not config.voters:
+        raise StartupError(
+            f"{config.source}: a broker needs controller.quorum.voters (id@host:port,...): the "
+            "Raft core learns the voter set from it, and discovering voters through "
+            "controller.quorum.bootstrap.servers alone (KIP-853) is not implemented"
+        )
+
+
 def _controller_listener(config: NodeConfig) -> Listener:
     listener = config.controller_listener
     if listener is None or not config.is_controller:
-        raise StartupError(
-            f"{config.source}: process.roles={','.join(sorted(config.process_roles))} is not "
-            "supported yet; run this node with process.roles=controller"
-        )
+        raise StartupError(f"{config.source}: this node has no controller listener")
     return listener
 
 
@@ -94,7 +116,7 @@ def lock_directory(directory: str) -> int:
 class Server:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
-        _controller_listener(config)
+        _check_roles(config)
         self.cluster_id = ensure_formatted(config)
         self._lock = lock_directory(config.metadata_log_dir)
         partition_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION_DIR)
@@ -118,9 +140,14 @@ class Server:
         # The metadata layer replays the log, so it runs only where the log holds metadata
         # records: the test hooks append raw payloads and make this a bare Raft node.
         self.controller: QuorumController | None = None
-        if not config.test_hooks_enabled:
+        self.broker: BrokerRole | None = None
+        loader = MetadataLoader(self.log)
+        if config.is_broker:  # first: its publisher drives the loader the controller shares
+            self.broker = BrokerRole(config, self.cluster_id, self.node, loader,
+                                     self.metrics.registry)
+        if config.is_controller and not config.test_hooks_enabled:
             self.controller = QuorumController(
-                self.node, MetadataLoader(self.log),
+                self.node, loader,
                 noop_interval_ms=config.metadata_max_idle_interval_ms,
                 session_timeout_ms=config.value("broker.session.timeout.ms"),
             )
@@ -130,6 +157,42 @@ class Server:
         self._metrics_server = None
 
     async def start(self) -> None:
+        self.admin: AdminServicer | None = None
+        self.health = HealthServicer()
+        if self.config.is_controller:
+            await self._start_controller_listener()
+        if self.broker is not None:
+            try:
+                await self.broker.bind(self.admin)
+            except OSError as exc:
+                raise StartupError(str(exc)) from exc
+        await self.node.start()
+        set_status_source(lambda: (lambda s: (s.state, s.epoch))(self.node.status()))
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        if self.config.metrics_port is not None:
+            address = self.config.metrics_address
+            self._metrics_server, _ = start_http_server(
+                self.config.metrics_port, addr=address.host if address else "",
+                registry=self.metrics.registry,
+            )
+            self.metrics_port = self._metrics_server.server_port
+        if self.broker is not None:
+            self.broker.start_lifecycle()
+        where = [f"{name}:{port}" for name, port in self._bound_ports().items()]
+        log.info(
+            "node %d (%s) serving cluster %s on %s (metrics: %s)", self.config.node_id,
+            ",".join(sorted(self.config.process_roles)), self.cluster_id, ", ".join(where),
+            self.metrics_port or "off",
+        )
+
+    def _bound_ports(self) -> dict[str, int]:
+        ports = dict(self.broker.ports) if self.broker is not None else {}
+        listener = self.config.controller_listener
+        if self.server is not None and listener is not None:
+            ports[listener.name] = self.port
+        return ports
+
+    async def _start_controller_listener(self) -> None:
         listener = _controller_listener(self.config)
         self.server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -140,7 +203,6 @@ class Server:
         rpc.add_QuorumServicer_to_server(quorum, self.server)
         if self.config.test_hooks_enabled:
             rpc.add_TestHooksServicer_to_server(TestHooksServicer(self.node), self.server)
-        self.admin: AdminServicer | None = None
         if self.controller is not None:
             endpoints = {vid: f"{ep.host}:{ep.port}" for vid, ep in self.config.voters.items()}
             self.admin = AdminServicer(self.controller, self.cluster_id, endpoints)
@@ -149,7 +211,6 @@ class Server:
                 self.server,
                 BrokerLifecycleServicer(self.controller, self.cluster_id, endpoints),
             )
-        self.health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         address = f"{listener.host}:{listener.port}"
         try:
@@ -157,24 +218,23 @@ class Server:
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {address} ({listener.name}): {exc}") from exc
         await self.server.start()
-        await self.node.start()
-        set_status_source(lambda: (lambda s: (s.state, s.epoch))(self.node.status()))
-        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
-        if self.config.metrics_port is not None:
-            self._metrics_server, _ = start_http_server(
-                self.config.metrics_port, addr=listener.host, registry=self.metrics.registry
-            )
-            self.metrics_port = self._metrics_server.server_port
-        log.info(
-            "node %d serving cluster %s on %s:%d (metrics: %s)", self.config.node_id,
-            self.cluster_id, listener.host, self.port, self.metrics_port or "off",
-        )
+
+    @property
+    def fatal_error(self) -> BaseException | None:
+        if self.node.fatal_error is not None:
+            return self.node.fatal_error
+        return self.broker.fatal_error if self.broker is not None else None
 
     async def stop(self, graceful: bool) -> None:
+        if graceful and self.broker is not None:
+            moved = await self.broker.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
+            log.info("controlled shutdown %s", "complete" if moved else "timed out")
         if graceful:
             handed_over = await self.node.shutdown(SHUTDOWN_TIMEOUT_S)
             log.info("graceful shutdown %s", "complete" if handed_over else "timed out")
         await self.health.enter_graceful_shutdown()
+        if self.broker is not None:
+            await self.broker.stop()
         if self.server is not None:
             await self.server.stop(grace=0.5)
         if self.admin is not None:
@@ -198,8 +258,8 @@ async def serve(config: NodeConfig) -> int:
             await asyncio.wait_for(stop.wait(), 0.5)
         except TimeoutError:
             pass
-        if server.node.fatal_error is not None:
-            log.critical("stopping: %s", server.node.fatal_error)
+        if server.fatal_error is not None:
+            log.critical("stopping: %s", server.fatal_error)
             await server.stop(graceful=False)
             return 3
     await server.stop(graceful=True)

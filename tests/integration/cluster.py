@@ -105,6 +105,53 @@ def write_controller_configs(
     return nodes
 
 
+def write_broker_configs(
+    root: Path,
+    controllers: dict[int, NodeProcess],
+    broker_ids: list[int],
+    extra: dict[str, str],
+    *,
+    combined: bool = False,
+) -> dict[int, NodeProcess]:
+    """Config files for broker-only nodes observing `controllers` (or, with `combined`, turn
+    the controllers' files into broker,controller ones with a second listener). A broker's
+    `port` is its broker listener's."""
+    voters = ",".join(f"{i}@127.0.0.1:{n.port}" for i, n in sorted(controllers.items()))
+    ids = list(controllers) if combined else broker_ids
+    ports = free_ports(len(ids) * 2)
+    nodes = {}
+    for k, node_id in enumerate(ids):
+        broker_port, metrics_port = ports[2 * k], ports[2 * k + 1]
+        if combined:
+            controller = controllers[node_id]
+            props = {
+                "process.roles": "broker,controller",
+                "listeners": f"CONTROLLER://127.0.0.1:{controller.port},"
+                             f"PLAINTEXT://127.0.0.1:{broker_port}",
+                "metrics.port": str(controller.metrics_port),
+            }
+            metrics_port = controller.metrics_port
+        else:
+            props = {
+                "process.roles": "broker",
+                "listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
+                "metrics.port": str(metrics_port),
+            }
+        props = {
+            **props,
+            "node.id": str(node_id),
+            "controller.quorum.voters": voters,
+            "controller.listener.names": "CONTROLLER",
+            "log.dirs": str(root / f"node-{node_id}"),
+            **extra,
+        }
+        config_path = root / f"{'combined' if combined else 'broker'}-{node_id}.properties"
+        config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        nodes[node_id] = NodeProcess(node_id, broker_port, metrics_port, config_path,
+                                     root / f"node-{node_id}.log")
+    return nodes
+
+
 @dataclass
 class ProcessCluster:
     root: Path
@@ -117,6 +164,25 @@ class ProcessCluster:
         self.nodes = write_controller_configs(
             self.root, self.size, {"internal.test.hooks.enable": "true", **self.extra}
         )
+
+    def add_brokers(
+        self, broker_ids: list[int], extra: dict[str, str] | None = None
+    ) -> dict[int, NodeProcess]:
+        """Broker-only nodes observing this cluster's controllers; they join `nodes` (their
+        `endpoint` is the broker listener, which also serves Quorum.NodeStatus)."""
+        brokers = write_broker_configs(
+            self.root, dict(self.nodes), broker_ids, {**self.extra, **(extra or {})})
+        self.nodes.update(brokers)
+        return brokers
+
+    def make_combined(self, extra: dict[str, str] | None = None) -> dict[int, NodeProcess]:
+        """Rewrite every controller's config as broker,controller with a broker listener; the
+        returned nodes' `endpoint` is the broker listener (`nodes` keep the controller's)."""
+        combined = write_broker_configs(
+            self.root, dict(self.nodes), [], {**self.extra, **(extra or {})}, combined=True)
+        for node_id, node in combined.items():
+            self.nodes[node_id].config_path = node.config_path
+        return combined
 
     # -- storage and processes -----------------------------------------------------------------
 
