@@ -92,6 +92,28 @@ class FetchResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    cluster_id: str | None
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: OffsetAndEpoch
+    position: int  # byte position in the snapshot file: what the fetcher holds so far
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    error: Errors
+    leader_id: int
+    leader_epoch: int
+    snapshot_id: OffsetAndEpoch | None = None
+    size: int = -1  # the whole snapshot's bytes
+    position: int = -1  # where `data` starts
+    data: bytes = b""
+    leader_endpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaDescription:
     replica_id: int
     log_end_offset: int  # -1 when the leader has not heard from it
@@ -110,8 +132,14 @@ class QuorumDescription:
     observers: tuple[ReplicaDescription, ...]
 
 
-Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+Request = (
+    VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
+    | FetchSnapshotRequest
+)
+Response = (
+    VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+    | FetchSnapshotResponse
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ import logging
 import random
 from dataclasses import dataclass, field
 
-from kraft.core import rpc_fetch, rpc_quorum_epoch, rpc_vote
+from kraft.core import rpc_fetch, rpc_fetch_snapshot, rpc_quorum_epoch, rpc_vote
 from kraft.core.config import RaftConfig
 from kraft.core.connections import Connections, InFlight
 from kraft.core.election import binary_exponential_backoff
@@ -25,6 +25,7 @@ from kraft.core.messages import (
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
     FetchRequest,
+    FetchSnapshotRequest,
     OutboundRequest,
     QuorumDescription,
     Reply,
@@ -45,6 +46,7 @@ from kraft.core.states import (
 from kraft.election_state import ElectionState
 from kraft.log.base import OffsetAndEpoch, ReplicatedLog
 from kraft.log.codec import LEADER_CHANGE, encode_control_record
+from kraft.log.snapshots import MemorySnapshotStore, SnapshotStore
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +78,16 @@ class NodeStatus:
 @dataclass
 class Output:
     """What the driver must do, in this order: persist `election_state` (when set), then send
-    `requests` and `replies`. `leader` is set when the known leader or epoch changed."""
+    `requests` and `replies`. `leader` is set when the known leader or epoch changed.
+    `snapshot_loaded` names a snapshot fetched from the leader that now replaces the log: the
+    state machine must load it before it reads the log again."""
 
     election_state: ElectionState | None = None
     requests: list[OutboundRequest] = field(default_factory=list)
     replies: list[Reply] = field(default_factory=list)
     leader: LeaderAndEpoch | None = None
     high_watermark: int | None = None
+    snapshot_loaded: OffsetAndEpoch | None = None
 
 
 class RaftCore:
@@ -93,9 +98,16 @@ class RaftCore:
         persisted: ElectionState,
         now: int,
         rng: random.Random,
+        snapshots: SnapshotStore | None = None,
     ) -> None:
+        """`log_` must already start where the snapshots say (the driver's start-up does it);
+        without `snapshots` the node has none (an in-memory store, empty)."""
         self.config = config
         self.log = log_
+        self.snapshots: SnapshotStore = (
+            snapshots if snapshots is not None else MemorySnapshotStore()
+        )
+        self.snapshot_to_load: OffsetAndEpoch | None = None
         self.rng = rng
         self.quorum = QuorumState(config, rng)
         self.connections = Connections()
@@ -214,6 +226,8 @@ class RaftCore:
             response = rpc_quorum_epoch.handle_begin_request(self, request, now)
         elif isinstance(request, EndQuorumEpochRequest):
             response = rpc_quorum_epoch.handle_end_request(self, request, now)
+        elif isinstance(request, FetchSnapshotRequest):
+            response = rpc_fetch_snapshot.handle_request(self, request, now)
         else:  # pragma: no cover - the union above is exhaustive
             raise TypeError(f"not a raft request: {request!r}")
         if response is not None:
@@ -241,6 +255,8 @@ class RaftCore:
             rpc_quorum_epoch.handle_begin_response(self, entry, response, now)  # type: ignore[arg-type]
         elif isinstance(entry.request, EndQuorumEpochRequest):
             rpc_quorum_epoch.handle_end_response(self, entry, response, now)  # type: ignore[arg-type]
+        elif isinstance(entry.request, FetchSnapshotRequest):
+            rpc_fetch_snapshot.handle_response(self, entry, response, now)  # type: ignore[arg-type]
         self._poll(now)
 
     def handle_failure(self, correlation_id: int, now: int, unreachable: bool = False) -> None:
@@ -316,6 +332,8 @@ class RaftCore:
             self._reported_leader = out.leader = current
         if self.high_watermark != self._reported_hw:
             self._reported_hw = out.high_watermark = self.high_watermark
+        if self.snapshot_to_load is not None:
+            out.snapshot_loaded, self.snapshot_to_load = self.snapshot_to_load, None
         return out
 
     # -- shared machinery for the rpc modules --------------------------------------------------
@@ -455,6 +473,8 @@ class RaftCore:
         if error == Errors.BROKER_NOT_AVAILABLE:
             self._back_off(entry, now)
             return True
+        if error in (Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE):
+            return False  # FetchSnapshot's own answers: its handler restarts the transfer
         if error == Errors.INVALID_REQUEST:
             raise RaftInvariantError(
                 f"node {entry.destination} called our {type(entry.request).__name__} invalid"
@@ -497,6 +517,7 @@ class RaftCore:
         self._discovery_after = 0
         if isinstance(previous, LeaderState):
             rpc_fetch.fail_parked(self, previous)
+        rpc_fetch_snapshot.abandon(previous)
 
     def _poll_state(self, state: object, now: int) -> None:
         if isinstance(state, LeaderState):
@@ -575,6 +596,8 @@ class RaftCore:
             state.fetch_deadline = now + self.config.fetch_timeout_ms
         if state.fetch_from_bootstrap:
             self._maybe_send_discovery_fetch(now)
+        elif state.fetching_snapshot is not None:
+            rpc_fetch_snapshot.maybe_send(self, state, now)
         else:
             rpc_fetch.maybe_send_fetch(self, state.leader_id, state.leader_endpoint, now)
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from kraft.core import rpc_fetch_snapshot
 from kraft.core.errors import Errors, RaftInvariantError
 from kraft.core.leader import LeaderState, ParkedFetch
-from kraft.core.messages import FetchRequest, FetchResponse
+from kraft.core.messages import FetchRequest, FetchResponse, FetchSnapshotRequest
 from kraft.core.states import FollowerState
 from kraft.log.base import CorruptRecordError, LogAppendError, OffsetAndEpoch
+from kraft.log.snapshots import BOOTSTRAP_SNAPSHOT_ID
 
 if TYPE_CHECKING:
     from kraft.core.connections import InFlight
@@ -36,13 +38,16 @@ def handle_request(
         or req.max_bytes < 0
     ):
         return _error(core, Errors.INVALID_REQUEST)
-    error = _validate_leader_only(core, req.current_leader_epoch)
+    error = validate_leader_only(core, req.current_leader_epoch)
     if error is not None:
         return _error(core, error)
     leader = core.quorum.state
     assert isinstance(leader, LeaderState)
     leader.note_voter_contact(req.replica_id, now)
 
+    snapshot_id = _snapshot_redirect(core, req.fetch_offset, req.last_fetched_epoch)
+    if snapshot_id is not None:
+        return _records(core, leader, b"", snapshot_id=snapshot_id)
     diverging = _divergence(core, req.fetch_offset, req.last_fetched_epoch)
     if diverging is not None:
         return _records(core, leader, b"", diverging=diverging)
@@ -57,7 +62,7 @@ def handle_request(
     return None
 
 
-def _validate_leader_only(core: RaftCore, epoch: int) -> Errors | None:
+def validate_leader_only(core: RaftCore, epoch: int) -> Errors | None:
     if epoch < core.epoch:
         return Errors.FENCED_LEADER_EPOCH
     if epoch > core.epoch:
@@ -67,6 +72,23 @@ def _validate_leader_only(core: RaftCore, epoch: int) -> Errors | None:
         return Errors.NOT_LEADER_OR_FOLLOWER
     if core.shutting_down or state.resign_requested:
         return Errors.BROKER_NOT_AVAILABLE
+    return None
+
+
+def _snapshot_redirect(core: RaftCore, offset: int, epoch: int) -> OffsetAndEpoch | None:
+    """The snapshot a fetcher must load first (Kafka's validateOffsetAndEpoch): an empty
+    fetcher always starts from the latest snapshot, and a fetcher whose position the log no
+    longer holds (below the log start, or in an epoch older than the oldest snapshot) too."""
+    latest = core.snapshots.latest_id()
+    if latest is None or latest == BOOTSTRAP_SNAPSHOT_ID:
+        return None
+    if offset == 0:
+        return latest
+    earliest = core.snapshots.earliest_id()
+    assert earliest is not None
+    start = core.log.start_offset
+    if offset < start or (offset == start and epoch != earliest.epoch) or epoch < earliest.epoch:
+        return latest
     return None
 
 
@@ -94,7 +116,7 @@ def _hw_is_news(core: RaftCore, req: FetchRequest) -> bool:
 
 def _records(
     core: RaftCore, leader: LeaderState, records: bytes,
-    diverging: OffsetAndEpoch | None = None,
+    diverging: OffsetAndEpoch | None = None, snapshot_id: OffsetAndEpoch | None = None,
 ) -> FetchResponse:
     return FetchResponse(
         Errors.NONE,
@@ -104,6 +126,7 @@ def _records(
         log_start_offset=core.log.start_offset,
         records=records,
         diverging_epoch=diverging,
+        snapshot_id=snapshot_id,
         leader_endpoint=core.config.local_endpoint,
     )
 
@@ -196,12 +219,10 @@ def handle_response(core: RaftCore, entry: InFlight, resp: FetchResponse, now: i
         return  # from a state we left, or a discovery answer that names no leader
     if resp.error != Errors.NONE:
         return
-    # A little jitter, so that followers that lose a hung leader together do not all stand
-    # for election in the same millisecond and split the vote.
-    jitter = core.rng.randrange(core.config.election_timeout_ms // 4 + 1)
-    state.fetch_deadline = now + core.config.fetch_timeout_ms + jitter
-    state.leader_live = True
-    state.fetch_from_bootstrap = False
+    note_leader_answered(core, state, now)
+    if resp.snapshot_id is not None:
+        rpc_fetch_snapshot.start(core, state, resp.snapshot_id)
+        return
     if resp.diverging_epoch is not None:
         _truncate_to_leader(core, resp.diverging_epoch)
         return
@@ -214,6 +235,16 @@ def handle_response(core: RaftCore, entry: InFlight, resp: FetchResponse, now: i
             return
     if resp.high_watermark >= 0:
         core.update_follower_high_watermark(resp.high_watermark)
+
+
+def note_leader_answered(core: RaftCore, state: FollowerState, now: int) -> None:
+    """A successful answer from the leader (Fetch or FetchSnapshot) resets the fetch timer.
+    A little jitter, so that followers that lose a hung leader together do not all stand for
+    election in the same millisecond and split the vote."""
+    jitter = core.rng.randrange(core.config.election_timeout_ms // 4 + 1)
+    state.fetch_deadline = now + core.config.fetch_timeout_ms + jitter
+    state.leader_live = True
+    state.fetch_from_bootstrap = False
 
 
 def _truncate_to_leader(core: RaftCore, diverging: OffsetAndEpoch) -> None:
@@ -236,7 +267,7 @@ def on_unreachable(core: RaftCore, entry: InFlight, now: int) -> None:
     state = core.quorum.state
     if not isinstance(state, FollowerState) or entry.destination != state.leader_id:
         return
-    if not isinstance(entry.request, FetchRequest):
+    if not isinstance(entry.request, FetchRequest | FetchSnapshotRequest):
         return
     state.leader_live = False
     if core.config.is_voter:
@@ -253,6 +284,6 @@ def on_timeout(core: RaftCore, entry: InFlight, now: int) -> None:
         isinstance(state, FollowerState)
         and not core.config.is_voter
         and entry.destination == state.leader_id
-        and isinstance(entry.request, FetchRequest)
+        and isinstance(entry.request, FetchRequest | FetchSnapshotRequest)
     ):
         state.fetch_from_bootstrap = True

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from kraft.core.election import EpochElection
 from kraft.core.leader import LeaderState
 from kraft.election_state import ElectionState
+from kraft.log.snapshots import PartialSnapshot
 
 NO_DEADLINE = float("inf")
 
@@ -100,6 +101,8 @@ class FollowerState:
     voted_id: int = -1
     leader_live: bool = False
     fetch_from_bootstrap: bool = False  # observers rediscover the leader after a timeout
+    # The leader's snapshot being fetched (FetchSnapshot); plain Fetch pauses meanwhile.
+    fetching_snapshot: PartialSnapshot | None = None
 
     name = "Follower"
 

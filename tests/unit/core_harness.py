@@ -36,6 +36,7 @@ from kraft.core.raft import Output, RaftCore
 from kraft.election_state import PRIMORDIAL, ElectionState
 from kraft.log import MemoryLog, decode_batches
 from kraft.log.base import Batch, OffsetAndEpoch
+from kraft.log.snapshots import MemorySnapshotStore
 
 CLUSTER_ID = "cluster-under-test"
 MAX_BYTES = 8 * 1024 * 1024
@@ -56,6 +57,7 @@ class Harness:
         log: MemoryLog | None = None,
         now: int = 0,
         seed: int = 7,
+        snapshots: MemorySnapshotStore | None = None,
         **config: object,
     ) -> None:
         self.config = RaftConfig(
@@ -74,7 +76,10 @@ class Harness:
         self.outbox: list[OutboundRequest] = []
         self.replies: dict[int, Response] = {}
         self._next_token = 1000
-        self.core = RaftCore(self.config, self.log, persisted, now, random.Random(seed))
+        self.snapshots = snapshots if snapshots is not None else MemorySnapshotStore()
+        self.core = RaftCore(
+            self.config, self.log, persisted, now, random.Random(seed), self.snapshots
+        )
         self.last = self.collect()
 
     # -- the driver's half ---------------------------------------------------------------

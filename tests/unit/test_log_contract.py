@@ -327,3 +327,84 @@ def test_flush_finishes_an_abandoned_job_first(make_log: MakeLog, ran: bool) -> 
     log.flush()  # e.g. at shutdown, after the task waiting on `job` was cancelled
     assert log.flushed_offset == 2
     assert log.begin_flush() is None
+
+
+# -- snapshots move the start -------------------------------------------------------------
+
+
+def test_advance_start_hides_the_prefix(make_log: MakeLog) -> None:
+    log = example(make_log)
+    log.flush()
+    log.advance_start(6, 3)
+    assert (log.start_offset, log.start_epoch, log.end_offset, log.last_epoch) == (6, 3, 9, 5)
+    assert records(log, 6) == [b"e5r0", b"e5r1", b"e5r2"]
+    with pytest.raises(ValueError):
+        log.read(5, 100, 100)
+    # An epoch older than what the log holds now resolves to the snapshot at its start.
+    assert log.end_offset_for_epoch(5) == OffsetAndEpoch(9, 5)
+    log.advance_start(3, 1)  # never backwards
+    assert log.start_offset == 6
+    log.flush()
+    assert log.flushed_offset == 9
+
+
+def test_advance_start_refuses_unflushed_or_mid_batch_offsets(make_log: MakeLog) -> None:
+    log = make_log()
+    log.append_as_leader([b"a", b"b"], 1, 0)
+    log.flush()
+    log.append_as_leader([b"c"], 1, 0)
+    with pytest.raises(ValueError):
+        log.advance_start(1, 1)  # inside the first batch
+    with pytest.raises(ValueError):
+        log.advance_start(3, 1)  # not flushed
+    log.advance_start(2, 1)
+    assert log.start_offset == 2
+
+
+def test_reset_to_restarts_the_log_empty_at_the_snapshot(make_log: MakeLog) -> None:
+    log = example(make_log)
+    log.flush()
+    log.append_as_leader([b"unflushed"], 5, 0)
+    log.reset_to(20, 7)
+    assert (log.start_offset, log.end_offset, log.flushed_offset, log.last_epoch) == (
+        20, 20, 20, 7,
+    )
+    assert log.read(20, 100, 100) == b""
+    assert log.end_offset_for_epoch(7) == OffsetAndEpoch(20, 7)
+    log.append_as_follower(encode_batch(20, 8, [b"x", b"y"], 0))
+    log.flush()
+    assert records(log, 20) == [b"x", b"y"]
+    assert log.end_offset_for_epoch(7) == OffsetAndEpoch(20, 7)
+    assert log.end_offset_for_epoch(8) == OffsetAndEpoch(22, 8)
+
+
+def test_reset_then_reopen_keeps_only_the_new_log(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path / "log", segment_bytes=200)
+    for i in range(20):
+        log.append_as_leader([b"old-%d" % i], 1, 0)
+    log.flush()
+    log.reset_to(50, 2)
+    log.append_as_leader([b"new"], 3, 0)
+    log.flush()
+    log.close()
+    reopened = SegmentedLog(tmp_path / "log")
+    assert (reopened.start_offset, reopened.end_offset) == (50, 51)
+    assert records(reopened, 50) == [b"new"]
+    reopened.close()
+
+
+def test_advance_start_deletes_whole_segments_below_it(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path / "log", segment_bytes=200, cache_bytes=0)
+    for i in range(30):
+        log.append_as_leader([b"record-%02d" % i], 1, 0)
+    log.flush()
+    before = len(list((tmp_path / "log").glob("*.log")))
+    size = log.size_in_bytes
+    log.advance_start(20, 1)
+    log.flush()
+    after = sorted(p.name for p in (tmp_path / "log").glob("*.log"))
+    assert len(after) < before
+    assert int(after[0][:20]) <= 20
+    assert log.size_in_bytes < size
+    assert records(log, 20) == [b"record-%02d" % i for i in range(20, 30)]
+    log.close()
