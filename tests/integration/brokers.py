@@ -1,6 +1,7 @@
 """A minimal broker for controller tests: it registers with the active controller and sends
-heartbeats from a thread, following NOT_CONTROLLER hints. (The full broker role, an observer of
-the metadata log with its own cache, is a separate component.)"""
+heartbeats from a thread, following NOT_CONTROLLER hints (the real broker role is broker/, run
+as a process by tests/integration/test_brokers.py). Also clients of a real broker's
+BrokerMetadata service."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from collections.abc import Callable
 
 import grpc
 
+from kraft.rpc import broker_metadata_pb2 as bmpb
+from kraft.rpc import broker_metadata_pb2_grpc as bmrpc
 from kraft.rpc import broker_pb2 as pb
 from kraft.rpc import broker_pb2_grpc as rpc
 from metadata.records import random_uuid
@@ -105,3 +108,37 @@ class TestBroker:
                     new_isr=[pb.BrokerEpoch(broker_id=b, broker_epoch=e) for b, e in isr],
                 )])])
         return self._call("AlterPartition", request)  # type: ignore[return-value]
+
+
+# -- clients of a real broker's client-facing services ---------------------------------------
+
+
+def broker_cluster(
+    endpoint: str, min_offset: int = -1, wait_ms: int = 0, include_fenced: bool = True
+) -> bmpb.DescribeClusterResponse:
+    """BrokerMetadata.DescribeCluster; with wait_ms it answers once the broker's image reaches
+    min_offset (or at the deadline). UNAVAILABLE (grpc.RpcError) until the broker runs."""
+    with grpc.insecure_channel(endpoint) as channel:
+        return bmrpc.BrokerMetadataStub(channel).DescribeCluster(
+            bmpb.DescribeClusterRequest(include_fenced_brokers=include_fenced,
+                                        min_offset=min_offset, wait_ms=wait_ms),
+            timeout=wait_ms / 1000 + 5)
+
+
+def broker_topics(
+    endpoint: str, names: list[str] | None = None, wait_ms: int = 0
+) -> bmpb.DescribeTopicsResponse:
+    with grpc.insecure_channel(endpoint, options=[
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024)]) as channel:
+        return bmrpc.BrokerMetadataStub(channel).DescribeTopics(
+            bmpb.DescribeTopicsRequest(names=names or [], wait_ms=wait_ms),
+            timeout=wait_ms / 1000 + 10)
+
+
+def partition_view(topics: list[bmpb.TopicInfo]) -> dict[tuple[str, int], tuple]:
+    """(topic, partition) -> (leader, replicas, isr, leader epoch, partition epoch)."""
+    return {
+        (t.name, p.partition_index): (p.leader, tuple(p.replicas), tuple(p.isr),
+                                      p.leader_epoch, p.partition_epoch)
+        for t in topics for p in t.partitions
+    }
