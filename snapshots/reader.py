@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from kraft.log.base import CorruptRecordError
 from kraft.log.codec import decode_batches
@@ -11,14 +11,17 @@ from kraft.log.snapshots import parse_snapshot_file_name, verify_snapshot_bytes
 from metadata.delta import MetadataReplayError
 from metadata.image import MetadataImage
 from metadata.records import RecordDecodeError
-from snapshots.image_records import ProgressCallback, image_from_records
+from snapshots.image_records import image_from_records
 
 
-def load_snapshot_image(path: str, progress: ProgressCallback | None = None) -> MetadataImage:
+def load_snapshot_image(
+    path: str, progress: Callable[[int, int], None] | None = None
+) -> MetadataImage:
     """The image a `%020d-%010d.checkpoint` file holds, its provenance the snapshot's last
     contained record (end offset - 1, the snapshot's epoch, the header's timestamp).
     CorruptRecordError (with path and byte position) for a damaged or foreign file, a name
-    that is not a snapshot's, or records that do not decode or replay."""
+    that is not a snapshot's, or records that do not decode or replay. `progress` gets
+    (records replayed, records in the snapshot) now and then."""
     snapshot_id = parse_snapshot_file_name(os.path.basename(path))
     if snapshot_id is None:
         raise CorruptRecordError(
@@ -39,7 +42,8 @@ def load_snapshot_image(path: str, progress: ProgressCallback | None = None) -> 
     try:
         return image_from_records(
             records(), snapshot_id.offset - 1, snapshot_id.epoch,
-            info.last_contained_timestamp_ms, progress,
+            info.last_contained_timestamp_ms,
+            None if progress is None else lambda done: progress(done, info.records),
         )
     except (RecordDecodeError, MetadataReplayError) as exc:
         raise CorruptRecordError(str(exc), position[0], path) from exc
