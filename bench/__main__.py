@@ -9,7 +9,7 @@ import importlib
 import sys
 from pathlib import Path
 
-PARTS = ("log_bench", "core_bench", "quorum_bench", "controller_bench")
+PARTS = ("log_bench", "core_bench", "quorum_bench", "controller_bench", "broker_bench")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

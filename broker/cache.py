@@ -28,6 +28,7 @@ class MetadataCache:
         self._changed = asyncio.Event()
         self.published_at = time.monotonic()
         self.images_published = 0
+        self.waiters = 0  # requests parked in wait_until (for tests and introspection)
 
     def snapshot(self) -> CacheSnapshot:
         return self._snapshot
@@ -51,12 +52,16 @@ class MetadataCache:
         """The first snapshot satisfying `condition`, or the current one at the deadline."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while not condition(self._snapshot):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
-            except TimeoutError:
-                break
+        self.waiters += 1
+        try:
+            while not condition(self._snapshot):
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(self._changed.wait(), remaining)
+                except TimeoutError:
+                    break
+        finally:
+            self.waiters -= 1
         return self._snapshot

@@ -253,7 +253,7 @@ class BrokerLifecycleManager:
     ):  # type: ignore[no-untyped-def]
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(_Retry),
-            wait=wait_exponential_jitter(initial=0.02, max=1.0, jitter=0.02),
+            wait=wait_exponential_jitter(multiplier=0.02, max=1.0, jitter=0.02),
             stop=stop_after_delay(timeout_s),
             reraise=False,
         )

@@ -43,15 +43,19 @@ class MetadataPublisher:
         return self.loader.next_offset - 1
 
     def _on_raft_output(self, out: Output) -> None:
-        if out.high_watermark is None:
+        if out.high_watermark is None and out.snapshot_loaded is None:
             return
-        self.high_watermark = max(self.high_watermark, out.high_watermark)
+        if out.high_watermark is not None:
+            self.high_watermark = max(self.high_watermark, out.high_watermark)
         started = time.perf_counter()
         before = self.loader.image
-        self.loader.catch_up(out.high_watermark)  # a MetadataLoadError stops the node
+        self.loader.follow(out)  # a MetadataLoadError stops the node
         if self.loader.image is not before:
             self.metrics.image_load.observe(time.perf_counter() - started)
-        if self.initial_catch_up_s is None and self.loader.next_offset >= self.high_watermark:
+        if (self.initial_catch_up_s is None and self.high_watermark > 0
+                and self.node.status().leader_id >= 0
+                and self.loader.next_offset >= self.high_watermark):
+            # The HW is the leader's (a new log's LeaderChange makes it > 0) and replayed.
             self.initial_catch_up_s = time.monotonic() - self.started_at
         self.cache.publish(self.loader.image, self.applied_offset, self.high_watermark)
 
