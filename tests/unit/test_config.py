@@ -211,6 +211,46 @@ def test_example_configs_are_valid(n: int) -> None:
     assert cfg.metadata_log_dir == f"./demo-data/controller-{n}"
 
 
+@pytest.mark.parametrize("n", [4, 5, 6])
+def test_example_broker_configs_are_valid(n: int) -> None:
+    cfg = load_config(ROOT / "config" / f"broker-{n}.properties")
+    controller = load_config(ROOT / "config" / "controller-1.properties")
+    assert cfg.warnings == ()
+    assert cfg.process_roles == frozenset({"broker"}) and cfg.node_id == n
+    assert cfg.voters == controller.voters  # observes the example controllers
+    assert cfg.controller_listener is None
+    assert cfg.listeners == {"PLAINTEXT": Listener("PLAINTEXT", "127.0.0.1", 19090 + n)}
+    assert cfg.metrics_address == Endpoint("127.0.0.1", 19190 + n)
+    assert cfg.value("broker.heartbeat.interval.ms") == 2000
+    assert cfg.value("initial.broker.registration.timeout.ms") == 60000
+    assert cfg.value("broker.rack") is None
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_example_combined_configs_are_valid(n: int) -> None:
+    cfg = load_config(ROOT / "config" / f"combined-{n}.properties")
+    assert cfg.warnings == ()
+    assert cfg.is_broker and cfg.is_controller and cfg.node_id == n
+    assert cfg.controller_listener == Listener("CONTROLLER", "127.0.0.1", 29090 + n)
+    assert cfg.listeners["PLAINTEXT"] == Listener("PLAINTEXT", "127.0.0.1", 29190 + n)
+    assert sorted(cfg.voters) == [1, 2, 3]
+
+
+def test_broker_lifecycle_keys() -> None:
+    cfg = config(broker__rack=" rack-a ", initial__broker__registration__timeout__ms="500",
+                 broker__heartbeat__interval__ms="100")
+    assert cfg.value("broker.rack") == "rack-a"
+    assert cfg.value("initial.broker.registration.timeout.ms") == 500
+    assert cfg.value("broker.heartbeat.interval.ms") == 100
+    assert cfg.warnings == ()  # supported now, no longer "accepted and ignored"
+    assert error(broker__rack=" ") == (
+        'Invalid value "" for configuration broker.rack: must not be empty (remove the '
+        "line if the broker has no rack)."
+    )
+    assert "initial.broker.registration.timeout.ms" in error(
+        initial__broker__registration__timeout__ms="0")
+
+
 def test_defaults_are_kafkas() -> None:
     cfg = config(log__dirs=None)
     assert cfg.log_dirs == ("/tmp/kraft-combined-logs",)
