@@ -197,8 +197,7 @@ class QuorumController:
     # -- leadership ------------------------------------------------------------------------------
 
     def _on_raft_output(self, out: Output) -> None:
-        if out.high_watermark is not None:
-            self.loader.catch_up(out.high_watermark)
+        self.loader.follow(out)
         self._applied.set()
         core = self.node.core
         assert core is not None

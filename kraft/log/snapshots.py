@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from kraft.log.base import Batch, CorruptRecordError, OffsetAndEpoch
+from kraft.log.base import Batch, CorruptRecordError, DurableLog, OffsetAndEpoch
 from kraft.log.codec import (
     SNAPSHOT_FOOTER,
     SNAPSHOT_HEADER,
@@ -478,3 +478,49 @@ class MemorySnapshotStore:
     def wipe(self) -> None:
         self.generation += 1
         self._files.clear()
+
+
+# -- start-up ---------------------------------------------------------------------------------
+
+
+class SnapshotGapError(Exception):
+    """The log starts after offset 0 but no snapshot covers what came before it."""
+
+
+def align_log_with_snapshots(log: DurableLog, store: SnapshotStore) -> None:
+    """Make the log start where the snapshots say, after a restart (spec §5).
+
+    * A snapshot beyond the log's end (a follower crashed after freezing a fetched snapshot,
+      before its log was emptied): the log restarts empty at the latest snapshot.
+    * Otherwise the log keeps its first offset when that is 0 or a snapshot's end; else it
+      starts at the earliest snapshot at or after its first segment (cleaning deleted whole
+      segments below a snapshot that ends inside the next one).
+    * Snapshots below the log start are stale and deleted.
+    """
+    ids = store.ids()
+    latest = ids[-1] if ids else None
+    if latest is not None and latest.offset > log.end_offset:
+        logger.warning(
+            "snapshot %d-%d is beyond the log end %d: the log restarts there",
+            latest.offset, latest.epoch, log.end_offset,
+        )
+        log.reset_to(latest.offset, latest.epoch)
+        log.flush()
+    else:
+        start = log.start_offset
+        at_start = [i for i in ids if i.offset == start]
+        if at_start:
+            log.advance_start(start, at_start[-1].epoch)
+        elif start > 0:
+            later = [i for i in ids if i.offset >= start]
+            if not later:
+                raise SnapshotGapError(
+                    f"the log in {getattr(log, 'directory', '?')} starts at offset {start} but "
+                    "no snapshot covers the offsets before it; restore the snapshot files or "
+                    "wipe this node's metadata directory to re-replicate it"
+                )
+            log.advance_start(later[0].offset, later[0].epoch)
+    for stale in store.ids():
+        if stale.offset < log.start_offset:
+            logger.info("deleting stale snapshot %d-%d", stale.offset, stale.epoch)
+            store.delete(stale)

@@ -15,6 +15,7 @@ import collections
 import concurrent.futures
 import itertools
 import logging
+import os
 import random
 import time
 from collections.abc import Callable
@@ -26,10 +27,23 @@ from kraft.core.messages import QuorumDescription, Request, Response
 from kraft.core.raft import NodeStatus, Output, RaftCore
 from kraft.log.base import DurableLog
 from kraft.log.quorum_state import QuorumStateStore
+from kraft.log.snapshots import MemorySnapshotStore, SnapshotStore, align_log_with_snapshots
 from kraft.node.metrics import RaftMetrics
 from kraft.node.transport import RaftTransport
 
 log = logging.getLogger(__name__)
+
+
+HOUSEKEEPING_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True)
+class Retention:
+    """Kafka's metadata.max.retention.bytes / .ms (-1: no limit) and how often to check."""
+
+    max_bytes: int = 100 * 1024 * 1024
+    max_ms: int = 7 * 24 * 3600 * 1000
+    check_interval_s: float = 60.0
 
 
 def monotonic_ms() -> int:
@@ -52,10 +66,21 @@ class RaftNode:
         store: QuorumStateStore,
         metrics: RaftMetrics | None = None,
         rng: random.Random | None = None,
+        snapshots: SnapshotStore | None = None,
+        retention: Retention | None = None,
+        hw_path: str | None = None,
     ) -> None:
+        """`snapshots` defaults to none at all (an empty in-memory store); `hw_path` names a
+        file where the node leaves its high watermark for offline tools (the audit)."""
         self.config = config
         self.log = log_
         self.store = store
+        self.snapshots: SnapshotStore = (
+            snapshots if snapshots is not None else MemorySnapshotStore()
+        )
+        self.retention = retention or Retention()
+        self._hw_path = hw_path
+        self._hw_written = -1
         self.metrics = metrics or RaftMetrics(config.node_id)
         self.rng = rng or random.Random()
         self.transport = RaftTransport(self._on_response, self._on_failure)
@@ -80,13 +105,19 @@ class RaftNode:
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.core = RaftCore(self.config, self.log, self.store.read(), monotonic_ms(), self.rng)
+        align_log_with_snapshots(self.log, self.snapshots)
+        self.core = RaftCore(
+            self.config, self.log, self.store.read(), monotonic_ms(), self.rng, self.snapshots
+        )
         self.core.wall_clock_offset_ms = int(time.time() * 1000) - monotonic_ms()
+        # The state machine starts from the newest snapshot, then replays the log after it.
+        self.core.snapshot_to_load = self.snapshots.latest_id()
         self.metrics.bind(self)
         self._process()
         self._tasks = [
             asyncio.create_task(self._timer_loop(), name="kraft-timer"),
             asyncio.create_task(self._flush_loop(), name="kraft-flush"),
+            asyncio.create_task(self._housekeeping_loop(), name="kraft-housekeeping"),
         ]
 
     async def shutdown(self, timeout_s: float) -> bool:
@@ -118,6 +149,8 @@ class RaftNode:
                 future.cancel()
         self._fail_appends(NotLeaderError("the node is stopping"))
         await asyncio.get_running_loop().run_in_executor(self._io, self.log.flush)
+        if self.core is not None:
+            self._write_high_watermark(self.core.high_watermark)
         self.log.close()
         self._io.shutdown(wait=True)
 
@@ -141,8 +174,62 @@ class RaftNode:
         return self._core().leader_endpoint()
 
     def add_listener(self, listener: Callable[[Output], None]) -> None:
-        """Called on the loop after every core step that changed the leader or the HW."""
+        """Called on the loop after every core step that changed the leader or the HW, or
+        installed a snapshot (`out.snapshot_loaded`: load it before reading the log again;
+        the first output after `start` names the newest local snapshot)."""
         self._listeners.append(listener)
+
+    # -- snapshots and log cleaning ---------------------------------------------------------------
+
+    def clean_log(self) -> int:
+        """Kafka's snapshot-based retention: while log + snapshots exceed the retention size,
+        or the oldest snapshot is older than the retention time, delete the oldest snapshot
+        and start the log at the next one — never leaving the log start without a snapshot.
+        Returns how many snapshots were deleted."""
+        deleted = 0
+        now_ms = int(time.time() * 1000)
+        while len(ids := self.snapshots.ids()) >= 2:
+            oldest, following = ids[0], ids[1]
+            size = self.log.size_in_bytes + self.snapshots.total_bytes()
+            too_big = 0 <= self.retention.max_bytes < size
+            age = now_ms - self.snapshots.last_contained_timestamp(oldest)
+            too_old = 0 <= self.retention.max_ms < age
+            if not (too_big or too_old) or following.offset > self.log.flushed_offset:
+                break
+            self.log.advance_start(following.offset, following.epoch)
+            self.snapshots.delete(oldest)
+            deleted += 1
+            log.info(
+                "log start moved to snapshot %d-%d (%s)", following.offset, following.epoch,
+                "size" if too_big else "age",
+            )
+        if deleted:
+            self._flush_wanted.set()  # the segment deletions are queued for the flush job
+        return deleted
+
+    async def _housekeeping_loop(self) -> None:
+        last_clean = time.monotonic()
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
+            core = self._core()
+            self._write_high_watermark(core.high_watermark)
+            if time.monotonic() - last_clean >= self.retention.check_interval_s:
+                last_clean = time.monotonic()
+                self._guarded(lambda _core: self.clean_log())
+
+    def _write_high_watermark(self, high_watermark: int) -> None:
+        """A hint for offline tools, not a durability point: written without fsync, at most
+        once per housekeeping interval; a lower bound of what is committed."""
+        if self._hw_path is None or high_watermark == self._hw_written:
+            return
+        temporary = self._hw_path + ".tmp"
+        try:
+            with open(temporary, "w") as file:
+                file.write(f"{high_watermark}\n")
+            os.replace(temporary, self._hw_path)
+            self._hw_written = high_watermark
+        except OSError as exc:
+            log.warning("cannot write %s: %s", self._hw_path, exc)
 
     # -- inbound requests (from the gRPC servicer) ----------------------------------------------
 
@@ -242,7 +329,12 @@ class RaftNode:
             self._on_leader_change(out)
         if out.high_watermark is not None:
             self._complete_appends(out.high_watermark)
-        if out.leader is not None or out.high_watermark is not None:
+        if out.snapshot_loaded is not None:
+            self._flush_wanted.set()  # the emptied log's deletions
+        if (
+            out.leader is not None or out.high_watermark is not None
+            or out.snapshot_loaded is not None
+        ):
             for listener in self._listeners:
                 try:
                     listener(out)

@@ -40,6 +40,9 @@ class RaftServicer(rpc.RaftServicer):
     async def Fetch(self, request, context):
         return await self._serve(convert.fetch_request(request), context)
 
+    async def FetchSnapshot(self, request, context):
+        return await self._serve(convert.fetch_snapshot_request(request), context)
+
 
 class QuorumServicer(rpc.QuorumServicer):
     def __init__(self, node: RaftNode, cluster_id: str, listener_name: str) -> None:

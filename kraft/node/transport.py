@@ -20,6 +20,7 @@ from kraft.core.messages import (
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
     FetchRequest,
+    FetchSnapshotRequest,
     OutboundRequest,
     Response,
     VoteRequest,
@@ -43,7 +44,7 @@ RECREATE_AFTER_S = 1.0  # rebuild a failing channel at most this often
 
 def sender_of(request: object) -> int:
     """The node id a Raft request comes from (every request names its sender)."""
-    if isinstance(request, FetchRequest | VoteRequest):
+    if isinstance(request, FetchRequest | FetchSnapshotRequest | VoteRequest):
         return request.replica_id
     if isinstance(request, BeginQuorumEpochRequest | EndQuorumEpochRequest):
         return request.leader_id
@@ -79,6 +80,7 @@ class RaftTransport:
             VoteRequest: stub.Vote,
             BeginQuorumEpochRequest: stub.BeginQuorumEpoch,
             EndQuorumEpochRequest: stub.EndQuorumEpoch,
+            FetchSnapshotRequest: stub.FetchSnapshot,
         }[type(out.request)]
         try:
             reply = await method(convert.request_to_pb(out.request), timeout=timeout)

@@ -28,8 +28,8 @@ def _oe_to_pb(value: OffsetAndEpoch | None) -> pb.OffsetAndEpoch | None:
     return None if value is None else pb.OffsetAndEpoch(end_offset=value.offset, epoch=value.epoch)
 
 
-def _oe_from_pb(msg: pb.FetchResponse, name: str) -> OffsetAndEpoch | None:
-    if not msg.HasField(name):
+def _oe_from_pb(msg: object, name: str) -> OffsetAndEpoch | None:
+    if not msg.HasField(name):  # type: ignore[attr-defined]
         return None
     value = getattr(msg, name)
     return OffsetAndEpoch(value.end_offset, value.epoch)
@@ -64,6 +64,13 @@ def request_to_pb(req: m.Request) -> object:
             leader_epoch=req.leader_epoch, preferred_successors=list(req.preferred_successors),
             leader_endpoint=req.leader_endpoint,
         )
+    if isinstance(req, m.FetchSnapshotRequest):
+        return pb.FetchSnapshotRequest(
+            cluster_id=_cluster_to_pb(req.cluster_id), replica_id=req.replica_id,
+            current_leader_epoch=req.current_leader_epoch,
+            snapshot_id=_oe_to_pb(req.snapshot_id), position=req.position,
+            max_bytes=req.max_bytes,
+        )
     raise TypeError(f"not a raft request: {req!r}")
 
 
@@ -71,6 +78,14 @@ def fetch_request(msg: pb.FetchRequest) -> m.FetchRequest:
     return m.FetchRequest(
         _cluster_from_pb(msg), msg.replica_id, msg.current_leader_epoch, msg.fetch_offset,
         msg.last_fetched_epoch, msg.max_wait_ms, msg.max_bytes, msg.high_watermark,
+    )
+
+
+def fetch_snapshot_request(msg: pb.FetchSnapshotRequest) -> m.FetchSnapshotRequest:
+    snapshot_id = _oe_from_pb(msg, "snapshot_id") or OffsetAndEpoch(-1, -1)
+    return m.FetchSnapshotRequest(
+        _cluster_from_pb(msg), msg.replica_id, msg.current_leader_epoch, snapshot_id,
+        msg.position, msg.max_bytes,
     )
 
 
@@ -121,6 +136,12 @@ def response_to_pb(resp: m.Response) -> object:
             error_code=resp.error, leader_id=resp.leader_id, leader_epoch=resp.leader_epoch,
             leader_endpoint=resp.leader_endpoint,
         )
+    if isinstance(resp, m.FetchSnapshotResponse):
+        return pb.FetchSnapshotResponse(
+            error_code=resp.error, leader_id=resp.leader_id, leader_epoch=resp.leader_epoch,
+            snapshot_id=_oe_to_pb(resp.snapshot_id), size=resp.size, position=resp.position,
+            unaligned_records=resp.data, leader_endpoint=resp.leader_endpoint,
+        )
     raise TypeError(f"not a raft response: {resp!r}")
 
 
@@ -143,5 +164,11 @@ def response_from_pb(msg: object) -> m.Response:
     if isinstance(msg, pb.EndQuorumEpochResponse):
         return m.EndQuorumEpochResponse(
             _error(msg.error_code), msg.leader_id, msg.leader_epoch, msg.leader_endpoint
+        )
+    if isinstance(msg, pb.FetchSnapshotResponse):
+        return m.FetchSnapshotResponse(
+            _error(msg.error_code), msg.leader_id, msg.leader_epoch,
+            _oe_from_pb(msg, "snapshot_id"), msg.size, msg.position, msg.unaligned_records,
+            msg.leader_endpoint,
         )
     raise TypeError(f"not a raft response: {msg!r}")

@@ -54,6 +54,11 @@ class RaftStub:
                 request_serializer=kraft_dot_rpc_dot_raft__pb2.FetchRequest.SerializeToString,
                 response_deserializer=kraft_dot_rpc_dot_raft__pb2.FetchResponse.FromString,
                 _registered_method=True)
+        self.FetchSnapshot = channel.unary_unary(
+                '/kraft.raft.v1.Raft/FetchSnapshot',
+                request_serializer=kraft_dot_rpc_dot_raft__pb2.FetchSnapshotRequest.SerializeToString,
+                response_deserializer=kraft_dot_rpc_dot_raft__pb2.FetchSnapshotResponse.FromString,
+                _registered_method=True)
 
 
 class RaftServicer:
@@ -83,6 +88,12 @@ class RaftServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchSnapshot(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RaftServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +116,11 @@ def add_RaftServicer_to_server(servicer, server):
                     servicer.Fetch,
                     request_deserializer=kraft_dot_rpc_dot_raft__pb2.FetchRequest.FromString,
                     response_serializer=kraft_dot_rpc_dot_raft__pb2.FetchResponse.SerializeToString,
+            ),
+            'FetchSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchSnapshot,
+                    request_deserializer=kraft_dot_rpc_dot_raft__pb2.FetchSnapshotRequest.FromString,
+                    response_serializer=kraft_dot_rpc_dot_raft__pb2.FetchSnapshotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +231,33 @@ class Raft:
             '/kraft.raft.v1.Raft/Fetch',
             kraft_dot_rpc_dot_raft__pb2.FetchRequest.SerializeToString,
             kraft_dot_rpc_dot_raft__pb2.FetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.raft.v1.Raft/FetchSnapshot',
+            kraft_dot_rpc_dot_raft__pb2.FetchSnapshotRequest.SerializeToString,
+            kraft_dot_rpc_dot_raft__pb2.FetchSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -29,8 +29,9 @@ from kraft.core.config import RaftConfig
 from kraft.log.base import CorruptRecordError
 from kraft.log.quorum_state import QuorumStateError, QuorumStateStore
 from kraft.log.segmented import SegmentedLog
+from kraft.log.snapshots import FileSnapshotStore, SnapshotGapError
 from kraft.node.metrics import RaftMetrics
-from kraft.node.raft_node import RaftNode
+from kraft.node.raft_node import RaftNode, Retention
 from kraft.node.service import QuorumServicer, RaftServicer, TestHooksServicer
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.server.config import ConfigError, Listener, NodeConfig, load_config
@@ -40,6 +41,7 @@ from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.controller import QuorumController
 from metadata.lifecycle_service import BrokerLifecycleServicer, add_broker_lifecycle_service
 from metadata.loader import MetadataLoader
+from snapshots.generator import SnapshotGenerator
 
 log = logging.getLogger("kraft.server")
 
@@ -132,16 +134,32 @@ class Server:
         try:
             store = QuorumStateStore(os.path.join(partition_dir, "quorum-state"))
             store.read()
-        except QuorumStateError as exc:
+            self.snapshots = FileSnapshotStore(partition_dir)
+        except (QuorumStateError, CorruptRecordError) as exc:
             self.log.close()
             raise StartupError(str(exc)) from exc
         self.metrics = RaftMetrics(config.node_id)
-        self.node = RaftNode(raft_config(config, self.cluster_id), self.log, store, self.metrics)
+        self.node = RaftNode(
+            raft_config(config, self.cluster_id), self.log, store, self.metrics,
+            snapshots=self.snapshots,
+            retention=Retention(
+                config.value("metadata.max.retention.bytes"),
+                config.value("metadata.max.retention.ms"),
+            ),
+            hw_path=os.path.join(partition_dir, "high-watermark"),
+        )
         # The metadata layer replays the log, so it runs only where the log holds metadata
         # records: the test hooks append raw payloads and make this a bare Raft node.
         self.controller: QuorumController | None = None
         self.broker: BrokerRole | None = None
-        loader = MetadataLoader(self.log)
+        loader = MetadataLoader(self.log, snapshots=self.snapshots)
+        self.snapshot_generator: SnapshotGenerator | None = None
+        if not config.test_hooks_enabled:
+            self.snapshot_generator = SnapshotGenerator(
+                self.node, loader,
+                config.value("metadata.log.max.record.bytes.between.snapshots"),
+                config.value("metadata.log.max.snapshot.interval.ms"),
+            )
         if config.is_broker:  # first: its publisher drives the loader the controller shares
             self.broker = BrokerRole(config, self.cluster_id, self.node, loader,
                                      self.metrics.registry)
@@ -166,7 +184,10 @@ class Server:
                 await self.broker.bind(self.admin)
             except OSError as exc:
                 raise StartupError(str(exc)) from exc
-        await self.node.start()
+        try:
+            await self.node.start()
+        except SnapshotGapError as exc:
+            raise StartupError(str(exc)) from exc
         set_status_source(lambda: (lambda s: (s.state, s.epoch))(self.node.status()))
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         if self.config.metrics_port is not None:
@@ -241,6 +262,8 @@ class Server:
             await self.admin.close()
         if self.controller is not None:
             await self.controller.close()
+        if self.snapshot_generator is not None:
+            await self.snapshot_generator.close()
         await self.node.stop()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
