@@ -1,0 +1,108 @@
+"""Snapshots in real processes: every controller snapshots its image, retention moves the log
+start while a snapshot always covers it, a follower wiped clean rejoins through FetchSnapshot,
+and the whole cluster restarts from snapshot + log tail."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from kraft.log.segmented import list_segments
+from kraft.log.snapshots import parse_snapshot_file_name, verify_snapshot_file
+from kraft.rpc import admin_pb2 as pb
+from kraft.server.admin_commands import AdminClient
+from tests.integration.cluster import ProcessCluster, wait_for
+
+WAIT_S = 20
+PARTITION_DIR = "__cluster_metadata-0"
+
+
+def partition_dir(cluster: ProcessCluster, node_id: int) -> Path:
+    return cluster.root / f"node-{node_id}" / PARTITION_DIR
+
+
+def snapshot_ids(cluster: ProcessCluster, node_id: int) -> list[tuple[int, int]]:
+    found = []
+    for path in partition_dir(cluster, node_id).glob("*.checkpoint"):
+        snapshot_id = parse_snapshot_file_name(path.name)
+        assert snapshot_id is not None
+        found.append((snapshot_id.offset, snapshot_id.epoch))
+    return sorted(found)
+
+
+def first_segment_base(cluster: ProcessCluster, node_id: int) -> int:
+    segments = list_segments(partition_dir(cluster, node_id))
+    return segments[0][0] if segments else -1
+
+
+def set_default_partitions(client: AdminClient, value: int) -> None:
+    request = pb.IncrementalAlterConfigsRequest(resources=[pb.AlterConfigsResource(
+        resource_type=pb.CONFIG_RESOURCE_TYPE_BROKER, resource_name="",
+        configs=[pb.AlterableConfig(name="num.partitions", op=pb.ALTER_CONFIG_OP_SET,
+                                    value=str(value))],
+    )])
+    [result] = client.call("IncrementalAlterConfigs", request).results
+    assert result.error_code == 0, result.error_message
+
+
+def default_partitions(cluster: ProcessCluster, node_id: int) -> str | None:
+    """What this node's own image says (a standby answers reads from its image)."""
+    client = AdminClient([cluster.nodes[node_id].endpoint])
+    request = pb.DescribeConfigsRequest(resources=[pb.DescribeConfigsResource(
+        resource_type=pb.CONFIG_RESOURCE_TYPE_BROKER, resource_name="")])
+    try:
+        [result] = client.call("DescribeConfigs", request).results
+    except Exception:
+        return None
+    return {c.name: c.value for c in result.configs}.get("num.partitions")
+
+
+def test_snapshots_bound_the_log_and_bring_a_wiped_follower_back(make_cluster) -> None:
+    cluster = make_cluster(**{
+        "internal.test.hooks.enable": "false",
+        "metadata.log.max.record.bytes.between.snapshots": "400",
+        "metadata.max.retention.bytes": "1",  # clean whenever a newer snapshot exists
+        "metadata.log.segment.min.bytes": "1024",
+        "metadata.log.segment.bytes": "1024",
+    })
+    cluster_id = cluster.format()
+    cluster.start_all()
+    leader = wait_for(cluster.leader, WAIT_S, "an active controller")
+    client = AdminClient([node.endpoint for node in cluster.nodes.values()])
+    for value in range(1, 151):
+        set_default_partitions(client, value)
+
+    # Every node snapshots on its own, and its log starts at one of its snapshots.
+    def cleaned(node_id: int) -> bool:
+        ids = snapshot_ids(cluster, node_id)
+        base = first_segment_base(cluster, node_id)
+        return bool(ids) and base > 0 and ids[0][0] >= base
+    for node_id in cluster.nodes:
+        wait_for(lambda n=node_id: cleaned(n), WAIT_S, f"node {node_id} to clean its log")
+        for path in partition_dir(cluster, node_id).glob("*.checkpoint"):
+            assert verify_snapshot_file(str(path)).records > 0
+
+    # A follower loses its disk; formatted again, it rejoins through FetchSnapshot.
+    follower = min(set(cluster.nodes) - {leader})
+    cluster.kill(follower)
+    shutil.rmtree(cluster.root / f"node-{follower}")
+    cluster.format_node(follower, cluster_id)
+    set_default_partitions(client, 151)
+    cluster.start(follower)
+    wait_for(lambda: default_partitions(cluster, follower) == "151", WAIT_S,
+             "the wiped follower to converge")
+    assert "installed snapshot" in cluster.logs(follower)
+    assert snapshot_ids(cluster, follower), "the fetched snapshot is kept"
+    leader_hw = cluster.status(leader).high_watermark
+    wait_for(lambda: cluster.status(follower).high_watermark >= leader_hw, WAIT_S,
+             "the follower's high watermark to reach the leader's")
+
+    # Everyone restarts from snapshot + tail, and the quorum goes on.
+    for node_id in cluster.nodes:
+        cluster.kill(node_id)
+    cluster.start_all()
+    wait_for(cluster.leader, WAIT_S, "an active controller after the restart")
+    set_default_partitions(client, 152)
+    for node_id in cluster.nodes:
+        wait_for(lambda n=node_id: default_partitions(cluster, n) == "152", WAIT_S,
+                 f"node {node_id} to replay after restarting from its snapshot")
