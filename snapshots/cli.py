@@ -147,12 +147,18 @@ def cmd_ls(args: argparse.Namespace, source: Source) -> int:
     if args.json:
         _emit_json(listing)
         return EXIT_OK
-    for index, (path, names) in enumerate(listing.items()):
-        if len(listing) > 1:
-            if index:
+    # As ls(1): leaves first, by path; then each directory, with a heading when there are
+    # several targets.
+    leaves = [path for path, node in found if isinstance(node, tree.Leaf)]
+    directories = [path for path, node in found if isinstance(node, tree.Directory)]
+    for path in leaves:
+        _out(path)
+    for index, path in enumerate(directories):
+        if len(found) > 1:
+            if index or leaves:
                 _out("")
             _out(f"{path}:")
-        for name in names:
+        for name in listing[path]:
             _out(name)
     return EXIT_OK
 
@@ -204,8 +210,12 @@ def cmd_find(args: argparse.Namespace, source: Source) -> int:
 
 
 def cmd_diff(args: argparse.Namespace, source: Source) -> int:
-    before = _image(source, args.from_offset).image
-    after = _image(source, args.to_offset).image
+    # The later image continues from the earlier one: both then share one snapshot, and a
+    # snapshot's registration offsets do not show up as changes.
+    low, high = sorted((args.from_offset, args.to_offset))
+    first = _image(source, low).image
+    second = build_image(source, high, _warn, after=first).image
+    before, after = (first, second) if args.from_offset <= args.to_offset else (second, first)
     changes = diff_images(before, after)
     if args.json:
         _emit_json({

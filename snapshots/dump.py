@@ -50,6 +50,8 @@ def dump_file(path: str, out: Out, as_json: bool) -> list[str]:
     with open(path, "rb") as file:
         data = file.read()
     problems: list[str] = []
+    if not data and heading["kind"] != "segment":  # an empty segment is a valid, new one
+        problems.append(f"{path}: byte 0: empty file: a snapshot starts with a header")
     for item in walk(data, path):
         if isinstance(item, Damage):
             torn = " (torn tail)" if item.torn_tail else ""

@@ -188,12 +188,15 @@ def _load_snapshot(path: str, show_progress: bool | None) -> MetadataImage:
 
 
 def build_image(
-    source: Source, at_offset: int | None, warn: Warn, show_progress: bool | None = None
+    source: Source, at_offset: int | None, warn: Warn, show_progress: bool | None = None,
+    after: MetadataImage | None = None,
 ) -> Built:
     """The image holding every record below `at_offset` (exclusive: what a MetadataLoader
     has after catch_up(at_offset), and what a snapshot with end offset `at_offset` holds),
     or everything on disk when None. Starts from the latest snapshot at or below the offset
-    that the log continues from, then replays log records as the loader does."""
+    that the log continues from, then replays log records as the loader does. `after`, an
+    image built earlier from this source below the offset, is continued instead when the log
+    holds what follows it (diff does this, so both sides share one starting snapshot)."""
     if source.lone_snapshot is not None:
         image = _load_snapshot(source.lone_snapshot, show_progress)
         end = image.provenance.offset + 1
@@ -215,7 +218,10 @@ def build_image(
               if sid.offset == target or (sid.offset <= target
                                           and log.start_offset <= sid.offset <= log.end_offset)]
     base, snapshot = EMPTY_IMAGE, None
-    if usable:
+    if after is not None and log.start_offset <= after.provenance.offset + 1 <= target \
+            <= log.end_offset:
+        base = after
+    elif usable:
         snapshot = usable[-1][1]
         base = _load_snapshot(snapshot, show_progress)
     first = base.provenance.offset + 1

@@ -90,8 +90,12 @@ def verify_segment(path: str, base: int | None, last: bool) -> FileReport:
         report.problems.append(Problem(path, 0, "empty segment before the last one"))
     offset = base
     epoch = 0
+    expected_position = 0
     for frame in frames:
         batch = frame.batch
+        if frame.position != expected_position:
+            offset = None  # a damaged batch lies between: its offsets are unknown
+        expected_position = frame.position + batch.size_in_bytes
         if offset is not None and batch.base_offset != offset:
             what = "file name says" if frame is frames[0] else "previous batch ends at"
             report.problems.append(Problem(
@@ -126,10 +130,14 @@ def verify_snapshot(path: str) -> FileReport:
     if not frames:
         return report
     epoch = snapshot_id.epoch if snapshot_id is not None else frames[0].batch.epoch
-    offset = 0
+    offset: int | None = 0
+    expected_position = 0
     for index, frame in enumerate(frames):
         batch = frame.batch
-        if batch.base_offset != offset:
+        if frame.position != expected_position:
+            offset = None  # a damaged batch lies between: its offsets are unknown
+        expected_position = frame.position + batch.size_in_bytes
+        if offset is not None and batch.base_offset != offset:
             report.problems.append(Problem(
                 path, frame.position, f"batch starts at offset {batch.base_offset}, "
                 f"expected {offset}"))
@@ -222,11 +230,13 @@ def _snapshots_against_log(
 ) -> list[Problem]:
     problems = []
     if segments and segments[0].first_offset:
-        start = segments[0].first_offset
-        if not any(sid.offset == start for sid, _ in snapshots):
+        # Cleaning deletes whole segments below a snapshot, so some snapshot must end at or
+        # after the first segment's base offset (and within the log).
+        start, end = segments[0].first_offset, segments[-1].next_offset or 0
+        if not any(start <= sid.offset <= max(start, end) for sid, _ in snapshots):
             problems.append(Problem(
                 segments[0].path, 0, f"the log starts at offset {start} but no snapshot ends "
-                f"there: the records before it are lost"))
+                f"at or after it: the records before it are lost"))
     epochs = sorted(e for segment in segments for e in segment.epochs)
     for sid, report in snapshots:
         # The epoch of the batch holding the snapshot's last offset, when the log still has it.
