@@ -18,11 +18,13 @@ from kraft.core.config import RaftConfig
 from kraft.core.errors import NotLeaderError, RaftError
 from kraft.core.messages import OutboundRequest, Request, Response
 from kraft.core.raft import RaftCore
-from kraft.log.base import FlushJob
+from kraft.log.base import FlushJob, OffsetAndEpoch
 from kraft.log.memory import MemoryLog
 from kraft.log.quorum_state import MemoryQuorumStateStore
+from kraft.log.snapshots import MemorySnapshotStore, align_log_with_snapshots
 from kraft.sim.invariants import InvariantChecker, SimViolation
 from kraft.sim.network import NetworkProfile, SimNetwork
+from kraft.sim.state_machine import SimStateMachine
 
 
 @dataclass
@@ -50,6 +52,8 @@ class SimNode:
     config: RaftConfig
     log: MemoryLog = field(default_factory=MemoryLog)
     store: MemoryQuorumStateStore = field(default_factory=MemoryQuorumStateStore)
+    snapshots: MemorySnapshotStore = field(default_factory=MemorySnapshotStore)
+    state_machine: SimStateMachine = field(default_factory=SimStateMachine)
     core: RaftCore | None = None
     incarnation: int = 0
     tick_at: float = float("inf")
@@ -126,10 +130,14 @@ class SimCluster:
         node.flush_job = None
         node.inbound.clear()
         node.pending_appends.clear()
+        align_log_with_snapshots(node.log, node.snapshots)
         node.core = RaftCore(
             node.config, node.log, node.store.read(), self.now,
-            random.Random(self.rng.random()),
+            random.Random(self.rng.random()), node.snapshots,
         )
+        # As the real driver does: the state machine starts from the newest snapshot.
+        node.state_machine = SimStateMachine()
+        node.core.snapshot_to_load = node.snapshots.latest_id()
         self.checker.on_start(node)
         self._drain(node)
 
@@ -150,6 +158,7 @@ class SimCluster:
         node.core = None
         node.incarnation += 1
         node.log.crash()
+        node.snapshots.crash()
         self.checker.on_crash(node)
         node.flush_job = None
         node.tick_at = float("inf")
@@ -163,6 +172,7 @@ class SimCluster:
         node = self.nodes[node_id]
         assert not node.alive
         node.log.wipe()
+        node.snapshots.wipe()
         node.store = MemoryQuorumStateStore()
         self.checker.on_wipe(node)
 
@@ -328,6 +338,7 @@ class SimCluster:
             source, source_inc, cid = node.inbound.pop(reply.token)
             for delay in self.network.delays(node.node_id, source):
                 self.schedule(delay, ("response", source, source_inc, cid, reply.response))
+        self._apply(node, out.snapshot_loaded)
         if node.flush_job is None:
             job = node.log.begin_flush()
             if job is not None:
@@ -342,6 +353,22 @@ class SimCluster:
         if deadline < node.tick_at:
             node.tick_at = deadline
             self.schedule(deadline - self.now, ("tick", node.node_id, node.incarnation, deadline))
+
+    def _apply(self, node: SimNode, snapshot_loaded: OffsetAndEpoch | None) -> None:
+        """The state machine follows the log: a snapshot first, then what is committed."""
+        core = node.core
+        assert core is not None
+        machine = node.state_machine
+        if snapshot_loaded is not None:
+            if core.is_leader:
+                self.checker.fail(f"leader {node.node_id} loaded snapshot {snapshot_loaded}")
+            machine.load(node.snapshots, snapshot_loaded)
+            self.checker.on_state(node, machine.applied, machine.digest)
+        if machine.catch_up(node.log, core.high_watermark):
+            self.checker.on_state(node, machine.applied, machine.digest)
+            # The checker learns this node's committed records before cleaning may drop them.
+            self.checker.check_node(node)
+            machine.maybe_snapshot(node.snapshots, node.log)
 
     def _stop_gracefully(self, node: SimNode) -> None:
         """The process exits after a last flush, so a graceful stop loses nothing."""

@@ -6,7 +6,9 @@
 - every committed offset is durable on a majority of voters;
 - no two nodes disagree on a committed offset, and a committed record never changes;
 - a new leader's log holds every committed record;
-- every append a leader reported committed is the committed record at its offset.
+- every append a leader reported committed is the committed record at its offset;
+- a snapshot covers every node's log start, a leader never loads a snapshot, and a state
+  machine that loaded a snapshot agrees with every one that replayed to the same offset.
 
 "Committed" is the longest prefix any node has seen below its high watermark; it is kept as one
 global list of (epoch, record) that every node's log is compared against incrementally.
@@ -48,13 +50,24 @@ class InvariantChecker:
     leaders: dict[int, int] = field(default_factory=dict)  # epoch -> leader id
     progress: dict[int, NodeProgress] = field(default_factory=dict)
     check_majority_durable: bool = True
+    digests: dict[int, tuple[int, int]] = field(default_factory=dict)  # offset -> (digest, node)
 
     @property
     def committed_end(self) -> int:
         return len(self.records)
 
-    def _fail(self, message: str) -> None:
+    def fail(self, message: str) -> None:
         raise SimViolation(message, self.cluster.now, self.cluster.event_count)
+
+    _fail = fail
+
+    def on_state(self, node: SimNode, offset: int, digest: int) -> None:
+        """A state machine reached `offset` (by replay or by loading a snapshot)."""
+        known = self.digests.setdefault(offset, (digest, node.node_id))
+        if known[0] != digest:
+            self.fail(
+                f"node {node.node_id}'s state at offset {offset} differs from node {known[1]}'s"
+            )
 
     def on_start(self, node: SimNode) -> None:
         p = self.progress.setdefault(node.node_id, NodeProgress())
@@ -73,11 +86,11 @@ class InvariantChecker:
 
     def check(self) -> None:
         for node in self.cluster.nodes.values():
-            self._check_node(node)
+            self.check_node(node)
         self._check_majority_durable()
         self._check_acknowledged()
 
-    def _check_node(self, node: SimNode) -> None:
+    def check_node(self, node: SimNode) -> None:
         p = self.progress.setdefault(node.node_id, NodeProgress())
         persisted = node.store.read()
         self._note_leader(persisted.epoch, persisted.leader_id, node.node_id)
@@ -88,6 +101,9 @@ class InvariantChecker:
         p.max_epoch = max(p.max_epoch, epoch)
         if core is None:
             return
+        start = node.log.start_offset
+        if start > 0 and all(i.offset != start for i in node.snapshots.ids()):
+            self._fail(f"node {node.node_id}: no snapshot at its log start {start}")
         if core.is_leader:
             self._note_leader(core.epoch, node.node_id, node.node_id)
         hw = core.high_watermark
@@ -116,6 +132,8 @@ class InvariantChecker:
         end = log.end_offset
         if end < p.matched:
             p.matched = end  # truncated: the verified prefix shrinks with it
+        # Below the log start a snapshot stands for the records (its state is checked apart).
+        p.matched = max(p.matched, min(log.start_offset, self.committed_end))
         limit = min(end, self.committed_end)
         if p.matched < limit:
             for offset, epoch, record in _records(log, p.matched, limit):
