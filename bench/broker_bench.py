@@ -47,6 +47,7 @@ from tests.integration.cluster import write_broker_configs
 BROKERS = [4, 5, 6]
 PARTITIONS_PER_TOPIC = 9_999  # + its TopicRecord = 10,000 records, one atomic batch
 NOT_CONTROLLER = 41
+TOPIC_ALREADY_EXISTS = 36
 SETTINGS = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "9000"}
 
 
@@ -119,11 +120,20 @@ class Bench:
     def create(self, name: str, partitions: int, rf: int) -> None:
         request = apb.CreateTopicsRequest(topics=[apb.CreatableTopic(
             name=name, num_partitions=partitions, replication_factor=rf)])
+        retried = False
         for _ in range(100):
-            reply = arpc.AdminStub(self.channel(self.leader())).CreateTopics(request, timeout=60)
+            try:
+                reply = arpc.AdminStub(self.channel(self.leader())).CreateTopics(
+                    request, timeout=60)
+            except grpc.RpcError:
+                retried = True  # the controller failed over under load: try the next one
+                continue
             if reply.status.error_code == NOT_CONTROLLER:
+                retried = True
                 continue
             assert reply.status.error_code == 0, reply.status
+            if retried and reply.topics[0].error_code == TOPIC_ALREADY_EXISTS:
+                return  # an earlier attempt committed before the failover
             assert reply.topics[0].error_code == 0, reply.topics[0]
             return
         raise ClusterError("no active controller took the write")
