@@ -9,7 +9,10 @@ import importlib
 import sys
 from pathlib import Path
 
-PARTS = ("log_bench", "core_bench", "quorum_bench", "controller_bench", "broker_bench")
+PARTS = (
+    "log_bench", "core_bench", "quorum_bench", "controller_bench", "broker_bench",
+    "snapshot_transfer_bench",
+)
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

@@ -29,10 +29,12 @@ from kraft.log.base import Batch, CorruptRecordError, DurableLog, OffsetAndEpoch
 from kraft.log.codec import (
     SNAPSHOT_FOOTER,
     SNAPSHOT_HEADER,
+    BatchHeader,
     decode_batches,
     decode_control_record,
     encode_batch,
     encode_control_record,
+    scan_batches,
 )
 
 logger = logging.getLogger(__name__)
@@ -73,54 +75,56 @@ def verify_snapshot_bytes(
     data: bytes, snapshot_id: OffsetAndEpoch | None, path: str | None = None
 ) -> SnapshotInfo:
     """Check a whole snapshot: every batch CRC, offsets numbered from 0, one epoch (the id's,
-    when given), a header first and a footer last. CorruptRecordError names the byte position
-    of the first problem."""
-    batches = list(decode_batches(data, path))
-    if not batches:
+    when given), a header first and a footer last. Frames and CRCs are checked without
+    splitting records; only the header and footer batches are decoded. CorruptRecordError
+    names the byte position of the first problem."""
+    headers = scan_batches(data, path)
+    if not headers:
         raise CorruptRecordError("empty snapshot: no header batch", 0, path)
-    header = batches[0]
-    kind, body = _single_control(header, path, position=0)
-    if kind != SNAPSHOT_HEADER:
-        raise CorruptRecordError(f"first batch is control type {kind}, not a header", 0, path)
-    expected_epoch = header.epoch if snapshot_id is None else snapshot_id.epoch
-    position = 0
+    expected_epoch = headers[0].epoch if snapshot_id is None else snapshot_id.epoch
     offset = 0
     records = 0
-    for index, batch in enumerate(batches):
-        if batch.base_offset != offset:
+    last = len(headers) - 1
+    for index, header in enumerate(headers):
+        if header.base_offset != offset:
             raise CorruptRecordError(
-                f"batch starts at offset {batch.base_offset}, expected {offset}", position, path
+                f"batch starts at offset {header.base_offset}, expected {offset}",
+                header.position, path,
             )
-        if batch.epoch != expected_epoch:
+        if header.epoch != expected_epoch:
             raise CorruptRecordError(
-                f"batch epoch {batch.epoch} differs from the snapshot epoch {expected_epoch}",
-                position, path,
+                f"batch epoch {header.epoch} differs from the snapshot epoch {expected_epoch}",
+                header.position, path,
             )
-        if 0 < index < len(batches) - 1:
-            if batch.control:
-                raise CorruptRecordError("control batch inside the snapshot", position, path)
-            records += len(batch.records)
-        offset = batch.next_offset
-        position += batch.size_in_bytes
-    footer = batches[-1]
-    footer_position = len(data) - footer.size_in_bytes
-    if len(batches) < 2:
+        if 0 < index < last:
+            if header.control:
+                raise CorruptRecordError(
+                    "control batch inside the snapshot", header.position, path
+                )
+            records += header.record_count
+        offset = header.next_offset
+    kind, body = _single_control(data, headers[0], path)
+    if kind != SNAPSHOT_HEADER:
+        raise CorruptRecordError(f"first batch is control type {kind}, not a header", 0, path)
+    if last == 0:
         raise CorruptRecordError("snapshot ends after its header: no footer", len(data), path)
-    kind, _ = _single_control(footer, path, footer_position)
+    kind, _ = _single_control(data, headers[last], path)
     if kind != SNAPSHOT_FOOTER:
         raise CorruptRecordError(
-            f"last batch is control type {kind}, not a footer", footer_position, path
+            f"last batch is control type {kind}, not a footer", headers[last].position, path
         )
     timestamp = body.get("lastContainedLogTimestamp", 0)
     return SnapshotInfo(
-        snapshot_id, len(data), len(batches), records,
+        snapshot_id, len(data), len(headers), records,
         timestamp if isinstance(timestamp, int) else 0,
     )
 
 
-def _single_control(batch: Batch, path: str | None, position: int) -> tuple[int, dict]:
-    if not batch.control or len(batch.records) != 1:
+def _single_control(data: bytes, header: BatchHeader, path: str | None) -> tuple[int, dict]:
+    position = header.position
+    if not header.control or header.record_count != 1:
         raise CorruptRecordError("expected a control batch of one record", position, path)
+    [batch] = decode_batches(data[position : position + header.size], path, position)
     try:
         return decode_control_record(batch.records[0])
     except CorruptRecordError as exc:
