@@ -3,6 +3,7 @@ replicas, epochs), configs. Also `as_loaded`, the image a snapshot of an image l
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -44,6 +45,8 @@ class Change:
 
 
 def _short(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
     if isinstance(value, list):
         return "[" + ",".join(map(str, value)) + "]"
     if isinstance(value, dict):
