@@ -14,13 +14,16 @@ Three invariants keep reads and the worker thread apart:
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
 import re
+import time
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from kraft.log._common import check_follower_batches, select_batches
 from kraft.log.base import Batch, CorruptRecordError, FlushJob, LogAppendError, OffsetAndEpoch
@@ -46,6 +49,11 @@ except (ValueError, OSError):
     _IOV_MAX = 1024
 
 _CREATE, _DELETE, _TRUNCATE, _WRITE = range(4)
+
+
+class DiskFullError(OSError):
+    """A flush job could not write for want of space; nothing is lost and nothing counted as
+    flushed. Run the same job again once space returns."""
 
 
 def segment_path(directory: str, base_offset: int) -> str:
@@ -97,21 +105,47 @@ class _Op:
         self.size = size
 
 
+@dataclass
+class LogFaults:
+    """Faults a test or the chaos tool injects into flush jobs: a full disk (writes fail with
+    ENOSPC) and slow fsyncs."""
+
+    disk_full: bool = False
+    fsync_delay_s: float = 0.0
+
+
+# A write refused for want of space changed nothing that a retry would not redo: positional
+# writes are idempotent. Any failed fsync, by contrast, poisons the log (fsyncgate).
+_RETRYABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
 class SegmentFlushJob:
-    """The queued operations of one group commit; `run` performs them in any thread."""
+    """The queued operations of one group commit; `run` performs them in any thread. A run
+    that fails because the disk is full (`retryable`) may be run again: it resumes at the
+    operation that failed and still syncs everything the job touched."""
 
-    __slots__ = ("_dir_fd", "_ops", "bytes_written", "done", "end_offset", "error", "running",
-                 "syncs")
+    __slots__ = ("_dir_dirty", "_dir_fd", "_dirty", "_done_ops", "_faults", "_fsync_failed",
+                 "_ops", "_truncated", "bytes_written", "done", "end_offset", "error", "retryable",
+                 "running", "syncs")
 
-    def __init__(self, ops: list[_Op], dir_fd: int, end_offset: int) -> None:
+    def __init__(
+        self, ops: list[_Op], dir_fd: int, end_offset: int, faults: LogFaults | None = None
+    ) -> None:
         self._ops = ops
         self._dir_fd = dir_fd
+        self._faults = faults or LogFaults()
         self.end_offset = end_offset
         self.done = False
         self.running = False
         self.error: BaseException | None = None
+        self.retryable = False
         self.bytes_written = 0
         self.syncs = 0  # fdatasync + directory fsync calls
+        self._done_ops = 0
+        self._dirty: dict[int, None] = {}  # fds changed since the last barrier, in order
+        self._truncated: set[int] = set()  # fds cut since the last barrier
+        self._dir_dirty = False
+        self._fsync_failed = False
 
     def run(self) -> None:
         """Write, truncate, create and delete in queue order; then fdatasync each touched file
@@ -119,9 +153,11 @@ class SegmentFlushJob:
         directory before the surviving files change, and a cut file is synced before it is
         written again, so a crash at any point leaves a prefix of some earlier state of the
         log, followed at most by a torn tail."""
-        if self.done or self.error is not None or self.running:
-            raise RuntimeError("a flush job runs once")
+        if self.done or self.running or (self.error is not None and not self.retryable):
+            raise RuntimeError("a flush job runs once (again only after a full disk)")
         self.running = True
+        self.error = None
+        self.retryable = False
         try:
             self._run()
         except BaseException as exc:
@@ -132,56 +168,69 @@ class SegmentFlushJob:
         self.done = True
 
     def _run(self) -> None:
-        dirty: dict[int, None] = {}  # fds changed since the last barrier, in order
-        truncated: set[int] = set()  # fds cut since the last barrier
-        dir_dirty = False
+        for index in range(self._done_ops, len(self._ops)):
+            try:
+                self._perform(self._ops[index])
+            except OSError as exc:
+                self.retryable = exc.errno in _RETRYABLE_ERRNOS and not self._fsync_failed
+                raise
+            self._done_ops = index + 1
+        self._barrier()
 
-        def barrier() -> None:
-            nonlocal dir_dirty
-            for fd in dirty:
+    def _barrier(self) -> None:
+        """fdatasync every file changed since the last barrier, then the directory if a file
+        was created or deleted. A failed fsync is never retryable."""
+        if self._faults.fsync_delay_s:
+            time.sleep(self._faults.fsync_delay_s)
+        try:
+            for fd in self._dirty:
                 os.fdatasync(fd)
                 self.syncs += 1
-            dirty.clear()
-            truncated.clear()
-            if dir_dirty:
+            if self._dir_dirty:
                 os.fsync(self._dir_fd)
                 self.syncs += 1
-                dir_dirty = False
+        except OSError:
+            self._fsync_failed = True
+            raise
+        self._dirty.clear()
+        self._truncated.clear()
+        self._dir_dirty = False
 
-        for op in self._ops:
-            segment = op.segment
-            kind = op.kind
-            if kind == _WRITE:
-                fd = segment.fd
-                assert fd is not None, segment.path
-                if dir_dirty or fd in truncated:
-                    # A cut reaches the disk before new bytes land where old ones were
-                    # (truncations are rare: leader changes only).
-                    barrier()
-                self._write(fd, op.buffers, op.position)
-                dirty[fd] = None
-            elif kind == _TRUNCATE:
-                if dir_dirty:
-                    barrier()
-                fd = segment.fd
-                assert fd is not None, segment.path
-                os.ftruncate(fd, op.position)
-                dirty[fd] = None
-                truncated.add(fd)
-            elif kind == _DELETE:
-                if segment.fd is not None:
-                    dirty.pop(segment.fd, None)
-                    os.close(segment.fd)
-                    segment.fd = None
-                os.unlink(segment.path)
-                dir_dirty = True
-            else:
-                barrier()
-                segment.fd = os.open(
-                    segment.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644
-                )
-                dir_dirty = True
-        barrier()
+    def _perform(self, op: _Op) -> None:
+        segment = op.segment
+        kind = op.kind
+        if kind == _WRITE:
+            fd = segment.fd
+            assert fd is not None, segment.path
+            if self._dir_dirty or fd in self._truncated:
+                # A cut reaches the disk before new bytes land where old ones were
+                # (truncations are rare: leader changes only).
+                self._barrier()
+            if self._faults.disk_full:
+                raise OSError(errno.ENOSPC, "No space left on device (injected fault)")
+            self._write(fd, op.buffers, op.position)
+            self._dirty[fd] = None
+        elif kind == _TRUNCATE:
+            if self._dir_dirty:
+                self._barrier()
+            fd = segment.fd
+            assert fd is not None, segment.path
+            os.ftruncate(fd, op.position)
+            self._dirty[fd] = None
+            self._truncated.add(fd)
+        elif kind == _DELETE:
+            if segment.fd is not None:
+                self._dirty.pop(segment.fd, None)
+                os.close(segment.fd)
+                segment.fd = None
+            os.unlink(segment.path)
+            self._dir_dirty = True
+        else:
+            self._barrier()
+            segment.fd = os.open(
+                segment.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644
+            )
+            self._dir_dirty = True
 
     def _write(self, fd: int, buffers: list[bytes], position: int) -> None:
         for start in range(0, len(buffers), _IOV_MAX):
@@ -232,6 +281,7 @@ class SegmentedLog:
         self._job_min_end = 0
         self._failed: BaseException | None = None
         self._closed = False
+        self.faults = LogFaults()  # injected by tests and the chaos tool only
         if not os.path.isdir(self._directory):
             os.makedirs(self._directory, exist_ok=True)
             _fsync_dir(os.path.dirname(os.path.abspath(self._directory)))
@@ -668,15 +718,18 @@ class SegmentedLog:
         for op in ops:
             if op.kind == _CREATE:
                 op.segment.create_queued = False
-        self._job = SegmentFlushJob(ops, self._dir_fd, self._end_offset)
+        self._job = SegmentFlushJob(ops, self._dir_fd, self._end_offset, self.faults)
         self._job_min_end = self._end_offset
         return self._job
 
     def complete_flush(self, job: FlushJob) -> None:
         """Advance flushed_offset to what the job made durable and still is in the log. A job
-        that failed poisons the log: the page cache can no longer be trusted (fsyncgate)."""
+        that failed poisons the log: the page cache can no longer be trusted (fsyncgate).
+        A job refused for want of space stays pending (DiskFullError): run it again."""
         if job is not self._job or not isinstance(job, SegmentFlushJob):
             raise RuntimeError("complete_flush got a job this log did not begin")
+        if job.error is not None and job.retryable:
+            raise DiskFullError(f"{self._directory}: {job.error}") from job.error
         if job.error is not None:
             self._job = None
             self._failed = job.error
@@ -695,7 +748,7 @@ class SegmentedLog:
         if pending is not None:
             if pending.running:
                 raise RuntimeError("a flush job is running in another thread")
-            if not pending.done and pending.error is None:
+            if not pending.done and (pending.error is None or pending.retryable):
                 pending.run()
             self.complete_flush(pending)
         job = self.begin_flush()

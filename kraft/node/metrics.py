@@ -49,6 +49,8 @@ class _StateCollector(Collector):
         yield _gauge("kraft_log_flushed_offset", "Durable log end offset",
                      status.flushed_offset)
         yield _gauge("kraft_log_end_epoch", "Epoch of the last log batch", status.last_epoch)
+        yield _gauge("kraft_log_disk_full", "1 while flushes are refused for want of space",
+                     int(node.disk_full))
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

@@ -25,7 +25,7 @@ from kraft.core.config import RaftConfig
 from kraft.core.errors import Errors, NotLeaderError, RaftError
 from kraft.core.messages import QuorumDescription, Request, Response
 from kraft.core.raft import NodeStatus, Output, RaftCore
-from kraft.log.base import DurableLog
+from kraft.log.base import DurableLog, FlushJob
 from kraft.log.quorum_state import QuorumStateStore
 from kraft.log.snapshots import MemorySnapshotStore, SnapshotStore, align_log_with_snapshots
 from kraft.node.metrics import RaftMetrics
@@ -81,6 +81,7 @@ class RaftNode:
         self.retention = retention or Retention()
         self._hw_path = hw_path
         self._hw_written = -1
+        self.disk_full = False  # flushes refused for want of space: nothing is acknowledged
         self.metrics = metrics or RaftMetrics(config.node_id)
         self.rng = rng or random.Random()
         self.transport = RaftTransport(self._on_response, self._on_failure)
@@ -259,6 +260,11 @@ class RaftNode:
         self._core()
         if not records:
             raise ValueError("nothing to append")
+        if self.disk_full:
+            raise RaftError(
+                Errors.KAFKA_STORAGE_ERROR,
+                "the metadata log's disk is full; free space on it and the node resumes",
+            )
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
         self._accumulated.append((records, future, time.perf_counter()))
@@ -443,14 +449,37 @@ class RaftNode:
             try:
                 await loop.run_in_executor(self._io, job.run)
             except OSError as exc:
-                # The disk refused: nothing more may be acknowledged as durable.
-                log.critical("log flush failed: %s", exc)
-                self._fatal = exc
-                self._state_changed.set()
-                return
+                if not getattr(job, "retryable", False) or not await self._retry_flush(job):
+                    # The disk refused: nothing more may be acknowledged as durable.
+                    log.critical("log flush failed: %s", exc)
+                    self._fatal = exc
+                    self._state_changed.set()
+                    return
             self.metrics.fsync_duration.observe(time.perf_counter() - started)
             self.log.complete_flush(job)
             self._guarded(lambda c: c.on_log_flushed(monotonic_ms()))
+
+    async def _retry_flush(self, job: FlushJob) -> bool:
+        """A full disk: nothing new counts as durable, so the HW stops and no write is
+        acknowledged; appends are refused. Run the same job again, backing off, until space
+        returns (True) or a fatal error (False)."""
+        loop = asyncio.get_running_loop()
+        self.disk_full = True
+        log.error("the metadata log's disk is full; retrying the flush until space returns")
+        delay = 0.05
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            try:
+                await loop.run_in_executor(self._io, job.run)
+            except OSError as exc:
+                if getattr(job, "retryable", False):
+                    continue
+                log.critical("log flush failed while the disk was full: %s", exc)
+                return False
+            self.disk_full = False
+            log.warning("disk space returned; the log is flushing again")
+            return True
 
     def _core(self) -> RaftCore:
         if self.core is None:

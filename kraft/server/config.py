@@ -520,6 +520,13 @@ define(
     internal=True,
 )
 
+define(
+    "internal.test.faults.dir", "string", None, _parse_dir, "a directory",
+    "A directory the node watches for injected faults (files blocked, disk-full, "
+    "fsync-delay-ms, clock-offset-ms; see docs/chaos.md). For the chaos tool and tests only.",
+    internal=True,
+)
+
 # Kafka keys we read and deliberately ignore: they tune parts of Kafka this project does not
 # have (or not yet), so a copied Kafka config still loads. Each one present is a warning.
 IGNORED_KAFKA_KEYS: frozenset[str] = frozenset(

@@ -30,6 +30,7 @@ from kraft.log.base import CorruptRecordError
 from kraft.log.quorum_state import QuorumStateError, QuorumStateStore
 from kraft.log.segmented import SegmentedLog
 from kraft.log.snapshots import FileSnapshotStore, SnapshotGapError
+from kraft.node.faults import FaultInjector
 from kraft.node.metrics import RaftMetrics
 from kraft.node.raft_node import RaftNode, Retention
 from kraft.node.service import QuorumServicer, RaftServicer, TestHooksServicer
@@ -170,6 +171,7 @@ class Server:
                 session_timeout_ms=config.value("broker.session.timeout.ms"),
             )
         self.server: grpc.aio.Server | None = None
+        self.faults: FaultInjector | None = None
         self.port = 0
         self.metrics_port: int | None = None
         self._metrics_server = None
@@ -188,6 +190,10 @@ class Server:
             await self.node.start()
         except SnapshotGapError as exc:
             raise StartupError(str(exc)) from exc
+        faults_dir = self.config.value("internal.test.faults.dir")
+        if faults_dir is not None:
+            self.faults = FaultInjector(faults_dir, self.node, self.log.faults)
+            self.faults.start()
         set_status_source(lambda: (lambda s: (s.state, s.epoch))(self.node.status()))
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         if self.config.metrics_port is not None:
@@ -264,6 +270,8 @@ class Server:
             await self.controller.close()
         if self.snapshot_generator is not None:
             await self.snapshot_generator.close()
+        if self.faults is not None:
+            await self.faults.stop()
         await self.node.stop()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()

@@ -498,3 +498,67 @@ def test_short_writes_are_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     log.close()
     monkeypatch.undo()
     assert records(SegmentedLog(tmp_path)) == written
+
+
+# -- a full disk --------------------------------------------------------------------------
+
+
+def test_a_full_disk_stalls_the_flush_and_a_retry_completes_it(tmp_path: Path) -> None:
+    import errno
+
+    from kraft.log.segmented import DiskFullError
+
+    log = SegmentedLog(tmp_path)
+    fill(log, 3)
+    log.flush()
+    log.faults.disk_full = True
+    written = fill(log, 2)
+    job = log.begin_flush()
+    assert job is not None
+    with pytest.raises(OSError) as caught:
+        job.run()
+    assert caught.value.errno == errno.ENOSPC and job.retryable
+    with pytest.raises(DiskFullError):
+        log.complete_flush(job)
+    assert log.flushed_offset == 3  # nothing counted as durable
+    log.faults.disk_full = False
+    job.run()
+    log.complete_flush(job)
+    assert log.flushed_offset == 5
+    log.close()
+    assert records(SegmentedLog(tmp_path))[3:] == written
+
+
+def test_flush_retries_a_job_the_full_disk_refused(tmp_path: Path) -> None:
+    from kraft.log.segmented import DiskFullError
+
+    log = SegmentedLog(tmp_path)
+    log.faults.disk_full = True
+    fill(log, 2)
+    with pytest.raises(DiskFullError):
+        log.flush()
+    log.faults.disk_full = False
+    log.flush()
+    assert log.flushed_offset == 2
+
+
+def test_a_failed_fsync_is_never_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+
+    log = SegmentedLog(tmp_path)
+    fill(log, 2)
+    job = log.begin_flush()
+    assert job is not None
+
+    def refuse(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fdatasync", refuse)
+    with pytest.raises(OSError):
+        job.run()
+    assert not job.retryable
+    with pytest.raises(RuntimeError, match="cannot be trusted"):
+        log.complete_flush(job)
+    monkeypatch.undo()
+    log.close()
