@@ -1,0 +1,165 @@
+"""The audit's outputs: Parquet tables, report.md, report.html and three PNG plots."""
+
+from __future__ import annotations
+
+import html
+import os
+from dataclasses import asdict
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from audit.findings import VIOLATION, WARNING, to_table
+from audit.job import AuditResult
+
+SHOWN = 200  # findings listed in the reports; the Parquet table has all of them
+
+
+def write_report(result: AuditResult, out_dir: str) -> list[str]:
+    """Write every output into `out_dir`; returns the file names."""
+    os.makedirs(out_dir, exist_ok=True)
+    tables = {
+        "findings": to_table(result.findings),
+        "nodes": pa.Table.from_pylist([asdict(n) for n in result.nodes]),
+        "controller_leadership": pa.Table.from_pylist(
+            [{**asdict(x), "nodes": list(x.nodes)} for x in result.leadership]),
+        "broker_events": pa.Table.from_pylist(result.broker_events),
+        "partition_leader_changes": result.leader_changes,
+    }
+    names = []
+    for name, table in tables.items():
+        pq.write_table(table, os.path.join(out_dir, f"{name}.parquet"))
+        names.append(f"{name}.parquet")
+    plots = [_leadership_plot(result, out_dir), _leader_changes_plot(result, out_dir),
+             _fenced_plot(result, out_dir)]
+    with open(os.path.join(out_dir, "report.md"), "w") as file:
+        file.write(_markdown(result, plots))
+    with open(os.path.join(out_dir, "report.html"), "w") as file:
+        file.write(_html(result, plots))
+    return [*names, *plots, "report.md", "report.html"]
+
+
+def summary_lines(result: AuditResult) -> list[str]:
+    violations = len(result.violations)
+    warnings = sum(1 for f in result.findings if f.severity == WARNING)
+    nodes = ", ".join(f"node {n.node_id} [{n.start}, {n.end}) committed end "
+                      f"{'unknown' if n.committed_end is None else n.committed_end}"
+                      for n in result.nodes)
+    return [
+        f"verdict: {'VIOLATIONS FOUND' if violations else 'no violations'}",
+        f"violations: {violations}, warnings: {warnings}",
+        f"records read: {result.records:,} from {len(result.nodes)} node(s): {nodes}",
+        f"controller epochs: {len(result.leadership)}; broker events: "
+        f"{len(result.broker_events)}; partition leader changes: "
+        f"{result.leader_changes.num_rows:,}",
+        f"metadata replay from offset {result.replay_start}; audit took {result.seconds:.1f} s",
+        *result.notes,
+    ]
+
+
+def _markdown(result: AuditResult, plots: list[str]) -> str:
+    out = ["# kraft-audit report", "", *[f"* {line}" for line in summary_lines(result)], "",
+           "## Findings", ""]
+    if not result.findings:
+        out.append("None.")
+    for f in result.findings[:SHOWN]:
+        out.append(f"* **{f.severity}** `{f.check}` node {_dash(f.node_id)} offset "
+                   f"{_dash(f.offset)}: {f.detail}")
+    if len(result.findings) > SHOWN:
+        out.append(f"* … {len(result.findings) - SHOWN} more in findings.parquet")
+    out += ["", "## Controller leadership", "", "| epoch | leader | start offset | time (ms) |",
+            "|---:|---:|---:|---:|"]
+    out += [f"| {x.epoch} | {x.leader_id} | {x.start_offset} | {x.timestamp_ms} |"
+            for x in result.leadership]
+    out += ["", "## Broker events", "", "| offset | broker | event | epoch |",
+            "|---:|---:|---|---:|"]
+    out += [f"| {e['offset']} | {e['broker_id']} | {e['event']} | {e['broker_epoch']} |"
+            for e in result.broker_events[:SHOWN]]
+    out += ["", "## Plots", "", *[f"![{p}]({p})" for p in plots], ""]
+    return "\n".join(out)
+
+
+def _html(result: AuditResult, plots: list[str]) -> str:
+    esc = html.escape
+    rows = "".join(
+        f"<tr class='{f.severity}'><td>{f.severity}</td><td>{esc(f.check)}</td>"
+        f"<td>{_dash(f.node_id)}</td><td>{_dash(f.offset)}</td><td>{esc(f.detail)}</td></tr>"
+        for f in result.findings[:SHOWN])
+    leaders = "".join(f"<tr><td>{x.epoch}</td><td>{x.leader_id}</td><td>{x.start_offset}</td>"
+                      f"<td>{x.timestamp_ms}</td></tr>" for x in result.leadership)
+    summary = "".join(f"<li>{esc(line)}</li>" for line in summary_lines(result))
+    images = "".join(f"<figure><img src='{p}' alt='{p}'><figcaption>{p}</figcaption></figure>"
+                     for p in plots)
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>kraft-audit report</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;"
+        f"padding:2px 6px}}table{{border-collapse:collapse}}.{VIOLATION}{{background:#fdd}}"
+        f".{WARNING}{{background:#ffd}}img{{max-width:900px}}</style></head><body>"
+        f"<h1>kraft-audit report</h1><ul>{summary}</ul><h2>Findings</h2>"
+        "<table><tr><th>severity</th><th>check</th><th>node</th><th>offset</th>"
+        f"<th>detail</th></tr>{rows}</table><h2>Controller leadership</h2><table><tr>"
+        "<th>epoch</th><th>leader</th><th>start offset</th><th>time (ms)</th></tr>"
+        f"{leaders}</table><h2>Plots</h2>{images}</body></html>")
+
+
+def _dash(value: object) -> str:
+    return "—" if value is None else str(value)
+
+
+def _leadership_plot(result: AuditResult, out_dir: str) -> str:
+    fig, ax = plt.subplots(figsize=(9, 3))
+    spans = result.leadership
+    end = max((n.end for n in result.nodes), default=0)
+    for i, x in enumerate(spans):
+        stop = spans[i + 1].start_offset if i + 1 < len(spans) else max(end, x.start_offset + 1)
+        ax.barh(x.leader_id, stop - x.start_offset, left=x.start_offset, height=0.6)
+        ax.text(x.start_offset, x.leader_id + 0.35, f"e{x.epoch}", fontsize=7)
+    ax.set_xlabel("offset")
+    ax.set_ylabel("leader node")
+    ax.set_title("Controller leadership by epoch")
+    return _save(fig, out_dir, "leadership_timeline.png")
+
+
+def _leader_changes_plot(result: AuditResult, out_dir: str) -> str:
+    fig, ax = plt.subplots(figsize=(9, 3))
+    counts: dict[str, int] = {}
+    table = result.leader_changes
+    if table.num_rows:
+        names = table.column("topic_name").to_pylist()
+        parts = table.column("partition").to_pylist()
+        for name, part in zip(names, parts, strict=True):
+            key = f"{name}-{part}"
+            counts[key] = counts.get(key, 0) + 1
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:30]
+    ax.bar([k for k, _ in top], [v for _, v in top])
+    ax.tick_params(axis="x", labelrotation=90, labelsize=6)
+    ax.set_ylabel("leader changes")
+    ax.set_title(f"Leader changes per partition (top {len(top)} of {len(counts)})")
+    return _save(fig, out_dir, "leader_changes_per_partition.png")
+
+
+def _fenced_plot(result: AuditResult, out_dir: str) -> str:
+    fig, ax = plt.subplots(figsize=(9, 3))
+    state: dict[int, str] = {}
+    xs, ys = [], []
+    for e in sorted(result.broker_events, key=lambda e: e["offset"]):
+        state[e["broker_id"]] = e["state"]
+        xs.append(e["offset"])
+        ys.append(sum(1 for s in state.values() if s == "fenced"))
+    if xs:
+        ax.step(xs, ys, where="post")
+    ax.set_xlabel("offset")
+    ax.set_ylabel("fenced brokers")
+    ax.set_title("Fenced brokers over time")
+    return _save(fig, out_dir, "fenced_brokers.png")
+
+
+def _save(fig: plt.Figure, out_dir: str, name: str) -> str:
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, name), dpi=100)
+    plt.close(fig)
+    return name

@@ -1,0 +1,30 @@
+"""The SparkSession for the audit: local[*] unless a master is given, the data source
+registered, the UI off and the logs quiet."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from audit.source import KraftMetadataDataSource
+
+
+def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> SparkSession:
+    # Python workers must run this interpreter (the one with pyarrow and this package).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("kraft-audit")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(KraftMetadataDataSource)
+    return spark
