@@ -69,7 +69,7 @@ class _Collector(Collector):
         if s.initial_catch_up_s is not None:
             yield GaugeMetricFamily(
                 "kraft_broker_initial_catch_up_seconds",
-                "Start of the process to the image reaching the first known high watermark",
+                "Start of the process to the controller confirming it applied its registration",
                 value=s.initial_catch_up_s)
 
 

@@ -31,8 +31,9 @@ class MetadataPublisher:
         self.metrics = metrics
         self.high_watermark = 0
         self.started_at = time.monotonic()
-        # Kafka's loader publishes nothing before it reached the HW known at start-up; the
-        # broker reports itself caught up locally from then on (seconds, for the metric).
+        # Start to the controller confirming the broker applied its own registration record
+        # (set by the role). An observer's own HW is capped by what it has fetched, so it
+        # cannot tell by itself when a long log is done.
         self.initial_catch_up_s: float | None = None
         loader.subscribe(self._on_image)
         node.add_listener(self._on_raft_output)
@@ -52,11 +53,6 @@ class MetadataPublisher:
         self.loader.follow(out)  # a MetadataLoadError stops the node
         if self.loader.image is not before:
             self.metrics.image_load.observe(time.perf_counter() - started)
-        if (self.initial_catch_up_s is None and self.high_watermark > 0
-                and self.node.status().leader_id >= 0
-                and self.loader.next_offset >= self.high_watermark):
-            # The HW is the leader's (a new log's LeaderChange makes it > 0) and replayed.
-            self.initial_catch_up_s = time.monotonic() - self.started_at
         self.cache.publish(self.loader.image, self.applied_offset, self.high_watermark)
 
     def _on_image(self, image: MetadataImage) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -150,6 +151,8 @@ class BrokerRole:
         return out
 
     def _on_state(self, state: BrokerState) -> None:
+        if state is BrokerState.RECOVERY and self.publisher.initial_catch_up_s is None:
+            self.publisher.initial_catch_up_s = time.monotonic() - self.publisher.started_at
         serving = state is BrokerState.RUNNING
         status = (health_pb2.HealthCheckResponse.SERVING if serving
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
