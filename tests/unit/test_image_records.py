@@ -33,8 +33,10 @@ from metadata.records import (
     FeatureLevelRecord,
     PartitionRecord,
     Record,
+    RecordDecodeError,
     RegisterBrokerRecord,
     TopicRecord,
+    decode_record,
     encode_record,
     random_uuid,
 )
@@ -60,7 +62,12 @@ from metadata.topics import (
     delete_topics,
 )
 from snapshots.diff import as_loaded, diff_images
-from snapshots.image_records import image_from_records, image_records, image_to_records
+from snapshots.image_records import (
+    RecordDecoder,
+    image_from_records,
+    image_records,
+    image_to_records,
+)
 from snapshots.reader import load_snapshot_image
 from snapshots.writer import write_image_snapshot
 
@@ -99,8 +106,11 @@ def round_trip(image: MetadataImage) -> MetadataImage:
 
 
 def assert_round_trips(image: MetadataImage) -> None:
-    # The fast partition encoder writes exactly what encode_record writes.
-    assert image_to_records(image) == [encode_record(r) for r in image_records(image)]
+    # The fast partition encoder and decoder agree with encode_record and decode_record.
+    encoded = image_to_records(image)
+    assert encoded == [encode_record(r) for r in image_records(image)]
+    decode = RecordDecoder().decode
+    assert [decode(d) for d in encoded + encoded] == [decode_record(d) for d in encoded + encoded]
     loaded = round_trip(image)
     expected = as_loaded(image, image.provenance.offset + 1)
     assert diff_images(expected, loaded) == []
@@ -283,6 +293,30 @@ def test_many_partitions_round_trip() -> None:
     image = replay(EMPTY_IMAGE, records)
     assert image.topics.partition_count() == 10_000
     assert_round_trips(image)
+
+
+def test_the_fast_decoder_never_trusts_odd_bytes() -> None:
+    """Bytes decode_record would read differently, or refuse, never take the fast path."""
+    topic = random_uuid()
+    plain = encode_record(PartitionRecord(7, topic, (1, 2), (1,), leader=1))
+    other = random_uuid()
+    # A second field 2 in the tail overrides the topic id (protobuf: the last one wins).
+    overriding = plain + b"\x12\x16" + other.encode()
+    # Field 1 again: a different partition id.
+    renumbered = plain + b"\x08\x09"
+    decoder = RecordDecoder()
+    for data in [plain, overriding, renumbered] * 2 + [
+        encode_record(PartitionRecord(300, topic, (1, 2), (1,), leader=1)) + b"\x12\x16"
+        + other.encode(),
+    ]:
+        assert decoder.decode(data) == decode_record(data)
+    assert decoder.decode(overriding).topic_id == other
+    assert decoder.decode(renumbered).partition_id == 9
+    for bad in (plain[:-1], plain[:10], plain.replace(topic.encode(), b"!" * 22)):
+        with pytest.raises(RecordDecodeError):
+            decode_record(bad)
+        with pytest.raises(RecordDecodeError):
+            decoder.decode(bad)
 
 
 # ---- files ---------------------------------------------------------------------------------
