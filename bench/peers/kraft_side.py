@@ -1,0 +1,270 @@
+"""This project's side of the peer benchmark, built on the existing benches' clusters:
+
+* writes through the leader's append API in process (`quorum_bench.InProcessQuorum`, the
+  controller's own call) and over gRPC (`TestHooks.Append` to a `kraft-server` leader, client
+  in this process like etcd's and PySyncObj's);
+* writes through the Admin API: one `IncrementalAlterConfigs` per request (SET of the
+  cluster-wide `log.retention.ms`, a new value each time, so every request commits one
+  ConfigRecord) to the active controller of a metadata cluster (`controller_bench`'s setup);
+* failover: `quorum_bench.failover_trial` (kill -9 and SIGTERM of the leader, first append
+  committed by a new leader);
+* metadata at scale: N partitions created in 1,000-partition topics (RF 3, three heartbeating
+  brokers), then kill -9 of the active controller -> the first Admin write a new active
+  controller accepts (a config change sent to both survivors, retried every 5 ms)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from bench._cluster import CLIENT_OPTIONS, Clients, Cluster
+from bench.controller_bench import leader_endpoint, start_brokers
+from bench.peers.load import RECORD_BYTES, Write, first_success, measure_writers, summary
+from bench.quorum_bench import InProcessQuorum, failover_trial
+from kraft.rpc import admin_pb2 as apb
+from kraft.rpc import admin_pb2_grpc as arpc
+from kraft.rpc import raft_pb2 as pb
+from kraft.rpc import raft_pb2_grpc as rpc
+
+PARTITIONS_PER_TOPIC = 1000
+TOPIC_CREATORS = 4
+
+
+async def writes_in_process(root: Path, counts: list[int], seconds: float, repeat: int,
+                            warmup_s: float) -> list[dict[str, Any]]:
+    quorum = InProcessQuorum(root)
+    record = os.urandom(RECORD_BYTES)
+    try:
+        await quorum.start()
+
+        async def make(count: int) -> list[Write]:
+            async def write() -> bool:
+                await quorum.append([record])
+                return True
+            return [write] * count
+
+        async def close(_: list[Write]) -> None:
+            return None
+
+        cluster = quorum.cluster  # the followers; the leader shares this process with the client
+        return await measure_writers(make, close, counts, seconds, repeat, warmup_s,
+                                     "kraft append (in process)",
+                                     lambda: cluster.cpu_seconds(2) + cluster.cpu_seconds(3))
+    finally:
+        await quorum.stop()
+
+
+def cluster_cpu(cluster: Cluster) -> float:
+    return sum(cluster.cpu_seconds(n) for n in cluster.nodes)
+
+
+def _grpc_writers(endpoint: str, count: int, call: Any) -> tuple[list[Write], list[Any]]:
+    """`count` writers, each on its own channel (one connection each, as the HTTP clients)."""
+    writers, channels = [], []
+    for index in range(count):
+        channel = grpc.aio.insecure_channel(endpoint, options=CLIENT_OPTIONS)
+        channels.append(channel)
+        writers.append(call(channel, index))
+    return writers, channels
+
+
+async def writes_grpc_append(cluster: Cluster, clients: Clients, counts: list[int],
+                             seconds: float, repeat: int, warmup_s: float
+                             ) -> list[dict[str, Any]]:
+    record = os.urandom(RECORD_BYTES)
+    leader, _, _ = await clients.healthy(record)
+    endpoint = cluster.nodes[leader].endpoint
+    channels: dict[int, list[Any]] = {}
+
+    def call(channel: Any, _index: int) -> Write:
+        stub = rpc.TestHooksStub(channel)
+        request = pb.AppendRequest(records=[record])
+
+        async def write() -> bool:
+            try:
+                reply = await stub.Append(request, timeout=5)
+            except grpc.aio.AioRpcError:
+                return False
+            return reply.error_code == 0
+        return write
+
+    async def make(count: int) -> list[Write]:
+        writers, channels[count] = _grpc_writers(endpoint, count, call)
+        return writers
+
+    async def close(writers: list[Write]) -> None:
+        for channel in channels.pop(len(writers)):
+            await channel.close()
+
+    return await measure_writers(make, close, counts, seconds, repeat, warmup_s,
+                                 "kraft append (gRPC)", lambda: cluster_cpu(cluster))
+
+
+def config_write(stub: arpc.AdminStub, counter: list[int]) -> Write:
+    """One Admin write: SET the cluster default log.retention.ms to a value never used before."""
+
+    async def write() -> bool:
+        counter[0] += 1
+        request = apb.IncrementalAlterConfigsRequest(resources=[apb.AlterConfigsResource(
+            resource_type=apb.CONFIG_RESOURCE_TYPE_BROKER, resource_name="",
+            configs=[apb.AlterableConfig(name="log.retention.ms", op=apb.ALTER_CONFIG_OP_SET,
+                                         value=str(604_800_000 + counter[0]))])])
+        try:
+            reply = await stub.IncrementalAlterConfigs(request, timeout=5)
+        except grpc.aio.AioRpcError:
+            return False
+        return bool(reply.results) and reply.results[0].error_code == 0
+    return write
+
+
+class MetadataCluster:
+    """Three controllers with the metadata layer on (as controller_bench runs them)."""
+
+    def __init__(self, root: Path) -> None:
+        self.cluster = Cluster(root)
+        self.counter = [0]
+        self.cluster_id = ""
+
+    async def start(self) -> str:
+        self.cluster_id = self.cluster.format()
+        for node_id in self.cluster.nodes:
+            self.cluster.start(node_id)
+        return await leader_endpoint(self.cluster)
+
+    def stop(self) -> None:
+        self.cluster.kill_all()
+
+    async def writes(self, counts: list[int], seconds: float, repeat: int, warmup_s: float
+                     ) -> list[dict[str, Any]]:
+        endpoint = await leader_endpoint(self.cluster)
+        channels: dict[int, list[Any]] = {}
+
+        def call(channel: Any, _index: int) -> Write:
+            return config_write(arpc.AdminStub(channel), self.counter)
+
+        async def make(count: int) -> list[Write]:
+            writers, channels[count] = _grpc_writers(endpoint, count, call)
+            return writers
+
+        async def close(writers: list[Write]) -> None:
+            for channel in channels.pop(len(writers)):
+                await channel.close()
+
+        return await measure_writers(make, close, counts, seconds, repeat, warmup_s,
+                                     "kraft Admin API (config change)",
+                                     lambda: cluster_cpu(self.cluster))
+
+    async def grow(self, partitions: int, created: int) -> dict[str, Any]:
+        """Create topics of 1,000 partitions until `partitions` exist (from `created`)."""
+        endpoint = await leader_endpoint(self.cluster)
+        stop = asyncio.Event()
+        beats = await start_brokers(endpoint, self.cluster_id, stop)
+        channel = grpc.aio.insecure_channel(endpoint, options=CLIENT_OPTIONS)
+        stub = arpc.AdminStub(channel)
+        topics = list(range(created // PARTITIONS_PER_TOPIC, partitions // PARTITIONS_PER_TOPIC))
+        started = time.perf_counter()
+
+        async def creator(mine: list[int]) -> None:
+            for t in mine:
+                reply = await stub.CreateTopics(apb.CreateTopicsRequest(topics=[
+                    apb.CreatableTopic(name=f"scale-{t}", num_partitions=PARTITIONS_PER_TOPIC,
+                                       replication_factor=3)]), timeout=60)
+                if not reply.topics or reply.topics[0].error_code != 0:
+                    raise RuntimeError(f"CreateTopics scale-{t} failed: {reply}")
+        try:
+            await asyncio.gather(*(creator(topics[i::TOPIC_CREATORS])
+                                   for i in range(TOPIC_CREATORS)))
+        finally:
+            stop.set()
+            await asyncio.gather(*beats, return_exceptions=True)
+            await channel.close()
+        wall = time.perf_counter() - started
+        return {"partitions": partitions, "created_s": wall,
+                "partitions_per_s": (partitions - created) / wall if wall else float("nan")}
+
+    async def _leader(self) -> int:
+        endpoint = await leader_endpoint(self.cluster)
+        return next(n for n, node in self.cluster.nodes.items() if node.endpoint == endpoint)
+
+    async def _all_agree(self, timeout_s: float) -> None:
+        """Every controller is up and follows one leader whose Admin write commits."""
+        deadline = time.monotonic() + timeout_s
+        clients = Clients(self.cluster)
+        try:
+            while time.monotonic() < deadline:
+                views = await clients.statuses(sorted(self.cluster.nodes), timeout_s=1.0)
+                leaders = {v.leader_id for v in views.values()}
+                if len(views) == len(self.cluster.nodes) and len(leaders) == 1:
+                    hws = {v.high_watermark for v in views.values()}
+                    if len(hws) == 1 and -1 not in leaders:
+                        return
+                await asyncio.sleep(0.1)  # poll interval of a bounded wait for catch-up
+        finally:
+            await clients.close()
+        raise RuntimeError(f"controllers did not agree and catch up within {timeout_s} s")
+
+    async def failover(self, trials: int, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+        """kill -9 of the active controller -> first Admin write accepted by a new one."""
+        out = []
+        for _ in range(trials):
+            await self._all_agree(600)
+            victim = await self._leader()
+            survivors = [n for n in self.cluster.nodes if n != victim]
+            channels = [grpc.aio.insecure_channel(self.cluster.nodes[n].endpoint,
+                                                  options=CLIENT_OPTIONS) for n in survivors]
+            attempts = [config_write(arpc.AdminStub(c), self.counter) for c in channels]
+            # Connect first, so the measurement starts with ready channels.
+            await asyncio.gather(*(c.channel_ready() for c in channels))
+            self.cluster.signal(victim, signal.SIGKILL)
+            seconds = await first_success(attempts, timeout_s)
+            for channel in channels:
+                await channel.close()
+            self.cluster.wait_exit(victim, 10)
+            restarted = time.perf_counter()
+            self.cluster.start(victim)
+            await self._all_agree(600)
+            out.append({"victim": victim, "accepted_ms": seconds * 1000 if seconds else None,
+                        "restart_and_catch_up_s": time.perf_counter() - restarted})
+            print(f"    kill -9 of active controller {victim}: new active accepted a write in "
+                  f"{out[-1]['accepted_ms'] or float('nan'):.1f} ms "
+                  f"(victim back and caught up in {out[-1]['restart_and_catch_up_s']:.1f} s)",
+                  flush=True)
+        return out
+
+
+async def failover_raft(root: Path, kinds: list[str], trials: int, counts: list[int],
+                        seconds: float, repeat: int, warmup_s: float) -> dict[str, Any]:
+    """All-subprocess quorum with test hooks: append-over-gRPC writes, then failover trials."""
+    cluster = Cluster(root, extra={"internal.test.hooks.enable": "true"})
+    record = os.urandom(RECORD_BYTES)
+    out: dict[str, Any] = {}
+    clients: Clients | None = None
+    try:
+        cluster.format()
+        for node_id in cluster.nodes:
+            cluster.start(node_id)
+        clients = Clients(cluster)
+        await clients.healthy(record)
+        if counts:
+            out["writes_grpc"] = await writes_grpc_append(cluster, clients, counts, seconds,
+                                                          repeat, warmup_s)
+        for kind in kinds:
+            results = []
+            for _ in range(trials):
+                results.append(await failover_trial(cluster, clients, kind, record, 0.0))
+            values = [t["committed_ms"] for t in results if t["committed_ms"] is not None]
+            out[kind] = {"trials": results, "ms": values, "summary": summary(values),
+                         "timeouts": len(results) - len(values)}
+            print(f"  kraft {kind}: median {out[kind]['summary']['median']:.1f} ms, "
+                  f"p99 {out[kind]['summary']['p99']:.1f} ms, {len(values)} trials", flush=True)
+    finally:
+        if clients is not None:
+            await clients.close()
+        cluster.kill_all()
+    return out
