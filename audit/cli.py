@@ -61,15 +61,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kraft-audit: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     # Imported here so that bad input is refused before a JVM starts.
+    from pyspark.sql import SparkSession
+
     from audit.job import run_audit
     from audit.report import summary_lines, write_report
     from audit.session import spark_session
 
-    spark = spark_session(args.master)
+    # A session already running in this process (tests, notebooks) is used and left running.
+    active = SparkSession.getActiveSession()
+    spark = active or spark_session(args.master)
     try:
         result = run_audit(spark, logs, args.partitions)
     finally:
-        spark.stop()
+        if active is None:
+            spark.stop()
     write_report(result, args.out)
     for line in summary_lines(result):
         print(line)

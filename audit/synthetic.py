@@ -106,9 +106,9 @@ def generate(
                                        "min.insync.replicas", "2"))])
     while info.records < records:
         roll = rng.random()
-        if roll < 0.002:
+        if roll < 0.01:
             append(_toggle_broker(rng, brokers, fenced, parts, info))
-        elif roll < 0.004:
+        elif roll < 0.02:
             append([encode_record(NoOpRecord())])
         else:
             append([_change(rng, rng.choice(parts), fenced) for _ in range(batch_records)])
@@ -122,15 +122,23 @@ def generate(
 
 
 def _change(rng: random.Random, part: _Partition, fenced: set[int]) -> bytes:
-    """A valid ISR shrink, ISR expansion or leader move for one partition."""
-    live = [r for r in part.replicas if r not in fenced]
-    outside = [r for r in live if r not in part.isr]
+    """A valid ISR shrink, ISR expansion or leader move for one partition; leaders and new ISR
+    members are always unfenced brokers."""
+    if part.leader == -1:
+        live = [r for r in part.isr if r not in fenced]
+        if not live:
+            return encode_record(NoOpRecord())
+        part.leader = live[0]
+        return encode_record(PartitionChangeRecord(part.index, part.topic_id,
+                                                   leader=part.leader))
+    outside = [r for r in part.replicas if r not in fenced and r not in part.isr]
     if outside and (len(part.isr) == 1 or rng.random() < 0.5):
         part.isr = (*part.isr, rng.choice(outside))
         return encode_record(PartitionChangeRecord(part.index, part.topic_id, isr=part.isr))
     others = [r for r in part.isr if r != part.leader]
-    if others and rng.random() < 0.5:
-        part.leader = rng.choice(others)
+    candidates = [r for r in others if r not in fenced]
+    if candidates and rng.random() < 0.5:
+        part.leader = rng.choice(candidates)
         return encode_record(PartitionChangeRecord(part.index, part.topic_id,
                                                    leader=part.leader))
     if others:
@@ -143,18 +151,23 @@ def _toggle_broker(
     rng: random.Random, brokers: int, fenced: set[int], parts: list[_Partition],
     info: SyntheticLog,
 ) -> list[bytes]:
-    """Unfence a fenced broker, or fence one whose every ISR has another member (leaders move
-    first, as the controller does)."""
+    """Unfence a fenced broker, or fence one: it leaves every ISR it is not the last member of
+    and gives up its leaderships (leader -1 where it was the last), as the controller does."""
     if fenced:
         broker = fenced.pop()
         return [encode_record(BrokerRegistrationChangeRecord(broker, 1 + broker,
                                                              FencingChange.UNFENCE))]
     broker = rng.randrange(brokers)
-    touched = [p for p in parts if broker in p.isr]
-    if any(len(p.isr) == 1 for p in touched):
-        return [encode_record(NoOpRecord())]
-    batch = []
-    for part in touched:
+    batch = [encode_record(BrokerRegistrationChangeRecord(broker, 1 + broker,
+                                                          FencingChange.FENCE))]
+    for part in parts:
+        if broker not in part.isr:
+            continue
+        if part.isr == (broker,):
+            part.leader = -1
+            batch.append(encode_record(PartitionChangeRecord(part.index, part.topic_id,
+                                                             leader=-1)))
+            continue
         part.isr = tuple(r for r in part.isr if r != broker)
         if part.leader == broker:
             part.leader = part.isr[0]
@@ -163,8 +176,6 @@ def _toggle_broker(
         else:
             batch.append(encode_record(PartitionChangeRecord(part.index, part.topic_id,
                                                              isr=part.isr)))
-    batch.append(encode_record(BrokerRegistrationChangeRecord(broker, 1 + broker,
-                                                              FencingChange.FENCE)))
     fenced.add(broker)
     info.fences += 1
     return batch

@@ -1,0 +1,28 @@
+"""One SparkSession (local[2]) for every audit test, and logs to audit: a generated valid log
+copied to three nodes, and the logs of a real three-controller run with failovers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from audit.synthetic import SyntheticLog, generate
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    from audit.session import spark_session
+
+    session = spark_session("local[2]", shuffle_partitions=2)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def synthetic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SyntheticLog]:
+    """~20,000 records over several 256 KiB segments, identical on nodes 1, 2 and 3."""
+    root = tmp_path_factory.mktemp("synthetic")
+    info = generate(root, 20_000, partitions=200, epoch_every=60, segment_bytes=256 << 10)
+    return root, info
