@@ -226,9 +226,11 @@ def build_image(
         base = _load_snapshot(snapshot, show_progress)
     first = base.provenance.offset + 1
     if first < target and not log.start_offset <= first <= target <= log.end_offset:
+        held = (f"the log holds offsets {log.start_offset} to {log.end_offset - 1}"
+                if log.end_offset > log.start_offset else "the log is empty")
         raise SourceError(
             f"{source.path}: no snapshot at or below offset {target} that the log continues "
-            f"from (the log holds offsets {log.start_offset} to {log.end_offset - 1})")
+            f"from ({held})")
     # The loader itself replays, so time travel and a node share one set of rules.
     loader = MetadataLoader(cast(ReplicatedLog, log), base)
     start = loader.next_offset

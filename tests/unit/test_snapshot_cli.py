@@ -372,6 +372,18 @@ def test_gaps_and_a_cleaned_log(metadata_dir, tmp_path, capsys) -> None:
     assert code == 3 and f"{segments[3][1]}: byte 0: segment starts at offset" in err
 
 
+def test_one_segment_alone(metadata_dir, capsys) -> None:
+    root, _, _ = metadata_dir
+    segments = list_segments(root / "__cluster_metadata-0")
+    later = segments[1][1]
+    code, out, _ = run(capsys, "verify", later)
+    assert code == 0, out  # no claim about the log start from one file
+    code, _, err = run(capsys, "ls", later)
+    assert code == 3 and f"the log holds offsets {segments[1][0]} to" in err
+    code, out, _ = run(capsys, "ls", segments[0][1], "/features")
+    assert code == 0 and out == "metadata.version\n"
+
+
 def test_a_directory_without_metadata(tmp_path, capsys) -> None:
     code, _, err = run(capsys, "verify", tmp_path)
     assert code == 3 and "no log segments" in err
