@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SEEDS ?= 10000
 
-.PHONY: demo test sim bench lint clean
+.PHONY: demo test sim bench bench-peers lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ sim: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# Side by side with etcd, PySyncObj and ZooKeeper; installs them first (apt-get, pip into the
+# venv). PEERS_ARGS="--scale 100000,1000000" adds the 1M-partition run.
+bench-peers: $(STAMP)
+	$(PY) -m bench.peers --install $(PEERS_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -1,21 +1,22 @@
 """Failover trials for the HTTP-driven peers (etcd, PySyncObj), measured the same way as this
 project's: each trial starts from a healthy cluster (every member agrees on the leader and a
 write through it succeeded), acts on the leader, and takes the time from the action to the
-first write a survivor acknowledges. Writes go to every survivor at once, each retried 5 ms
-after a failure (a write to a follower is forwarded to the leader by both peers), so the first
-success marks the first moment the cluster accepted a write again. A killed member is then
-restarted on its data directory."""
+first write acknowledged by a new leader: the survivors' status is polled every 5 ms and, as
+soon as one names a new leader, a write goes through it (over a connection opened before the
+clock started). A killed member is then restarted on its data directory."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from bench.peers.load import HttpConnection, Write, first_success, summary
+from bench.peers.load import HttpConnection, Write, summary
 
 TRIAL_TIMEOUT_S = 30.0
+POLL_S = 0.005
 
 
 class Peer(Protocol):
@@ -28,13 +29,27 @@ class Peer(Protocol):
 
 
 async def _survivor_writers(peer: Peer, survivors: list[str]
-                            ) -> tuple[list[Write], list[HttpConnection]]:
-    pairs = [peer.writer(name, 1000 + i) for i, name in enumerate(survivors)]
-    writes = [w for w, _ in pairs]
-    conns = [c for _, c in pairs]
-    for write in writes:  # connect (and warm) every survivor's connection before the clock
+                            ) -> tuple[dict[str, Write], list[HttpConnection]]:
+    pairs = {name: peer.writer(name, 1000 + i) for i, name in enumerate(survivors)}
+    for write, _ in pairs.values():  # connect every survivor's connection before the clock
         await write()
-    return writes, conns
+    return {n: w for n, (w, _) in pairs.items()}, [c for _, c in pairs.values()]
+
+
+async def first_write_by_new_leader(peer: Peer, old: str, writes: dict[str, Write],
+                                    started: float) -> tuple[str | None, float | None]:
+    """Poll the survivors' status every POLL_S; as soon as one names a new leader, write
+    through it (as quorum_bench does for this project: NodeStatus poll, then an append).
+    A write is not sent blindly: both peers hold a write sent while there is no leader until
+    the request times out, which would measure the client's timeout, not the election."""
+    deadline = started + TRIAL_TIMEOUT_S
+    while time.perf_counter() < deadline:
+        views = await asyncio.gather(*(peer.leader_seen_by(n) for n in writes))
+        leader = next((v for v in views if v is not None and v != old and v in writes), None)
+        if leader is not None and await writes[leader]():
+            return leader, time.perf_counter() - started
+        await asyncio.sleep(POLL_S)  # poll interval while the cluster has no leader
+    return None, None
 
 
 async def kill_trials(peer: Peer, names: tuple[str, ...], trials: int, label: str
@@ -44,45 +59,39 @@ async def kill_trials(peer: Peer, names: tuple[str, ...], trials: int, label: st
         leader, term = await peer.leader()
         survivors = [n for n in names if n != leader]
         writes, conns = await _survivor_writers(peer, survivors)
+        started = time.perf_counter()
         peer.group.signal(leader, signal.SIGKILL)
-        seconds = await first_success(writes, TRIAL_TIMEOUT_S)
+        new_leader, seconds = await first_write_by_new_leader(peer, leader, writes, started)
         for conn in conns:
             conn.close()
         peer.group.wait(leader, 10)
         peer.start(leader)
-        results.append({"victim": leader, "term": term,
+        results.append({"victim": leader, "term": term, "new_leader": new_leader,
                         "ms": seconds * 1000 if seconds is not None else None})
-        print(f"    {label} kill -9 #{i + 1}: leader {leader}, first write after "
-              f"{results[-1]['ms'] or float('nan'):.1f} ms", flush=True)
+        print(f"    {label} kill -9 #{i + 1}: leader {leader} -> {new_leader}, first write "
+              f"after {results[-1]['ms'] or float('nan'):.1f} ms", flush=True)
     await peer.leader()
     return _summarise(results)
 
 
 async def handover_trials(peer: Peer, names: tuple[str, ...], trials: int, label: str,
-                          handover: Any) -> dict[str, Any]:
-    """`handover(leader) -> awaitable bool` asks the leader to step down to a follower; the
-    time runs from the request to the first write acknowledged with a new leader in place."""
+                          handover: Callable[[str], Awaitable[bool]]) -> dict[str, Any]:
+    """`handover(leader)` asks the leader to hand over to a follower; the time runs from the
+    request to the first write acknowledged by the new leader."""
     results = []
     for i in range(trials):
         leader, term = await peer.leader()
         survivors = [n for n in names if n != leader]
         writes, conns = await _survivor_writers(peer, survivors)
         started = time.perf_counter()
-        accepted = await handover(leader)
-        new_leader = None
-        deadline = time.monotonic() + TRIAL_TIMEOUT_S
-        while accepted and time.monotonic() < deadline:
-            views = await asyncio.gather(*(peer.leader_seen_by(n) for n in survivors))
-            new_leader = next((v for v in views if v is not None and v != leader), None)
-            if new_leader is not None:
-                break
-            await asyncio.sleep(0.005)  # poll interval while the handover completes
-        seconds = await first_success(writes, TRIAL_TIMEOUT_S) if new_leader else None
-        total = time.perf_counter() - started if seconds is not None else None
+        new_leader, seconds = None, None
+        if await handover(leader):
+            new_leader, seconds = await first_write_by_new_leader(peer, leader, writes,
+                                                                  started)
         for conn in conns:
             conn.close()
         results.append({"victim": leader, "term": term, "new_leader": new_leader,
-                        "ms": total * 1000 if total is not None else None})
+                        "ms": seconds * 1000 if seconds is not None else None})
         print(f"    {label} handover #{i + 1}: {leader} -> {new_leader}, first write after "
               f"{results[-1]['ms'] or float('nan'):.1f} ms", flush=True)
     return _summarise(results)
