@@ -37,6 +37,7 @@ from tenacity import (
 from broker.state import BrokerState
 from kraft.rpc import broker_pb2 as pb
 from kraft.rpc import broker_pb2_grpc as rpc
+from kraft.security.tls import TlsConfig, aio_channel
 from metadata.errors import ApiErrors
 from metadata.records import random_uuid
 
@@ -82,7 +83,9 @@ class BrokerLifecycleManager:
         registration_timeout_ms: int = 60_000,
         rack: str | None = None,
         on_state: Callable[[BrokerState], None] | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
+        self.tls = tls  # the controllers' listener is SSL
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.listeners = tuple(listeners)
@@ -266,8 +269,8 @@ class BrokerLifecycleManager:
         endpoint = self._target()
         channel = self._channels.get(endpoint)
         if channel is None:
-            channel = self._channels[endpoint] = grpc.aio.insecure_channel(
-                endpoint, options=_CHANNEL_OPTIONS)
+            channel = self._channels[endpoint] = aio_channel(
+                endpoint, self.tls, _CHANNEL_OPTIONS)
         call = getattr(rpc.BrokerLifecycleStub(channel), method)
         try:
             reply = await call(request, timeout=self.request_timeout_s)

@@ -26,6 +26,8 @@ from broker.state import BrokerState
 from kraft.node.raft_node import RaftNode
 from kraft.node.service import QuorumServicer
 from kraft.rpc import broker_metadata_pb2_grpc, raft_pb2_grpc
+from kraft.security.authorizer import AuthorizingInterceptor
+from kraft.security.tls import add_port
 from kraft.server.config import Listener, NodeConfig
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.loader import MetadataLoader
@@ -95,8 +97,11 @@ class BrokerRole:
     async def bind(self, combined_admin: AdminServicer | None) -> None:
         """Start the broker listener's gRPC server. In combined mode the node's own Admin
         servicer (backed by the real controller) serves the broker listener too."""
-        self.server = grpc.aio.server(
-            options=GRPC_OPTIONS, interceptors=[ServingGate(self._not_serving)])
+        interceptors: list[grpc.aio.ServerInterceptor] = [ServingGate(self._not_serving)]
+        authorizer = self.config.authorizer()
+        if authorizer is not None:
+            interceptors.insert(0, AuthorizingInterceptor(authorizer))
+        self.server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=interceptors)
         voters = {vid: str(ep) for vid, ep in self.config.voters.items()}
         broker_metadata_pb2_grpc.add_BrokerMetadataServicer_to_server(
             BrokerMetadataServicer(
@@ -105,7 +110,8 @@ class BrokerRole:
                 broker_state=lambda: self.state.name),
             self.server)
         if combined_admin is None:
-            self.admin = BrokerAdminServicer(self.node, self.cache, self.cluster_id, voters)
+            self.admin = BrokerAdminServicer(self.node, self.cache, self.cluster_id, voters,
+                                             tls=self.config.controller_tls)
             add_admin_service(self.server, self.admin)
         else:
             add_admin_service(self.server, combined_admin)
@@ -115,7 +121,8 @@ class BrokerRole:
         for listener in self.listeners:
             address = f"{listener.host}:{listener.port}"
             try:
-                self.ports[listener.name] = self.server.add_insecure_port(address)
+                self.ports[listener.name] = add_port(
+                    self.server, address, self.config.tls_for(listener.name))
             except RuntimeError as exc:
                 raise OSError(f"cannot listen on {address} ({listener.name}): {exc}") from exc
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -134,6 +141,7 @@ class BrokerRole:
             registration_timeout_ms=config.value("initial.broker.registration.timeout.ms"),
             rack=config.value("broker.rack"),
             on_state=self._on_state,
+            tls=config.controller_tls,
         )
         self.lifecycle.start()
 

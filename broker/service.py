@@ -21,6 +21,7 @@ from broker.cache import CacheSnapshot, MetadataCache
 from kraft.node.raft_node import RaftNode
 from kraft.rpc import broker_metadata_pb2 as pb
 from kraft.rpc import broker_metadata_pb2_grpc as rpc
+from kraft.security.tls import TlsConfig
 from metadata.admin_service import AdminServicer
 from metadata.controller import NotControllerError
 from metadata.errors import ApiErrors, ControllerResult
@@ -168,10 +169,11 @@ class BrokerAdminServicer(AdminServicer):
     """The Admin service on a broker-only node's listener."""
 
     def __init__(
-        self, node: RaftNode, cache: MetadataCache, cluster_id: str, voters: Mapping[int, str]
+        self, node: RaftNode, cache: MetadataCache, cluster_id: str, voters: Mapping[int, str],
+        tls: TlsConfig | None = None,
     ) -> None:
         view = _BrokerControllerView(node, cache)
-        super().__init__(view, cluster_id, voters)  # type: ignore[arg-type]
+        super().__init__(view, cluster_id, voters, tls=tls)  # type: ignore[arg-type]
         self.controller_endpoints = _ControllerEndpoints(voters, node)  # type: ignore[assignment]
 
 

@@ -25,6 +25,7 @@ import grpc
 
 from kraft.rpc import admin_pb2 as pb
 from kraft.rpc import admin_pb2_grpc as rpc
+from kraft.security.tls import TlsConfig, aio_channel
 from metadata.configs import (
     AlterableConfig,
     AlterConfigOp,
@@ -207,7 +208,9 @@ class AdminServicer(rpc.AdminServicer):
         controller_endpoints: Mapping[int, str],
         *,
         forward_timeout_s: float = FORWARD_TIMEOUT_S,
+        tls: TlsConfig | None = None,
     ) -> None:
+        self.tls = tls  # how to dial the active controller when forwarding
         self.controller = controller
         self.cluster_id = cluster_id
         self.controller_endpoints = MappingProxyType(dict(controller_endpoints))
@@ -248,8 +251,8 @@ class AdminServicer(rpc.AdminServicer):
             raise NotControllerError(leader, f"This is not the active controller{known}")
         channel = self._channels.get(endpoint)
         if channel is None:
-            channel = self._channels[endpoint] = grpc.aio.insecure_channel(
-                endpoint, options=_CHANNEL_OPTIONS)
+            channel = self._channels[endpoint] = aio_channel(
+                endpoint, self.tls, _CHANNEL_OPTIONS)
         call = getattr(rpc.AdminStub(channel), method)
         try:
             return await call(request, timeout=self.forward_timeout_s,

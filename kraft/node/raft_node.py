@@ -30,6 +30,7 @@ from kraft.log.quorum_state import QuorumStateStore
 from kraft.log.snapshots import MemorySnapshotStore, SnapshotStore, align_log_with_snapshots
 from kraft.node.metrics import RaftMetrics
 from kraft.node.transport import RaftTransport
+from kraft.security.tls import TlsConfig
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class RaftNode:
         snapshots: SnapshotStore | None = None,
         retention: Retention | None = None,
         hw_path: str | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
         """`snapshots` defaults to none at all (an empty in-memory store); `hw_path` names a
         file where the node leaves its high watermark for offline tools (the audit)."""
@@ -84,7 +86,7 @@ class RaftNode:
         self.disk_full = False  # flushes refused for want of space: nothing is acknowledged
         self.metrics = metrics or RaftMetrics(config.node_id)
         self.rng = rng or random.Random()
-        self.transport = RaftTransport(self._on_response, self._on_failure)
+        self.transport = RaftTransport(self._on_response, self._on_failure, tls)
         self.core: RaftCore | None = None
         self._replies: dict[int, asyncio.Future[Response]] = {}
         self._tokens = itertools.count(1)

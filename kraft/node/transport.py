@@ -27,6 +27,7 @@ from kraft.core.messages import (
 )
 from kraft.rpc import convert
 from kraft.rpc import raft_pb2_grpc as rpc
+from kraft.security.tls import TlsConfig, aio_channel
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,9 @@ class RaftTransport:
         self,
         on_response: Callable[[int, Response], None],
         on_failure: Callable[[int, bool], None],
+        tls: TlsConfig | None = None,
     ) -> None:
+        self.tls = tls  # the peers' controller listener is SSL
         self._on_response = on_response
         self._on_failure = on_failure
         self._channels: dict[str, tuple[grpc.aio.Channel, rpc.RaftStub, float]] = {}
@@ -101,7 +104,7 @@ class RaftTransport:
     def _stub(self, endpoint: str) -> rpc.RaftStub:
         entry = self._channels.get(endpoint)
         if entry is None:
-            channel = grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
+            channel = aio_channel(endpoint, self.tls, CHANNEL_OPTIONS)
             entry = (channel, rpc.RaftStub(channel), time.monotonic())
             self._channels[endpoint] = entry
         return entry[1]

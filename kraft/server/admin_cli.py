@@ -32,6 +32,8 @@ from tenacity import (
 from kraft.core.errors import Errors
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
+from kraft.security.client_config import load_client_tls
+from kraft.security.tls import TlsConfig, TlsConfigError, sync_channel
 
 RPC_TIMEOUT_S = 5.0
 RETRY_FOR_S = 15.0
@@ -62,8 +64,8 @@ def parse_endpoint(text: str) -> Endpoint:
     return Endpoint(host.strip("[]") if host.startswith("[") else host, int(port))
 
 
-def _call(endpoint: str, method: str, request: object) -> object:
-    with grpc.insecure_channel(endpoint) as channel:
+def _call(endpoint: str, method: str, request: object, tls: TlsConfig | None = None) -> object:
+    with sync_channel(endpoint, tls) as channel:
         stub = rpc.QuorumStub(channel)
         try:
             return getattr(stub, method)(request, timeout=RPC_TIMEOUT_S)
@@ -74,7 +76,9 @@ def _call(endpoint: str, method: str, request: object) -> object:
             raise AdminError(f"{endpoint} answered {code.name}: {exc.details()}") from exc  # type: ignore[attr-defined]
 
 
-def describe_quorum(bootstrap: str, retry_for_s: float = RETRY_FOR_S) -> pb.DescribeQuorumResponse:
+def describe_quorum(
+    bootstrap: str, retry_for_s: float = RETRY_FOR_S, tls: TlsConfig | None = None
+) -> pb.DescribeQuorumResponse:
     """DescribeQuorum at the leader, found from any controller; retried while there is none."""
 
     @retry(
@@ -86,7 +90,7 @@ def describe_quorum(bootstrap: str, retry_for_s: float = RETRY_FOR_S) -> pb.Desc
     def attempt() -> pb.DescribeQuorumResponse:
         target = bootstrap
         for _ in range(MAX_LEADER_HOPS):
-            resp = _call(target, "DescribeQuorum", pb.DescribeQuorumRequest())
+            resp = _call(target, "DescribeQuorum", pb.DescribeQuorumRequest(), tls)
             assert isinstance(resp, pb.DescribeQuorumResponse)
             if resp.error_code == Errors.NONE:
                 return resp
@@ -104,9 +108,9 @@ def describe_quorum(bootstrap: str, retry_for_s: float = RETRY_FOR_S) -> pb.Desc
         raise AdminError(f"gave up after {retry_for_s:.0f} s: {cause}") from cause
 
 
-def node_status(node: str) -> pb.NodeStatusResponse:
+def node_status(node: str, tls: TlsConfig | None = None) -> pb.NodeStatusResponse:
     try:
-        resp = _call(node, "NodeStatus", pb.NodeStatusRequest())
+        resp = _call(node, "NodeStatus", pb.NodeStatusRequest(), tls)
     except _Retryable as exc:
         raise AdminError(str(exc)) from exc
     assert isinstance(resp, pb.NodeStatusResponse)
@@ -222,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kraft-admin", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap-server", help="HOST:PORT of any controller")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties: security.protocol=SSL, ssl.keystore.location, "
+                             "ssl.truststore.location (docs/security.md)")
     groups = parser.add_subparsers(dest="group", required=True)
     quorum = groups.add_parser("quorum", help="the metadata quorum")
     commands = quorum.add_subparsers(dest="command", required=True)
@@ -242,13 +249,17 @@ def build_parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> str:
     from kraft.server import admin_commands
 
+    try:
+        args.tls = load_client_tls(args.command_config)
+    except TlsConfigError as exc:
+        raise AdminError(str(exc)) from exc
     if args.group in admin_commands.GROUPS:
         try:
             return admin_commands.run(args)
         except admin_commands.CommandError as exc:
             raise AdminError(str(exc)) from exc
     if args.command == "status":
-        s = node_status(str(parse_endpoint(args.node)))
+        s = node_status(str(parse_endpoint(args.node)), args.tls)
         facts = {"nodeId": s.node_id, "clusterId": s.cluster_id, "state": s.state,
                  "epoch": s.epoch, "leaderId": s.leader_id, "votedId": s.voted_id,
                  "highWatermark": s.high_watermark, "logEndOffset": s.log_end_offset,
@@ -266,7 +277,7 @@ def run(args: argparse.Namespace) -> str:
         raise AdminError("The option --human-readable is only supported along with --replication")
     if not args.bootstrap_server:
         raise AdminError("--bootstrap-server HOST:PORT is required for quorum describe")
-    d = describe_quorum(str(parse_endpoint(args.bootstrap_server)))
+    d = describe_quorum(str(parse_endpoint(args.bootstrap_server)), tls=args.tls)
     if args.status:
         facts = status_facts(d)
         return json.dumps(facts) if args.json else render_status(facts)

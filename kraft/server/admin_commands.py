@@ -34,6 +34,7 @@ from tenacity import RetryError, retry, retry_if_exception_type, stop_after_dela
 
 from kraft.rpc import admin_pb2 as pb
 from kraft.rpc import admin_pb2_grpc as rpc
+from kraft.security.tls import TlsConfig, sync_channel
 from metadata.configs import feature_level_name
 from metadata.errors import ApiErrors
 
@@ -84,7 +85,8 @@ def parse_servers(text: str | None) -> list[str]:
 class AdminClient:
     """Calls the Admin service at any of `servers`, following NOT_CONTROLLER hints."""
 
-    def __init__(self, servers: Sequence[str]) -> None:
+    def __init__(self, servers: Sequence[str], tls: TlsConfig | None = None) -> None:
+        self.tls = tls
         self.servers = list(servers)
         self._next = 0
         self._redirect: str | None = None
@@ -105,7 +107,7 @@ class AdminClient:
 
     def _attempt(self, method: str, request: Any) -> Any:
         endpoint = self._redirect or self.servers[self._next % len(self.servers)]
-        with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+        with sync_channel(endpoint, self.tls, _CHANNEL_OPTIONS) as channel:
             try:
                 response = getattr(rpc.AdminStub(channel), method)(request,
                                                                     timeout=RPC_TIMEOUT_S)
@@ -274,7 +276,8 @@ def add_commands(groups: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> str:
-    client = AdminClient(parse_servers(getattr(args, "bootstrap_server", None)))
+    client = AdminClient(parse_servers(getattr(args, "bootstrap_server", None)),
+                         getattr(args, "tls", None))
     handler = _HANDLERS[(args.group, args.command)]
     return handler(client, args)
 

@@ -16,13 +16,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraft.security.authorizer import (
+    AclFileError,
+    Authorizer,
+    load_acl_file,
+    parse_super_users,
+)
+from kraft.security.tls import TlsConfig
 from kraft.server.properties import PropertiesError, read_entries
 
 ROLE_BROKER = "broker"
 ROLE_CONTROLLER = "controller"
 _ROLES = (ROLE_BROKER, ROLE_CONTROLLER)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
 
 _INT_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
@@ -434,8 +441,10 @@ define(
     "listener.security.protocol.map", "list",
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
     _parse_protocol_map, "NAME:PROTOCOL,...",
-    "Security protocol of each listener. Only PLAINTEXT is implemented, so every listener "
-    "must map to it; controller listener names missing from the map are PLAINTEXT.",
+    "Security protocol of each listener: PLAINTEXT or SSL (TLS, mutual with "
+    "ssl.client.auth=required); controller listener names missing from the map are PLAINTEXT. "
+    "A broker-only node dials the controllers with the protocol its controller listener name "
+    "maps to.",
 )
 define(
     "log.dirs", "list", None, _parse_dirs, "directories",
@@ -525,6 +534,79 @@ define(
     "A directory the node watches for injected faults (files blocked, disk-full, "
     "fsync-delay-ms, clock-offset-ms; see docs/chaos.md). For the chaos tool and tests only.",
     internal=True,
+)
+
+def _parse_pem_type(raw: str) -> str:
+    value = raw.strip().upper()
+    if value != "PEM":
+        raise ValueError(
+            "only PEM is supported: convert a JKS or PKCS12 store with keytool/openssl into "
+            "one PEM file holding the private key and certificate chain"
+        )
+    return value
+
+
+def _parse_client_auth(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in ("none", "requested", "required"):
+        raise ValueError("must be none, requested or required")
+    return value
+
+
+def _reject_key_password(raw: str) -> str:
+    raise ValueError(
+        "encrypted private keys are not supported: store the key unencrypted in the PEM "
+        "keystore with permissions 0600, and remove ssl.key.password"
+    )
+
+
+define(
+    "ssl.keystore.type", "string", "PEM", _parse_pem_type, "PEM",
+    "Format of the keystore and truststore files.",
+)
+define(
+    "ssl.keystore.location", "string", None, _parse_dir, "a PEM file",
+    "This node's private key and certificate chain (one PEM file), for SSL listeners and for "
+    "the clients it opens to SSL listeners of other nodes.",
+)
+define(
+    "ssl.truststore.type", "string", "PEM", _parse_pem_type, "PEM",
+    "Format of the truststore file.",
+)
+define(
+    "ssl.truststore.location", "string", None, _parse_dir, "a PEM file",
+    "The CA certificates that peers' and clients' certificates must chain to.",
+)
+define(
+    "ssl.client.auth", "string", "none", _parse_client_auth, "none, requested, required",
+    "Whether SSL listeners ask clients for a certificate: required makes them mutual TLS.",
+)
+define(
+    "ssl.key.password", "password", None, _reject_key_password, "(not supported)",
+    "Kafka's password of an encrypted private key; not supported.",
+)
+define(
+    "authorizer.class.name", "string", "", lambda raw: raw.strip(), "a class name or empty",
+    "Set (to any name, e.g. Kafka's org.apache.kafka.metadata.authorizer.StandardAuthorizer) "
+    "to authorize every request: super.users may do everything, others what "
+    "authorizer.acl.file grants them.",
+)
+define(
+    "super.users", "string", "", lambda raw: raw.strip(), "User:PRINCIPAL;...",
+    "Principals allowed every operation, separated by semicolons, e.g. "
+    "User:CN=controller-1,O=example;User:CN=admin,O=example. Controllers and brokers belong "
+    "here.",
+)
+define(
+    "authorizer.acl.file", "string", None, _parse_dir, "a JSON file",
+    'Per-principal grants: {"acls": [{"principal": "User:CN=ops", "operations": ["Create", '
+    '"AlterConfigs"]}]}; operations: Create, Delete, Alter, AlterConfigs, Describe, '
+    "DescribeConfigs, ClusterAction, All.",
+)
+define(
+    "allow.everyone.if.no.acl.found", "boolean", "false", _parse_bool, "true or false",
+    "With an authorizer: true lets every principal read (Describe, DescribeConfigs); writes "
+    "still need super.users or a grant.",
 )
 
 # Kafka keys we read and deliberately ignore: they tune parts of Kafka this project does not
@@ -624,6 +706,41 @@ class NodeConfig:
     @property
     def is_broker(self) -> bool:
         return ROLE_BROKER in self.process_roles
+
+    def listener_protocol(self, name: str) -> str:
+        """PLAINTEXT or SSL, as listener.security.protocol.map says (validated at load)."""
+        protocols: dict[str, str] = self.values["listener.security.protocol.map"]
+        return protocols.get(name) or (name if name in SECURITY_PROTOCOLS else "PLAINTEXT")
+
+    def tls_for(self, listener_name: str) -> TlsConfig | None:
+        """The TLS settings of a listener, or of the clients dialing it; None for PLAINTEXT."""
+        if self.listener_protocol(listener_name) != "SSL":
+            return None
+        return TlsConfig(
+            self.values["ssl.keystore.location"], self.values["ssl.truststore.location"],
+            self.values["ssl.client.auth"],
+        )
+
+    @property
+    def controller_tls(self) -> TlsConfig | None:
+        """How this node dials the controllers (Raft, lifecycle, forwarded admin writes)."""
+        return self.tls_for(self.controller_listener_names[0])
+
+    def authorizer(self) -> Authorizer | None:
+        """None unless authorizer.class.name is set. Raises ConfigError for a bad ACL file."""
+        if not self.values["authorizer.class.name"]:
+            return None
+        grants = {}
+        acl_file = self.values["authorizer.acl.file"]
+        if acl_file is not None:
+            try:
+                grants = load_acl_file(acl_file)
+            except AclFileError as exc:
+                raise ConfigError(str(exc), key="authorizer.acl.file", source=self.source) from exc
+        return Authorizer(
+            parse_super_users(self.values["super.users"]), grants,
+            self.values["allow.everyone.if.no.acl.found"],
+        )
 
     @property
     def controller_listener(self) -> Listener | None:
@@ -952,10 +1069,22 @@ class _Validator:
             if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
                 raise self.fail(
                     f"The listener {listener} uses security protocol {protocol}, but only "
-                    f"PLAINTEXT is implemented: map {name} to PLAINTEXT in "
-                    "listener.security.protocol.map.",
+                    f"PLAINTEXT and SSL are implemented (no SASL): map {name} to SSL or "
+                    "PLAINTEXT in listener.security.protocol.map.",
                     "listener.security.protocol.map",
                 )
+        uses_ssl = any(
+            protocols.get(name) == "SSL" or (name == "SSL" and name not in protocols)
+            for name in [*self.listeners, *self.controller_names]
+        )
+        if uses_ssl:
+            for key in ("ssl.keystore.location", "ssl.truststore.location"):
+                if self.values[key] is None:
+                    raise self.fail(
+                        f"A listener uses SSL but {key} is not set: point it at a PEM file "
+                        "(kraft-storage make-test-certs makes a test CA and keystores).",
+                        key,
+                    )
 
     def check_voter_address(self) -> None:
         """Other controllers dial our voter entry, so a controller must listen on it."""

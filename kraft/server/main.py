@@ -35,6 +35,8 @@ from kraft.node.metrics import RaftMetrics
 from kraft.node.raft_node import RaftNode, Retention
 from kraft.node.service import QuorumServicer, RaftServicer, TestHooksServicer
 from kraft.rpc import raft_pb2_grpc as rpc
+from kraft.security.authorizer import Authorizer, AuthorizingInterceptor
+from kraft.security.tls import TlsConfigError, add_port, key_file_is_private
 from kraft.server.config import ConfigError, Listener, NodeConfig, load_config
 from kraft.server.logging_setup import configure_logging, set_status_source
 from kraft.server.meta_properties import StorageError, ensure_formatted
@@ -100,6 +102,22 @@ def _controller_listener(config: NodeConfig) -> Listener:
     return listener
 
 
+def _security(config: NodeConfig) -> Authorizer | None:
+    """Read every TLS file and the ACL file now, so a bad one stops the node with one line
+    before anything listens."""
+    try:
+        for name in {*config.listeners, *config.controller_listener_names}:
+            tls = config.tls_for(name)
+            if tls is not None:
+                tls.key_and_chain()
+                tls.trusted()
+                if not key_file_is_private(tls.keystore):
+                    log.warning("%s is readable by other users; chmod 600 it", tls.keystore)
+        return config.authorizer()
+    except (TlsConfigError, ConfigError) as exc:
+        raise StartupError(str(exc)) from exc
+
+
 def lock_directory(directory: str) -> int:
     """Hold an exclusive lock on the metadata log directory for the life of the process: two
     nodes writing one log would corrupt it. The kernel drops the lock when the process dies."""
@@ -120,6 +138,7 @@ class Server:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         _check_roles(config)
+        self.authorizer = _security(config)
         self.cluster_id = ensure_formatted(config)
         self._lock = lock_directory(config.metadata_log_dir)
         partition_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION_DIR)
@@ -148,6 +167,7 @@ class Server:
                 config.value("metadata.max.retention.ms"),
             ),
             hw_path=os.path.join(partition_dir, "high-watermark"),
+            tls=config.controller_tls,
         )
         # The metadata layer replays the log, so it runs only where the log holds metadata
         # records: the test hooks append raw payloads and make this a bare Raft node.
@@ -221,10 +241,11 @@ class Server:
 
     async def _start_controller_listener(self) -> None:
         listener = _controller_listener(self.config)
+        interceptors = [] if self.authorizer is None else [AuthorizingInterceptor(self.authorizer)]
         self.server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
-        ])
+        ], interceptors=interceptors)
         rpc.add_RaftServicer_to_server(RaftServicer(self.node), self.server)
         quorum = QuorumServicer(self.node, self.cluster_id, listener.name)
         rpc.add_QuorumServicer_to_server(quorum, self.server)
@@ -232,7 +253,8 @@ class Server:
             rpc.add_TestHooksServicer_to_server(TestHooksServicer(self.node), self.server)
         if self.controller is not None:
             endpoints = {vid: f"{ep.host}:{ep.port}" for vid, ep in self.config.voters.items()}
-            self.admin = AdminServicer(self.controller, self.cluster_id, endpoints)
+            self.admin = AdminServicer(self.controller, self.cluster_id, endpoints,
+                                       tls=self.config.controller_tls)
             add_admin_service(self.server, self.admin)
             add_broker_lifecycle_service(
                 self.server,
@@ -241,7 +263,7 @@ class Server:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         address = f"{listener.host}:{listener.port}"
         try:
-            self.port = self.server.add_insecure_port(address)
+            self.port = add_port(self.server, address, self.config.tls_for(listener.name))
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {address} ({listener.name}): {exc}") from exc
         await self.server.start()

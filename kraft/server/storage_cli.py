@@ -15,6 +15,7 @@ import os
 import sys
 from typing import TextIO
 
+from kraft.security.certs import make_test_certs, principal_of
 from kraft.server.config import ConfigError, NodeConfig, load_config
 from kraft.server.meta_properties import (
     STORAGE_COMMAND,
@@ -135,6 +136,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     info = commands.add_parser("info", help="show the log directories of a node")
     info.add_argument("-c", "--config", required=True, help="the node's role config file")
+    certs = commands.add_parser(
+        "make-test-certs",
+        help="make a throwaway CA and PEM keystores for demos and tests (never production)",
+    )
+    certs.add_argument("--out", required=True, help="directory for ca.pem and NAME.pem files")
+    certs.add_argument("--name", action="append", required=True,
+                       help="a certificate's common name (repeat); e.g. controller-1, admin")
+    certs.add_argument("--host", action="append", default=[],
+                       help="an extra host name or IP the certificates are valid for")
     return parser
 
 
@@ -151,6 +161,15 @@ def main(argv: list[str] | None = None) -> int:
         return exit_.code if isinstance(exit_.code, int) else 2
     if args.command == "random-uuid":
         print(random_uuid())
+        return 0
+    if args.command == "make-test-certs":
+        try:
+            paths = make_test_certs(args.out, args.name, args.host)
+        except OSError as err:
+            return _error(f"{err.strerror}: {err.filename}")
+        print(f"truststore {paths.pop('ca')}")
+        for name, path in paths.items():
+            print(f"keystore {path} principal {principal_of(name)}")
         return 0
     try:
         config = load_config(args.config)

@@ -637,10 +637,22 @@ def test_different_voter_and_listener_hosts_warn() -> None:
 
 
 def test_unsupported_security_protocol() -> None:
-    assert error(listener__security__protocol__map="CONTROLLER:SSL") == (
-        "The listener CONTROLLER://127.0.0.1:9093 uses security protocol SSL, but only "
-        "PLAINTEXT is implemented: map CONTROLLER to PLAINTEXT in listener.security.protocol.map."
+    assert error(listener__security__protocol__map="CONTROLLER:SASL_SSL") == (
+        "The listener CONTROLLER://127.0.0.1:9093 uses security protocol SASL_SSL, but only "
+        "PLAINTEXT and SSL are implemented (no SASL): map CONTROLLER to SSL or PLAINTEXT in "
+        "listener.security.protocol.map."
     )
+    assert error(listener__security__protocol__map="CONTROLLER:SSL") == (
+        "A listener uses SSL but ssl.keystore.location is not set: point it at a PEM file "
+        "(kraft-storage make-test-certs makes a test CA and keystores)."
+    )
+    assert error(listener__security__protocol__map="CONTROLLER:SSL",
+                 ssl__keystore__location="/k.pem") == (
+        "A listener uses SSL but ssl.truststore.location is not set: point it at a PEM file "
+        "(kraft-storage make-test-certs makes a test CA and keystores)."
+    )
+    assert "encrypted private keys are not supported" in error(ssl__key__password="secret")
+    assert "only PEM is supported" in error(ssl__keystore__type="JKS")
     assert error(
         process__roles="broker,controller", listeners="CONTROLLER://127.0.0.1:9093,INTERNAL://:1"
     ) == (
@@ -746,7 +758,7 @@ def test_unknown_and_ignored_keys_are_warnings() -> None:
     cfg = config(
         nodeid="3",
         num__network__threads="3",
-        ssl__keystore__location="/x",
+        ssl__enabled__protocols="TLSv1.3",
         controller__quorum__auto__join__enable="false",
         internal__test__hooks__enable="true",
     )
@@ -755,7 +767,7 @@ def test_unknown_and_ignored_keys_are_warnings() -> None:
         "you mean 'node.id'?",
         "The Kafka configuration 'num.network.threads' has no effect in this implementation and "
         "is ignored.",
-        "The Kafka configuration 'ssl.keystore.location' has no effect in this implementation "
+        "The Kafka configuration 'ssl.enabled.protocols' has no effect in this implementation "
         "and is ignored.",
         "internal.test.hooks.enable=true: the transport's fault-injection and raw-append test "
         "hooks are enabled. Never use this in production.",
