@@ -244,7 +244,9 @@ async def run(root: Path, args: argparse.Namespace, parts: set[str],
         if skip["zookeeper"]:
             print(f"  SKIPPED: {skip['zookeeper']}", flush=True)
         else:
-            await asyncio.to_thread(part_zookeeper, root, args, results)
+            # Synchronous on purpose: the server must be started by the main thread (its
+            # PR_SET_PDEATHSIG follows the thread that forked it), and nothing else runs now.
+            part_zookeeper(root, args, results)
 
 
 def int_list(text: str) -> list[int]:
