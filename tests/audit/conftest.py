@@ -26,3 +26,10 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Synthetic
     root = tmp_path_factory.mktemp("synthetic")
     info = generate(root, 20_000, partitions=200, epoch_every=60, segment_bytes=256 << 10)
     return root, info
+
+
+@pytest.fixture(scope="session")
+def real_run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from tests.audit.real_run import run_cluster
+
+    return run_cluster(tmp_path_factory.mktemp("real"))
