@@ -7,10 +7,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from kraft.log.codec import scan_prefix
 from kraft.log.segmented import list_segments
 from kraft.log.snapshots import parse_snapshot_file_name, verify_snapshot_file
 from kraft.rpc import admin_pb2 as pb
 from kraft.server.admin_commands import AdminClient
+from snapshots.image_records import image_to_records
+from snapshots.source import build_image, open_source
 from tests.integration.cluster import ProcessCluster, wait_for
 
 WAIT_S = 20
@@ -106,3 +109,65 @@ def test_snapshots_bound_the_log_and_bring_a_wiped_follower_back(make_cluster) -
     for node_id in cluster.nodes:
         wait_for(lambda n=node_id: default_partitions(cluster, n) == "152", WAIT_S,
                  f"node {node_id} to replay after restarting from its snapshot")
+
+
+def test_a_broker_below_the_log_start_loads_the_snapshot_and_converges(make_cluster) -> None:
+    cluster = make_cluster(**{
+        "internal.test.hooks.enable": "false",
+        "metadata.log.max.record.bytes.between.snapshots": "400",
+        "metadata.max.retention.bytes": "1",
+        "metadata.log.segment.min.bytes": "1024",
+        "metadata.log.segment.bytes": "1024",
+    })
+    cluster.add_brokers([4])
+    cluster.format()
+    cluster.start_all()
+    controllers = [node.endpoint for i, node in cluster.nodes.items() if i <= 3]
+    client = AdminClient(controllers)
+
+    def broker_unfenced() -> bool:
+        try:
+            brokers = client.call("ListBrokers", pb.ListBrokersRequest()).brokers
+        except Exception:
+            return False
+        return any(b.broker_id == 4 and not b.fenced for b in brokers)
+
+    wait_for(broker_unfenced, WAIT_S, "broker 4 to register and be unfenced")
+    created = client.call("CreateTopics", pb.CreateTopicsRequest(topics=[pb.CreatableTopic(
+        name="orders", num_partitions=3, replication_factor=1)]))
+    assert [t.error_code for t in created.topics] == [0]
+    set_default_partitions(client, 1)
+    wait_for(lambda: default_partitions(cluster, 4) == "1", WAIT_S, "the broker's cache")
+    cluster.kill(4)
+    for value in range(2, 151):
+        set_default_partitions(client, value)
+    leader = wait_for(lambda: cluster.leader(among={1, 2, 3}), WAIT_S, "the leader")
+    broker_end = cluster_dir_end(cluster, 4)
+    wait_for(lambda: first_segment_base(cluster, leader) > broker_end, WAIT_S,
+             "the leader's log start to pass the stopped broker's log end")
+
+    cluster.start(4)
+    wait_for(lambda: default_partitions(cluster, 4) == "150", WAIT_S,
+             "the broker to converge through the leader's snapshot")
+    assert "installed snapshot" in cluster.logs(4)
+
+    # Record for record, the broker's image equals the leader's at a common offset.
+    for node_id in list(cluster.nodes):
+        cluster.kill(node_id)
+    offset = min(cluster_dir_end(cluster, n) for n in (leader, 4))
+    images = {}
+    for node_id in (leader, 4):
+        source = open_source(str(partition_dir(cluster, node_id)))
+        images[node_id] = image_to_records(build_image(source, offset, lambda _m: None).image)
+    assert images[4] == images[leader]
+    assert len(images[4]) == 1 + 1 + 1 + 3 + 1  # version, broker, topic, partitions, config
+
+
+def cluster_dir_end(cluster: ProcessCluster, node_id: int) -> int:
+    """The log end offset on disk (from the last segment's batches)."""
+    segments = list_segments(partition_dir(cluster, node_id))
+    if not segments:
+        return 0
+    data = Path(segments[-1][1]).read_bytes()
+    headers = scan_prefix(data)[0]
+    return headers[-1].next_offset if headers else segments[-1][0]
