@@ -305,3 +305,16 @@ class ProcessCluster:
             return (resp.last_offset, resp.epoch)
 
         return wait_for(attempt, timeout_s, "an append to commit")
+
+
+def add_fault_dirs(cluster: ProcessCluster) -> dict[int, Path]:
+    """Give every node (call it after add_brokers) an `internal.test.faults.dir` under the
+    cluster's root, where the harness drops fault files (kraft/node/faults.py)."""
+    dirs = {}
+    for node_id, node in cluster.nodes.items():
+        directory = cluster.root / f"faults-{node_id}"
+        directory.mkdir(exist_ok=True)
+        with node.config_path.open("a") as config:
+            config.write(f"internal.test.faults.dir={directory}\n")
+        dirs[node_id] = directory
+    return dirs

@@ -1,0 +1,318 @@
+"""One chaos campaign: cluster up, writers + seeded faults for `duration_s`, heal, then the
+liveness, log, served-state and audit checks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from kraft.server.admin_commands import AdminClient, CommandError
+from tests.chaos.checks import Check, Served, check_log, check_served
+from tests.chaos.committed import PARTITION_DIR, build_index, read_hw, read_node_log
+from tests.chaos.faults import FaultFiles, Injector, find_leader
+from tests.chaos.report import fault_timings, recovery_stats, summary_lines, write_counts
+from tests.chaos.schedule import KINDS, build_schedule
+from tests.chaos.served import served_by, unfenced_brokers
+from tests.chaos.writers import CONFIG_KEY, Write, Writer, config_topic, create_topic
+from tests.integration.cluster import ProcessCluster, add_fault_dirs, wait_for
+
+# Liveness bounds after healing: generous, for a loaded 2-core machine.
+LEADER_BOUND_S = 30.0
+WRITE_BOUND_S = 30.0
+BROKERS_BOUND_S = 60.0
+CATCH_UP_BOUND_S = 60.0
+SETUP_S = 60.0
+AUDIT_TIMEOUT_S = 900.0
+
+CLUSTER_CONFIG = {
+    "internal.test.hooks.enable": "false",  # the real controller, not raw Raft appends
+    # Logs keep everything, so the committed records can be read back from offset 0.
+    "metadata.max.retention.bytes": "-1",
+    "metadata.max.retention.ms": "-1",
+    # A killed broker's old session must expire before it can register again.
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "300",
+}
+
+
+@dataclass
+class Options:
+    seed: int
+    duration_s: float = 60.0
+    controllers: int = 3
+    brokers: int = 3
+    writers: int = 4
+    lanes: int = 2
+    pace_s: float = 0.05
+    audit: bool = True
+    work_dir: Path | None = None
+    keep: bool = False
+    kinds: tuple[str, ...] = KINDS
+
+    def replay_command(self) -> str:
+        parts = [f"{sys.executable} -m tests.chaos", f"--seed {self.seed}",
+                 f"--duration {self.duration_s:g}", f"--controllers {self.controllers}",
+                 f"--writers {self.writers}", f"--lanes {self.lanes}"]
+        if self.kinds != KINDS:
+            parts.append(f"--faults {','.join(self.kinds)}")
+        if not self.audit:
+            parts.append("--no-audit")
+        return " ".join(parts)
+
+
+class Campaign:
+    def __init__(self, options: Options, say: Callable[[str], None] = print) -> None:
+        self.o = options
+        self.say = say
+        self.root = options.work_dir or Path(
+            tempfile.mkdtemp(prefix=f"kraft-chaos-{options.seed}-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.prefix = f"chaos{options.seed}"
+        self.controllers = list(range(1, options.controllers + 1))
+        self.brokers = list(range(options.controllers + 1,
+                                  options.controllers + 1 + options.brokers))
+        self.cluster = ProcessCluster(self.root / "cluster", options.controllers, CLUSTER_CONFIG)
+        self.cluster.add_brokers(self.brokers)
+        self.files = FaultFiles(add_fault_dirs(self.cluster))
+        self.writes: list[Write] = []
+        self.checks: list[Check] = []
+        self.liveness: dict[str, str] = {}
+        self.t0 = 0.0  # the campaign clock's zero: writes and faults are timed from it
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def servers(self) -> list[str]:
+        return [self.cluster.nodes[n].endpoint for n in self.controllers + self.brokers]
+
+    def active_endpoint(self) -> str:
+        leader = wait_for(lambda: find_leader(self.cluster, self.controllers), LEADER_BOUND_S,
+                          "an active controller")
+        return self.cluster.nodes[leader].endpoint
+
+    def _timed(self, name: str, bound_s: float, condition: Callable[[], object],
+               start: float) -> bool:
+        """Wait for `condition` within `bound_s`; a liveness check either way."""
+        try:
+            wait_for(condition, bound_s, name, poll_s=0.05)
+        except AssertionError as exc:
+            self.checks.append(Check(f"liveness: {name}", False, str(exc)))
+            return False
+        took = time.monotonic() - start
+        self.liveness[name] = f"{took:.2f} s (bound {bound_s:g} s)"
+        self.checks.append(Check(f"liveness: {name}", True, f"{took:.2f} s ≤ {bound_s:g} s"))
+        return True
+
+    # -- phases --------------------------------------------------------------------------------
+
+    def run(self) -> dict:  # type: ignore[type-arg]
+        schedule = build_schedule(self.o.seed, self.o.duration_s, self.controllers,
+                                  self.brokers, lanes=self.o.lanes, kinds=self.o.kinds)
+        self.say(f"chaos: seed {self.o.seed}, {len(schedule)} faults scheduled over "
+                 f"{self.o.duration_s:g} s, work dir {self.root}")
+        injector: Injector | None = None
+        crashes: list[dict[str, object]] = []
+        try:
+            self.cluster.format()
+            self.cluster.start_all()
+            self._setup()
+            t0 = time.monotonic()
+            for write in self.writes:  # the set-up writes, on the campaign clock
+                write.start_s -= t0 - self.t0
+                write.end_s = (write.end_s or 0.0) - (t0 - self.t0)
+            self.t0 = t0
+            injector = Injector(self.cluster, self.controllers, self.files, schedule, t0,
+                                self.say)
+            stop = threading.Event()
+            writers = [Writer(k, self.prefix, self.servers(), t0, stop, self.o.pace_s)
+                       for k in range(self.o.writers)]
+            injector.start()
+            for writer in writers:
+                writer.start()
+            self._run_for(t0, writers, injector)
+            stop.set()
+            healed_at = injector.heal()
+            self.say(f"{healed_at:8.2f} s  healed: fault files removed, paused nodes "
+                     "continued, dead nodes restarted")
+            for writer in writers:
+                writer.join(timeout=120)
+                if writer.is_alive() or writer.error is not None:
+                    raise RuntimeError(f"writer {writer.writer} failed: {writer.error}")
+                self.writes.extend(writer.writes)
+            if injector.error is not None:
+                raise RuntimeError(f"the fault injector failed: {injector.error!r}")
+            served = self._after_heal(t0 + healed_at)
+            injector.check_crashes()
+            crashes = [{"nodeId": c.node_id, "exitCode": c.exit_code, "atS": round(c.at_s, 2),
+                        "logTail": c.log_tail} for c in injector.crashes]
+        finally:
+            self.cluster.stop_all()
+        self._check_logs(served)
+        self.checks.append(Check("no node exited by itself", not crashes,
+                                 f"{len(crashes)} unexpected exit(s)" if crashes else
+                                 "every exit was an injected kill"))
+        if self.o.audit:
+            self.checks.append(self._audit())
+        report = {
+            "seed": self.o.seed, "durationS": self.o.duration_s,
+            "controllers": self.o.controllers, "brokers": self.o.brokers,
+            "writers": self.o.writers, "lanes": self.o.lanes,
+            "ok": all(c.ok for c in self.checks),
+            "faults": fault_timings(injector.records, self.writes),
+            "writes": write_counts(self.writes),
+            "recovery": {}, "liveness": self.liveness,
+            "checks": [c.to_json() for c in self.checks], "crashes": crashes,
+            "workDir": str(self.root), "replay": self.o.replay_command(),
+        }
+        report["recovery"] = recovery_stats(report["faults"])
+        (self.root / "writes.json").write_text(json.dumps([w.to_json() for w in self.writes]))
+        return report
+
+    def _setup(self) -> None:
+        wait_for(lambda: find_leader(self.cluster, self.controllers), SETUP_S, "a leader")
+        wait_for(lambda: unfenced_brokers(self.active_endpoint()) == set(self.brokers),
+                 SETUP_S, "every broker registered and unfenced")
+        client = AdminClient(self.servers())
+        self.t0 = time.monotonic()  # moved to the fault phase's start once set up
+        for k in range(self.o.writers):
+            name = config_topic(self.prefix, k)
+            start = time.monotonic() - self.t0
+            create_topic(client, name)  # before any fault: must succeed
+            self.writes.append(Write(k, -1, "create", name, "", start,
+                                     time.monotonic() - self.t0, True))
+        self.say(f"cluster up: controllers {self.controllers}, brokers {self.brokers}")
+
+    def _run_for(self, t0: float, writers: list[Writer], injector: Injector) -> None:
+        end = t0 + self.o.duration_s
+        next_report = t0 + 10
+        while (now := time.monotonic()) < end:
+            # The campaign's own clock: wake for progress lines, not to synchronise anything.
+            threading.Event().wait(min(1.0, end - now))
+            if time.monotonic() >= next_report:
+                acked = sum(w.acked for writer in writers for w in list(writer.writes))
+                self.say(f"{time.monotonic() - t0:8.2f} s  {acked} writes acknowledged")
+                next_report += 10
+            if injector.error is not None:
+                raise RuntimeError(f"the fault injector failed: {injector.error!r}")
+
+    def _after_heal(self, healed: float) -> list[Served]:
+        """Liveness within bounds, then what every node serves once all caught up."""
+        if not self._timed("leader elected", LEADER_BOUND_S,
+                           lambda: self.cluster.leader(among=set(self.controllers)), healed):
+            return []
+        probe_offset = self._probe(healed)
+        if probe_offset is None:
+            return []
+        self._timed("brokers unfenced", BROKERS_BOUND_S,
+                    lambda: unfenced_brokers(self.active_endpoint()) == set(self.brokers),
+                    healed)
+        partitions = {n: node.config_path.parent / f"node-{n}" / PARTITION_DIR
+                      for n, node in self.cluster.nodes.items()}
+        self._timed("every node's high-watermark file covers the probe", CATCH_UP_BOUND_S,
+                    lambda: all((read_hw(p) or 0) > probe_offset for p in partitions.values()),
+                    healed)
+        return self._served()
+
+    def _probe(self, healed: float) -> int | None:
+        """A write after healing; returns the leader's HW once it is acknowledged."""
+        client = AdminClient(self.servers())
+        attempt = 0
+
+        def write() -> bool:
+            nonlocal attempt
+            name = f"{self.prefix}-probe-{attempt}"
+            probe = Write(-1, attempt, "create", name, "", time.monotonic() - self.t0)
+            self.writes.append(probe)
+            attempt += 1
+            try:
+                create_topic(client, name)
+            except CommandError as exc:
+                probe.error = str(exc)[:300]
+                return False
+            finally:
+                probe.end_s = time.monotonic() - self.t0
+            probe.acked = True
+            return True
+
+        if not self._timed("a write acknowledged", WRITE_BOUND_S, write, healed):
+            return None
+        leader = find_leader(self.cluster, self.controllers)
+        return None if leader is None else self.cluster.status(leader).high_watermark - 1
+
+    def _served(self) -> list[Served]:
+        topics = [config_topic(self.prefix, k) for k in range(self.o.writers)]
+
+        def views() -> list[Served]:
+            leader = find_leader(self.cluster, self.controllers)
+            assert leader is not None
+            return [served_by(n, self.cluster.nodes[n].endpoint, self.prefix, topics)
+                    for n in [leader, *self.brokers]]
+
+        def converged() -> list[Served] | None:
+            try:
+                got = views()
+            except AssertionError:
+                return None  # a broker not serving yet
+            same = all(v.topics == got[0].topics and v.configs == got[0].configs for v in got)
+            return got if same else None
+
+        try:
+            return wait_for(converged, CATCH_UP_BOUND_S, "brokers to serve what the active "
+                            "controller serves")
+        except AssertionError:
+            try:
+                return views()  # check_served names the differences
+            except (grpc.RpcError, AssertionError):
+                return []
+
+    def _check_logs(self, served: list[Served]) -> None:
+        logs = {}
+        for n, node in self.cluster.nodes.items():
+            logs[n] = read_node_log(node.config_path.parent / f"node-{n}", n)
+        index = build_index(logs, self.prefix, CONFIG_KEY)
+        self.checks.extend(check_log(self.writes, index))
+        if served:
+            self.checks.append(check_served(served, self.writes, index))
+        else:
+            self.checks.append(Check("served metadata equals the committed log", False,
+                                     "no node answered after healing"))
+
+    def _audit(self) -> Check:
+        out = self.root / "audit"
+        cmd = [sys.executable, "-m", "audit.cli", "--out", str(out)]
+        for n, node in sorted(self.cluster.nodes.items()):
+            cmd += ["--log-dir", str(node.config_path.parent / f"node-{n}")]
+        start = time.monotonic()
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=AUDIT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return Check("audit (kraft-audit)", False, f"no answer in {AUDIT_TIMEOUT_S:g} s")
+        took = time.monotonic() - start
+        lines = (done.stdout.strip().splitlines() or done.stderr.strip().splitlines()[-5:])
+        if done.returncode == 0:
+            return Check("audit (kraft-audit)", True,
+                         f"no violation ({took:.0f} s); report in {out}", lines)
+        what = "violations found" if done.returncode == 2 else f"exit {done.returncode}"
+        return Check("audit (kraft-audit)", False, f"{what} ({took:.0f} s); report in {out}",
+                     lines + done.stderr.strip().splitlines()[-5:])
+
+
+def run_campaign(options: Options, say: Callable[[str], None] = print) -> dict:  # type: ignore[type-arg]
+    campaign = Campaign(options, say)
+    report = campaign.run()
+    if report["ok"] and not options.keep and options.work_dir is None:
+        shutil.rmtree(campaign.root, ignore_errors=True)
+        report["workDir"] = None
+    return report
+
+
+__all__ = ["Options", "run_campaign", "summary_lines"]

@@ -1,0 +1,117 @@
+"""Recovery times per fault and the printed / JSON summary of a campaign."""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections import Counter
+
+from tests.chaos.faults import FaultRecord
+from tests.chaos.writers import Write
+
+LEADER_KINDS = ("kill-leader", "isolate-leader")
+
+
+class AckTimeline:
+    """Acknowledged writes by start time: 'when did the first write started after T land'."""
+
+    def __init__(self, writes: list[Write]) -> None:
+        acked = sorted((w.start_s, w.end_s or 0.0) for w in writes if w.acked)
+        self.starts = [s for s, _ in acked]
+        # suffix minimum of ack times: the earliest ack among writes started at or after i
+        self.first_ack = [0.0] * len(acked)
+        best = float("inf")
+        for i in range(len(acked) - 1, -1, -1):
+            best = min(best, acked[i][1])
+            self.first_ack[i] = best
+
+    def first_ack_after(self, t: float) -> float | None:
+        i = bisect.bisect_left(self.starts, t)
+        return self.first_ack[i] if i < len(self.starts) else None
+
+
+def fault_timings(records: list[FaultRecord], writes: list[Write]) -> list[dict[str, object]]:
+    """Per injected fault: `recoveredS`, from the fault's end to the first acknowledgement
+    of a write started after it; for faults on the leader also `unavailableS`, from the
+    fault's start to the first acknowledgement of a write started after that."""
+    timeline = AckTimeline(writes)
+    out = []
+    for record in records:
+        row = record.to_json()
+        if record.ended_s is not None:
+            ack = timeline.first_ack_after(record.ended_s)
+            row["recoveredS"] = None if ack is None else round(ack - record.ended_s, 3)
+        if record.started_s is not None and record.fault.kind in LEADER_KINDS:
+            ack = timeline.first_ack_after(record.started_s)
+            row["unavailableS"] = None if ack is None else round(ack - record.started_s, 3)
+        out.append(row)
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def recovery_stats(timings: list[dict[str, object]]) -> dict[str, dict[str, object]]:
+    by_kind: dict[str, list[float]] = {}
+    for row in timings:
+        for field, suffix in (("recoveredS", ""), ("unavailableS", " (unavailable)")):
+            value = row.get(field)
+            if isinstance(value, float | int):
+                by_kind.setdefault(f"{row['kind']}{suffix}", []).append(float(value))
+    return {kind: {"count": len(v), "medianS": round(statistics.median(v), 3),
+                   "p99S": round(percentile(v, 0.99), 3), "maxS": round(max(v), 3)}
+            for kind, v in sorted(by_kind.items())}
+
+
+def write_counts(writes: list[Write]) -> dict[str, object]:
+    kinds = Counter((w.kind, w.acked) for w in writes)
+    return {"attempted": len(writes), "acknowledged": sum(w.acked for w in writes),
+            "unknownOutcome": sum(not w.acked for w in writes),
+            "topicsCreatedAcked": kinds[("create", True)],
+            "configsSetAcked": kinds[("config", True)]}
+
+
+def summary_lines(report: dict) -> list[str]:  # type: ignore[type-arg]
+    lines = [
+        f"chaos campaign seed={report['seed']} duration={report['durationS']} s "
+        f"controllers={report['controllers']} brokers={report['brokers']} "
+        f"writers={report['writers']}: {'PASS' if report['ok'] else 'FAIL'}",
+    ]
+    injected = [f for f in report["faults"] if not f["skipped"]]
+    kinds = Counter(f["kind"] for f in injected)
+    per_kind = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+    lines.append(f"faults: {len(injected)} injected ({per_kind}), "
+                 f"{len(report['faults']) - len(injected)} skipped")
+    for f in report["faults"]:
+        if f["skipped"]:
+            lines.append(f"  #{f['index']:<3} {f['kind']:<14} skipped: {f['skipped']}")
+            continue
+        extra = ""
+        if f.get("unavailableS") is not None:
+            extra += f" unavailable {f['unavailableS']:.2f} s"
+        if f.get("recoveredS") is not None:
+            extra += f" recovered {f['recoveredS']:.2f} s after"
+        other = f" | {f['otherSide']}" if f["otherSide"] else ""
+        value = f" {f['valueMs']} ms" if f["valueMs"] else ""
+        lines.append(f"  #{f['index']:<3} {f['kind']:<14} {f['targets']}{other}{value} "
+                     f"{f['startedS']:.2f}-{f['endedS']:.2f} s{extra}")
+    w = report["writes"]
+    lines.append(f"writes: {w['attempted']} attempted, {w['acknowledged']} acknowledged "
+                 f"({w['topicsCreatedAcked']} topics, {w['configsSetAcked']} configs), "
+                 f"{w['unknownOutcome']} with unknown outcome")
+    for kind, s in report["recovery"].items():
+        lines.append(f"recovery {kind}: n={s['count']} median {s['medianS']} s "
+                     f"p99 {s['p99S']} s max {s['maxS']} s")
+    for name, value in report["liveness"].items():
+        lines.append(f"after healing: {name} {value}")
+    for check in report["checks"]:
+        lines.append(f"[{'ok' if check['ok'] else 'FAIL'}] {check['name']}: {check['summary']}")
+        if not check["ok"]:
+            lines.extend(f"      {d}" for d in check["details"][:5])
+    for crash in report["crashes"]:
+        lines.append(f"node {crash['nodeId']} exited by itself at {crash['atS']} s "
+                     f"(code {crash['exitCode']})")
+    lines.append(f"replay: {report['replay']}")
+    return lines
