@@ -4,8 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SEEDS ?= 10000
+# make chaos DURATION=300 SEED=42 CONTROLLERS=5 CHAOS_ARGS=--no-audit
+DURATION ?= 300
+SEED ?=
+CONTROLLERS ?= 3
+CHAOS_ARGS ?=
 
-.PHONY: demo test sim bench bench-peers lint clean
+.PHONY: demo test sim bench bench-peers lint clean chaos
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +33,10 @@ demo: $(STAMP)
 
 sim: $(STAMP)
 	$(PY) -m kraft.sim --seeds $(SEEDS)
+
+chaos: $(STAMP)
+	$(PY) -m tests.chaos --duration $(DURATION) --controllers $(CONTROLLERS) \
+		$(if $(SEED),--seed $(SEED)) --out build/chaos-report.json $(CHAOS_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m bench
