@@ -24,7 +24,8 @@ from kraft.log.codec import decode_batches
 from kraft.log.snapshots import SnapshotStore
 from metadata.delta import MetadataDelta, MetadataReplayError
 from metadata.image import EMPTY_IMAGE, MetadataImage, MetadataProvenance
-from metadata.records import RecordDecodeError, decode_record
+from metadata.record_decoder import RecordDecoder
+from metadata.records import RecordDecodeError
 
 log = logging.getLogger(__name__)
 
@@ -35,22 +36,33 @@ class MetadataLoadError(Exception):
     """A committed record this node cannot apply; the node must stop."""
 
 
-def image_from_snapshot(
-    records: Iterable[bytes], snapshot_id: OffsetAndEpoch, timestamp_ms: int
+ProgressCallback = Callable[[int], None]
+
+
+def image_from_records(
+    records: Iterable[bytes],
+    offset: int,
+    epoch: int,
+    timestamp_ms: int,
+    progress: ProgressCallback | None = None,
 ) -> MetadataImage:
-    """The image a snapshot's records describe, replayed onto the empty image. Its provenance
-    is the snapshot's: every offset below `snapshot_id.offset` is reflected."""
+    """Replay a snapshot's encoded records onto the empty image. `offset`, `epoch` and
+    `timestamp_ms` are the snapshot's last contained record (end offset - 1), which becomes
+    the provenance: a loader started on the result continues at `offset + 1`. Every record is
+    replayed at that offset, as Kafka does. Raises RecordDecodeError or MetadataReplayError on
+    bad records; `progress` gets the count of records replayed every 100,000 records."""
     delta = MetadataDelta(EMPTY_IMAGE)
-    offset = snapshot_id.offset - 1
-    for index, data in enumerate(records):
-        try:
-            delta.replay(decode_record(data), offset, snapshot_id.epoch, timestamp_ms)
-        except (RecordDecodeError, MetadataReplayError) as exc:
-            raise MetadataLoadError(
-                f"cannot apply record {index} of snapshot {snapshot_id.offset}-"
-                f"{snapshot_id.epoch}: {exc}"
-            ) from exc
-    provenance = MetadataProvenance(offset, snapshot_id.epoch, timestamp_ms)
+    replay = delta.replay
+    decode = RecordDecoder().decode
+    count = 0
+    for count, data in enumerate(records, 1):
+        replay(decode(data), offset, epoch, timestamp_ms)
+        if progress is not None and count % 100_000 == 0:
+            progress(count)
+    if progress is not None:
+        progress(count)
+    # The provenance is the snapshot's, even when the state is empty.
+    provenance = MetadataProvenance(offset, epoch, timestamp_ms)
     return dataclasses.replace(delta.apply(), provenance=provenance)
 
 
@@ -67,6 +79,7 @@ class MetadataLoader:
         self.applied = OffsetAndEpoch(self.next_offset, max(image.provenance.epoch, 0))
         self.applied_bytes = 0  # record bytes replayed so far (the snapshot policy's measure)
         self.load_time_s = 0.0  # how long the last snapshot load took
+        self._decoder = RecordDecoder()
         self._listeners: list[ImageListener] = []
 
     def subscribe(self, listener: ImageListener) -> None:
@@ -89,7 +102,14 @@ class MetadataLoader:
         data = self._snapshots.read_all(snapshot_id)
         timestamp = self._snapshots.last_contained_timestamp(snapshot_id)
         records = (r for b in decode_batches(data) if not b.control for r in b.records)
-        self.image = image_from_snapshot(records, snapshot_id, timestamp)
+        try:
+            self.image = image_from_records(
+                records, snapshot_id.offset - 1, snapshot_id.epoch, timestamp
+            )
+        except (RecordDecodeError, MetadataReplayError) as exc:
+            raise MetadataLoadError(
+                f"cannot load snapshot {snapshot_id.offset}-{snapshot_id.epoch}: {exc}"
+            ) from exc
         self.next_offset = snapshot_id.offset
         self.applied = snapshot_id
         self.load_time_s = time.perf_counter() - started
@@ -105,6 +125,7 @@ class MetadataLoader:
         if high_watermark <= self.next_offset:
             return self.image
         delta = MetadataDelta(self.image)
+        decode = self._decoder.decode
         applied = False
         last_epoch = self.applied.epoch
         for batch in self._log.batches(self.next_offset, high_watermark):
@@ -116,7 +137,7 @@ class MetadataLoader:
                 if offset < self.next_offset or offset >= high_watermark:
                     continue
                 try:
-                    delta.replay(decode_record(data), offset, batch.epoch, batch.max_timestamp_ms)
+                    delta.replay(decode(data), offset, batch.epoch, batch.max_timestamp_ms)
                 except (RecordDecodeError, MetadataReplayError) as exc:
                     raise MetadataLoadError(
                         f"cannot apply the committed record at offset {offset}: {exc}"

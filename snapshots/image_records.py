@@ -5,35 +5,30 @@ rebuild the image: features first (metadata.version leads, as in Kafka), then br
 with their partitions, and configs. Every order the delta accepts would do; this one is sorted,
 so two equal images give byte-identical snapshots.
 
-`image_from_records` replays them. Every record is replayed at the snapshot's last contained
-offset, as Kafka's controller does when it loads a snapshot: a broker's registration offset
-(the "caught up" mark) is therefore that offset, never earlier than the true one. The image
-equals the original except for that mark (see `snapshots.diff.as_loaded`).
+`metadata.loader.image_from_records` replays them. Every record is replayed at the snapshot's
+last contained offset, as Kafka's controller does when it loads a snapshot: a broker's
+registration offset (the "caught up" mark) is therefore that offset, never earlier than the
+true one. The image equals the original except for that mark (see `snapshots.diff.as_loaded`).
 
-Both directions have a fast path for PartitionRecords, nearly all of a big image: they differ
-mostly in partition id and topic id, so the protobuf-encoded rest is encoded and decoded once
-per distinct value and checked against encode_record/decode_record.
+Encoding has a fast path for PartitionRecords, nearly all of a big image: they differ mostly in
+partition id and topic id, so the protobuf-encoded rest is encoded once per distinct value and
+checked against encode_record (metadata/record_decoder.py is its decoding twin).
 """
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
-from metadata.delta import MetadataDelta
-from metadata.image import EMPTY_IMAGE, MetadataImage, MetadataProvenance, PartitionRegistration
+from metadata.image import MetadataImage, PartitionRegistration
+from metadata.record_decoder import PARTITION_HEADER
 from metadata.records import (
-    ZERO_UUID,
     ConfigRecord,
     FeatureLevelRecord,
-    MetadataRecordType,
     PartitionRecord,
     Record,
     RegisterBrokerRecord,
     TopicRecord,
-    decode_record,
     encode_record,
-    record_version,
 )
 
 METADATA_VERSION = "metadata.version"
@@ -93,8 +88,7 @@ def image_to_records(image: MetadataImage) -> list[bytes]:
     return out
 
 
-_PARTITION_HEADER = struct.pack(">HH", MetadataRecordType.PARTITION_RECORD,
-                                record_version(PartitionRecord(0, ZERO_UUID, (), ())))
+_PARTITION_HEADER = PARTITION_HEADER
 
 
 def _varint(value: int) -> bytes:
@@ -157,86 +151,3 @@ class _PartitionEncoder:
             append(data)
 
 
-def image_from_records(
-    records: Iterable[bytes],
-    offset: int,
-    epoch: int,
-    timestamp_ms: int,
-    progress: ProgressCallback | None = None,
-) -> MetadataImage:
-    """Replay encoded records onto the empty image. `offset`, `epoch` and `timestamp_ms` are
-    the snapshot's last contained record (end offset - 1), which becomes the provenance: a
-    MetadataLoader started on the result continues at `offset + 1`. Raises
-    metadata.records.RecordDecodeError or metadata.delta.MetadataReplayError on bad records;
-    `progress` is called with the count of records replayed every 100,000 records."""
-    delta = MetadataDelta(EMPTY_IMAGE)
-    replay = delta.replay
-    decode = RecordDecoder().decode
-    count = 0
-    for count, data in enumerate(records, 1):
-        replay(decode(data), offset, epoch, timestamp_ms)
-        if progress is not None and count % 100_000 == 0:
-            progress(count)
-    if progress is not None:
-        progress(count)
-    image = delta.apply()
-    # The provenance is the snapshot's, even when its last records were control records or
-    # the state is empty.
-    return MetadataImage(
-        MetadataProvenance(offset, epoch, timestamp_ms),
-        image.features, image.cluster, image.topics, image.configs,
-    )
-
-
-class RecordDecoder:
-    """decode_record, with PartitionRecords read without protobuf when their tail (fields
-    3-10, see _PartitionEncoder) was seen before.
-
-    A tail is cached only after decode_record read a whole record with it and re-encoding
-    that record's fields gives exactly the same tail (so the tail holds fields 3-10 and
-    nothing else); a topic id only after decode_record validated it. Anything else, and every
-    other record type, goes through decode_record."""
-
-    def __init__(self) -> None:
-        self._tails: dict[bytes, tuple] = {}
-        self._topic_ids: dict[bytes, str] = {}
-
-    def decode(self, data: bytes) -> Record:
-        if data[:4] != _PARTITION_HEADER:
-            return decode_record(data)
-        position, partition_id = 4, 0
-        if data[4:5] == b"\x08":  # field 1, a varint: partition ids are small and positive
-            partition_id, shift, position = 0, 0, 5
-            while position < len(data) and shift < 28:
-                byte = data[position]
-                partition_id |= (byte & 0x7F) << shift
-                position += 1
-                shift += 7
-                if not byte & 0x80:
-                    break
-            else:
-                return decode_record(data)
-        if data[position : position + 2] != b"\x12\x16":  # field 2, 22 bytes
-            return decode_record(data)
-        topic = data[position + 2 : position + 24]
-        tail = data[position + 24 :]
-        fields = self._tails.get(tail)
-        topic_id = self._topic_ids.get(topic)
-        if fields is None or topic_id is None:
-            return self._learn(data, partition_id, topic, tail)
-        return PartitionRecord(partition_id, topic_id, *fields)
-
-    def _learn(self, data: bytes, partition_id: int, topic: bytes, tail: bytes) -> Record:
-        record = decode_record(data)
-        assert isinstance(record, PartitionRecord)
-        if record.partition_id != partition_id or record.topic_id.encode() != topic:
-            return record
-        self._topic_ids[topic] = record.topic_id
-        fields = (record.replicas, record.isr, record.removing_replicas, record.adding_replicas,
-                  record.leader, record.leader_recovery_state, record.leader_epoch,
-                  record.partition_epoch)
-        canonical = encode_record(PartitionRecord(1, record.topic_id, *fields))
-        if canonical.endswith(tail) and len(canonical) == len(_PARTITION_HEADER) + 2 + 24 \
-                + len(tail):
-            self._tails[tail] = fields
-        return record

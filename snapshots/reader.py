@@ -10,8 +10,8 @@ from kraft.log.codec import decode_batches
 from kraft.log.snapshots import parse_snapshot_file_name, verify_snapshot_bytes
 from metadata.delta import MetadataReplayError
 from metadata.image import MetadataImage
+from metadata.loader import image_from_records
 from metadata.records import RecordDecodeError
-from snapshots.image_records import image_from_records
 
 
 def load_snapshot_image(

@@ -25,8 +25,9 @@ from metadata.configs import (
 from metadata.delta import MetadataDelta
 from metadata.errors import ControllerApiError, ControllerResult
 from metadata.image import EMPTY_IMAGE, MetadataImage
-from metadata.loader import MetadataLoader
+from metadata.loader import MetadataLoader, image_from_records
 from metadata.reassignment import ReassignablePartition, alter_partition_reassignments
+from metadata.record_decoder import RecordDecoder
 from metadata.records import (
     ConfigResourceType,
     Endpoint,
@@ -62,12 +63,7 @@ from metadata.topics import (
     delete_topics,
 )
 from snapshots.diff import as_loaded, diff_images
-from snapshots.image_records import (
-    RecordDecoder,
-    image_from_records,
-    image_records,
-    image_to_records,
-)
+from snapshots.image_records import image_records, image_to_records
 from snapshots.reader import load_snapshot_image
 from snapshots.writer import write_image_snapshot
 
