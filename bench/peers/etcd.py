@@ -119,7 +119,10 @@ class EtcdCluster:
                         finally:
                             conn.close()
             await asyncio.sleep(0.05)  # poll interval of a bounded wait for agreement
-        raise RuntimeError(f"etcd: no agreed leader within {timeout_s} s")
+        views = {n: await self.status(n) for n in NAMES}
+        tails = "\n".join(f"--- {n} log ---\n{self.group.log_tail(n, 1500)}" for n in NAMES)
+        raise RuntimeError(f"etcd: no agreed leader within {timeout_s} s; views {views}\n"
+                           + tails)
 
     async def leader_seen_by(self, name: str) -> str | None:
         view = await self.status(name)

@@ -1,4 +1,5 @@
-"""This project's side of the peer benchmark, built on the existing benches' clusters:
+"""This project's side of the peer benchmark, built on the existing benches' clusters
+(each write target is a `load.Target` driven by the one load generator):
 
 * writes through the leader's append API in process (`quorum_bench.InProcessQuorum`, the
   controller's own call) and over gRPC (`TestHooks.Append` to a `kraft-server` leader, client
@@ -18,14 +19,15 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from bench._cluster import CLIENT_OPTIONS, Clients, Cluster
+from bench._cluster import CLIENT_OPTIONS, Clients, Cluster, _reraise_cancellation
 from bench.controller_bench import leader_endpoint, start_brokers
-from bench.peers.load import RECORD_BYTES, Write, first_success, measure_writers, summary
+from bench.peers.load import RECORD_BYTES, Target, Write, first_success, summary
 from bench.quorum_bench import InProcessQuorum, failover_trial
 from kraft.rpc import admin_pb2 as apb
 from kraft.rpc import admin_pb2_grpc as arpc
@@ -36,53 +38,78 @@ PARTITIONS_PER_TOPIC = 1000
 TOPIC_CREATORS = 4
 
 
-async def writes_in_process(root: Path, counts: list[int], seconds: float, repeat: int,
-                            warmup_s: float) -> list[dict[str, Any]]:
+async def in_process_target(root: Path) -> tuple[Target, Callable[[], Awaitable[None]]]:
+    """The leader's append API in process: `quorum_bench.InProcessQuorum` (the leader is a
+    `Server` in this event loop, the followers are subprocesses). Its client CPU is the whole
+    process (writers and leader); its server CPU counts the two followers only."""
     quorum = InProcessQuorum(root)
     record = os.urandom(RECORD_BYTES)
     try:
         await quorum.start()
-
-        async def make(count: int) -> list[Write]:
-            async def write() -> bool:
-                await quorum.append([record])
-                return True
-            return [write] * count
-
-        async def close(_: list[Write]) -> None:
-            return None
-
-        cluster = quorum.cluster  # the followers; the leader shares this process with the client
-        return await measure_writers(make, close, counts, seconds, repeat, warmup_s,
-                                     "kraft append (in process)",
-                                     lambda: cluster.cpu_seconds(2) + cluster.cpu_seconds(3))
-    finally:
+    except BaseException:
         await quorum.stop()
+        raise
+
+    async def write() -> bool:
+        await quorum.append([record])
+        return True
+
+    async def make(count: int) -> list[Write]:
+        return [write] * count
+
+    async def close(_: list[Write]) -> None:
+        return None
+
+    cluster = quorum.cluster
+    target = Target("kraft append (in process)", make, close,
+                    lambda: cluster.cpu_seconds(2) + cluster.cpu_seconds(3))
+    return target, quorum.stop
+
+
+def _grpc_target(name: str, endpoint: str, call: Callable[[Any], Write],
+                 server_cpu: Callable[[], float]) -> Target:
+    """Writers each on their own channel (one connection each, as the HTTP clients)."""
+    channels: dict[int, list[Any]] = {}
+
+    async def make(count: int) -> list[Write]:
+        opened = [grpc.aio.insecure_channel(endpoint, options=CLIENT_OPTIONS)
+                  for _ in range(count)]
+        channels[count] = opened
+        return [call(channel) for channel in opened]
+
+    async def close(writers: list[Write]) -> None:
+        for channel in channels.pop(len(writers)):
+            await channel.close()
+
+    return Target(name, make, close, server_cpu)
 
 
 def cluster_cpu(cluster: Cluster) -> float:
     return sum(cluster.cpu_seconds(n) for n in cluster.nodes)
 
 
-def _grpc_writers(endpoint: str, count: int, call: Any) -> tuple[list[Write], list[Any]]:
-    """`count` writers, each on its own channel (one connection each, as the HTTP clients)."""
-    writers, channels = [], []
-    for index in range(count):
-        channel = grpc.aio.insecure_channel(endpoint, options=CLIENT_OPTIONS)
-        channels.append(channel)
-        writers.append(call(channel, index))
-    return writers, channels
-
-
-async def writes_grpc_append(cluster: Cluster, clients: Clients, counts: list[int],
-                             seconds: float, repeat: int, warmup_s: float
-                             ) -> list[dict[str, Any]]:
+async def grpc_append_target(root: Path) -> tuple[Target, Callable[[], Awaitable[None]]]:
+    """The append API over gRPC (`TestHooks.Append`) to a `kraft-server` leader."""
+    cluster = Cluster(root, extra={"internal.test.hooks.enable": "true"})
     record = os.urandom(RECORD_BYTES)
-    leader, _, _ = await clients.healthy(record)
-    endpoint = cluster.nodes[leader].endpoint
-    channels: dict[int, list[Any]] = {}
 
-    def call(channel: Any, _index: int) -> Write:
+    async def stop() -> None:
+        cluster.kill_all()
+
+    try:
+        cluster.format()
+        for node_id in cluster.nodes:
+            cluster.start(node_id)
+        clients = Clients(cluster)
+        try:
+            leader, _, _ = await clients.healthy(record)
+        finally:
+            await clients.close()
+    except BaseException:
+        await stop()
+        raise
+
+    def call(channel: Any) -> Write:
         stub = rpc.TestHooksStub(channel)
         request = pb.AppendRequest(records=[record])
 
@@ -90,20 +117,14 @@ async def writes_grpc_append(cluster: Cluster, clients: Clients, counts: list[in
             try:
                 reply = await stub.Append(request, timeout=5)
             except grpc.aio.AioRpcError:
+                _reraise_cancellation()  # Ctrl-C cancels the call: do not swallow it
                 return False
             return reply.error_code == 0
         return write
 
-    async def make(count: int) -> list[Write]:
-        writers, channels[count] = _grpc_writers(endpoint, count, call)
-        return writers
-
-    async def close(writers: list[Write]) -> None:
-        for channel in channels.pop(len(writers)):
-            await channel.close()
-
-    return await measure_writers(make, close, counts, seconds, repeat, warmup_s,
-                                 "kraft append (gRPC)", lambda: cluster_cpu(cluster))
+    target = _grpc_target("kraft append (gRPC)", cluster.nodes[leader].endpoint, call,
+                          lambda: cluster_cpu(cluster))
+    return target, stop
 
 
 def config_write(stub: arpc.AdminStub, counter: list[int]) -> Write:
@@ -118,6 +139,7 @@ def config_write(stub: arpc.AdminStub, counter: list[int]) -> Write:
         try:
             reply = await stub.IncrementalAlterConfigs(request, timeout=5)
         except grpc.aio.AioRpcError:
+            _reraise_cancellation()
             return False
         return bool(reply.results) and reply.results[0].error_code == 0
     return write
@@ -140,25 +162,12 @@ class MetadataCluster:
     def stop(self) -> None:
         self.cluster.kill_all()
 
-    async def writes(self, counts: list[int], seconds: float, repeat: int, warmup_s: float
-                     ) -> list[dict[str, Any]]:
+    async def target(self) -> Target:
+        """The Admin API: one config change per request to the active controller."""
         endpoint = await leader_endpoint(self.cluster)
-        channels: dict[int, list[Any]] = {}
-
-        def call(channel: Any, _index: int) -> Write:
-            return config_write(arpc.AdminStub(channel), self.counter)
-
-        async def make(count: int) -> list[Write]:
-            writers, channels[count] = _grpc_writers(endpoint, count, call)
-            return writers
-
-        async def close(writers: list[Write]) -> None:
-            for channel in channels.pop(len(writers)):
-                await channel.close()
-
-        return await measure_writers(make, close, counts, seconds, repeat, warmup_s,
-                                     "kraft Admin API (config change)",
-                                     lambda: cluster_cpu(self.cluster))
+        return _grpc_target("kraft Admin API", endpoint,
+                            lambda channel: config_write(arpc.AdminStub(channel), self.counter),
+                            lambda: cluster_cpu(self.cluster))
 
     async def grow(self, partitions: int, created: int) -> dict[str, Any]:
         """Create topics of 1,000 partitions until `partitions` exist (from `created`)."""
@@ -238,9 +247,8 @@ class MetadataCluster:
         return out
 
 
-async def failover_raft(root: Path, kinds: list[str], trials: int, counts: list[int],
-                        seconds: float, repeat: int, warmup_s: float) -> dict[str, Any]:
-    """All-subprocess quorum with test hooks: append-over-gRPC writes, then failover trials."""
+async def failover_raft(root: Path, kinds: list[str], trials: int) -> dict[str, Any]:
+    """All-subprocess quorum with test hooks (quorum_bench's failover setup and trials)."""
     cluster = Cluster(root, extra={"internal.test.hooks.enable": "true"})
     record = os.urandom(RECORD_BYTES)
     out: dict[str, Any] = {}
@@ -251,9 +259,6 @@ async def failover_raft(root: Path, kinds: list[str], trials: int, counts: list[
             cluster.start(node_id)
         clients = Clients(cluster)
         await clients.healthy(record)
-        if counts:
-            out["writes_grpc"] = await writes_grpc_append(cluster, clients, counts, seconds,
-                                                          repeat, warmup_s)
         for kind in kinds:
             results = []
             for _ in range(trials):

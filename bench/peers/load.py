@@ -18,6 +18,7 @@ import math
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 RECORD_BYTES = 100
@@ -156,27 +157,49 @@ async def closed_loop(writers: list[Write], seconds: float,
                            else float("nan"))}
 
 
-async def measure_writers(make_writers: Callable[[int], Awaitable[list[Write]]],
-                          close: Callable[[list[Write]], Awaitable[None]],
-                          counts: list[int], seconds: float, repeat: int, warmup_s: float,
-                          label: str, server_cpu: Callable[[], float] | None = None
-                          ) -> list[dict[str, Any]]:
-    """For each writer count: a warm-up run, then `repeat` measured runs on fresh writers."""
-    rows = []
+@dataclass
+class Target:
+    """One system under write load: how to open `count` writers on it and close them again,
+    and the CPU seconds its server processes have used so far (None if unknown)."""
+
+    name: str
+    make: Callable[[int], Awaitable[list[Write]]]
+    close: Callable[[list[Write]], Awaitable[None]]
+    server_cpu: Callable[[], float] | None = None
+
+
+async def interleaved(targets: list[Target], counts: list[int], seconds: float, repeat: int,
+                      warmup_s: float) -> dict[str, list[dict[str, Any]]]:
+    """Every system under the same load in turn: for each writer count, one warm-up run per
+    system, then `repeat` rounds in which every system runs once (the order rotates from round
+    to round). The machine is shared, so its load drifts; interleaving puts each system's runs
+    in the same minutes, which is what makes their ratios meaningful."""
+    out: dict[str, list[dict[str, Any]]] = {t.name: [] for t in targets}
     for count in counts:
-        writers = await make_writers(count)
+        writers: dict[str, list[Write]] = {}
         try:
-            await closed_loop(writers, warmup_s)
-            runs = [await closed_loop(writers, seconds, server_cpu) for _ in range(repeat)]
+            for target in targets:
+                writers[target.name] = await target.make(count)
+                await closed_loop(writers[target.name], warmup_s)
+            runs: dict[str, list[dict[str, Any]]] = {t.name: [] for t in targets}
+            for round_no in range(repeat):
+                shift = round_no % len(targets)
+                for target in targets[shift:] + targets[:shift]:
+                    run = await closed_loop(writers[target.name], seconds, target.server_cpu)
+                    runs[target.name].append(run | {"round": round_no})
         finally:
-            await close(writers)
-        rows.append({"writers": count, "runs": runs})
-        med = statistics.median(r["writes_per_s"] for r in runs)
-        p50 = statistics.median(r["p50_ms"] for r in runs)
-        print(f"  {label}: {count} writers: {med:,.0f} writes/s, p50 {p50:.2f} ms, "
-              f"client CPU {statistics.median(r['client_cpu'] for r in runs):.2f}, server CPU "
-              f"{statistics.median(r['server_cpu'] for r in runs):.2f}", flush=True)
-    return rows
+            for target in targets:
+                if target.name in writers:
+                    await target.close(writers[target.name])
+        for target in targets:
+            rs = runs[target.name]
+            out[target.name].append({"writers": count, "runs": rs})
+            print(f"  {target.name}: {count} writers: "
+                  f"{statistics.median(r['writes_per_s'] for r in rs):,.0f} writes/s, p50 "
+                  f"{statistics.median(r['p50_ms'] for r in rs):.2f} ms, client CPU "
+                  f"{statistics.median(r['client_cpu'] for r in rs):.2f}, server CPU "
+                  f"{statistics.median(r['server_cpu'] for r in rs):.2f}", flush=True)
+    return out
 
 
 async def first_success(attempts: list[Callable[[], Awaitable[bool]]], timeout_s: float,

@@ -120,8 +120,10 @@ def scale_tables(scale: dict[str, dict[str, Any]]) -> list[str]:
            "|---:|---:|---:|---:|---:|---:|"]
     for size, data in sorted(scale.items(), key=lambda kv: int(kv[0])):
         ours, theirs = data.get("kraft"), data.get("zookeeper")
+        run = (ours or theirs or {}).get("later_run")
+        label = f"{int(size):,}" + (f" (run {run + 1})" if run else "")
         out.append(
-            f"| {int(size):,} | {spread(ours['ms']) if ours else '-'} "
+            f"| {label} | {spread(ours['ms']) if ours else '-'} "
             f"| {len(ours['ms']) if ours else 0} | {spread(theirs['ms']) if theirs else '-'} "
             f"| {len(theirs['ms']) if theirs else 0} "
             f"| {ratio(med(theirs['ms']), med(ours['ms'])) if ours and theirs else '-'} |")
@@ -233,6 +235,9 @@ def _clean(value: Any) -> Any:
 
 def write(results: dict[str, Any], json_path: str, plot_dir: str) -> None:
     lines = ["", "## Results", "", *machine_lines(results["machine"])]
+    for number, later in enumerate(results.get("later_runs", []), 2):
+        lines += [f"* run {number} (its rows are marked):", *("  " + line for line in
+                                                             machine_lines(later))]
     for skipped, reason in results["machine"].get("skipped", {}).items():
         lines.append(f"* **{skipped} skipped**: {reason}")
     if results.get("writes"):

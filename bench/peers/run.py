@@ -6,6 +6,8 @@
               config change per request); etcd 3 members (v3 put over the JSON gateway);
               PySyncObj 3 nodes (with its defaults, and with a 5 ms tick). writes/s, p50,
               p99, client and server CPU.
+              All systems run at once and take turns under the same load (the machine is
+              shared; interleaving keeps each ratio within the same minutes).
 2. failover   kill -9 of the leader -> first successful write (--trials each), and graceful
               handover: this project SIGTERM, etcd move-leader, PySyncObj transferLeadership.
 3. scale      N partitions (--scale): kill -9 of this project's active controller -> first
@@ -22,12 +24,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +40,7 @@ from bench.log_bench import filesystem, machine
 from bench.peers import etcd as etcd_mod
 from bench.peers import kraft_side, report, syncobj_peer, zk
 from bench.peers.failover import handover_trials, kill_trials
-from bench.peers.load import measure_writers, summary
+from bench.peers.load import Target, Write, interleaved, summary
 from bench.quorum_bench import git
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,108 +99,133 @@ def versions(skip: dict[str, str | None]) -> dict[str, str]:
 # -- parts ------------------------------------------------------------------------------------
 
 
-async def http_peer_writes(peer: Any, label: str, args: argparse.Namespace
-                           ) -> list[dict[str, Any]]:
-    leader, _ = await peer.leader()
+def http_target(peer: Any, name: str, leader: str) -> Target:
+    """Writers on a peer's leader, each on its own keep-alive HTTP connection."""
     conns: dict[int, list[Any]] = {}
 
-    async def make(count: int) -> list[Any]:
+    async def make(count: int) -> list[Write]:
         pairs = [peer.writer(leader, i) for i in range(count)]
         conns[count] = [c for _, c in pairs]
         return [w for w, _ in pairs]
 
-    async def close(writers: list[Any]) -> None:
+    async def close(writers: list[Write]) -> None:
         for conn in conns.pop(len(writers)):
             conn.close()
 
-    return await measure_writers(make, close, args.writers, args.seconds, args.repeat,
-                                 args.warmup, label, peer.cpu_seconds)
+    return Target(name, make, close, peer.cpu_seconds)
 
 
-async def part_etcd(root: Path, args: argparse.Namespace, parts: set[str],
-                    results: dict[str, Any]) -> None:
-    binary = etcd_mod.binary()
-    assert binary is not None
-    cluster = etcd_mod.EtcdCluster(root / "etcd", binary)
+async def part_writes(root: Path, args: argparse.Namespace, skip: dict[str, str | None],
+                      results: dict[str, Any]) -> None:
+    """Every system up at once, then the same load on each in turn (`load.interleaved`)."""
+    stops: list[Callable[[], Awaitable[None]]] = []
+    targets: list[Target] = []
     try:
-        cluster.start_all()
-        await cluster.leader()
-        if "writes" in parts:
-            results["writes"]["etcd"] = await http_peer_writes(cluster, "etcd", args)
-        if "failover" in parts:
+        target, stop = await kraft_side.grpc_append_target(root / "w-kraft-raft")
+        stops.append(stop)
+        targets.append(target)
+        meta = kraft_side.MetadataCluster(root / "w-kraft-metadata")
+        stops.append(_async(meta.stop))
+        await meta.start()
+        targets.append(await meta.target())
+        if not skip["etcd"]:
+            binary = etcd_mod.binary()
+            assert binary is not None
+            etcd = etcd_mod.EtcdCluster(root / "w-etcd", binary)
+            stops.append(_async(etcd.stop_all))
+            etcd.start_all()
+            leader, _ = await etcd.leader()
+            targets.append(http_target(etcd, "etcd", leader))
+        if not skip["pysyncobj"]:
+            variants = [("pysyncobj", syncobj_peer.DEFAULT_TICK_S)]
+            if args.syncobj_tick > 0:
+                variants.append((f"pysyncobj (tick {args.syncobj_tick * 1000:g} ms)",
+                                 args.syncobj_tick))
+            for name, tick in variants:
+                syncobj = syncobj_peer.SyncObjCluster(root / f"w-syncobj-{tick}", tick)
+                stops.append(_async(syncobj.stop_all))
+                syncobj.start_all()
+                leader, _ = await syncobj.leader()
+                targets.append(http_target(syncobj, name, leader))
+        # Last: its leader runs in this event loop, and the set-up of the others (storage
+        # formatting in subprocess.run) would block the loop past its check-quorum timeout.
+        target, stop = await kraft_side.in_process_target(root / "w-kraft-inprocess")
+        stops.append(stop)
+        targets.insert(0, target)
+        print(f"  {len(targets)} systems up: {', '.join(t.name for t in targets)}", flush=True)
+        results["writes"] = await interleaved(targets, args.writers, args.seconds, args.repeat,
+                                              args.warmup)
+    finally:
+        for stop in reversed(stops):
+            await stop()
+
+
+def _async(fn: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+    async def call() -> None:
+        fn()
+    return call
+
+
+async def part_failover(root: Path, args: argparse.Namespace, skip: dict[str, str | None],
+                        results: dict[str, Any]) -> None:
+    print("\n## failover: this project", flush=True)
+    out = await kraft_side.failover_raft(root / "f-kraft", ["kill", "term"], args.trials)
+    results["failover"]["kraft"] = {"kill": out["kill"], "handover": out["term"]}
+    print("\n## failover: etcd", flush=True)
+    if skip["etcd"]:
+        print(f"  SKIPPED: {skip['etcd']}", flush=True)
+    else:
+        binary = etcd_mod.binary()
+        assert binary is not None
+        etcd = etcd_mod.EtcdCluster(root / "f-etcd", binary)
+        try:
+            etcd.start_all()
+            await etcd.leader()
             fo = results["failover"].setdefault("etcd", {})
-            fo["kill"] = await kill_trials(cluster, etcd_mod.NAMES, args.trials, "etcd")
+            fo["kill"] = await kill_trials(etcd, etcd_mod.NAMES, args.trials, "etcd")
 
             async def move(leader: str) -> bool:
                 target = next(n for n in etcd_mod.NAMES if n != leader)
-                return await cluster.move_leader(leader, target)
+                return await etcd.move_leader(leader, target)
 
-            fo["handover"] = await handover_trials(cluster, etcd_mod.NAMES, args.trials,
-                                                   "etcd", move)
+            fo["handover"] = await handover_trials(etcd, etcd_mod.NAMES, args.trials, "etcd",
+                                                   move)
+        finally:
+            etcd.stop_all()
+    print("\n## failover: pysyncobj", flush=True)
+    if skip["pysyncobj"]:
+        print(f"  SKIPPED: {skip['pysyncobj']}", flush=True)
+        return
+    syncobj = syncobj_peer.SyncObjCluster(root / "f-syncobj")
+    try:
+        syncobj.start_all()
+        await syncobj.leader()
+        fo = results["failover"].setdefault("pysyncobj", {})
+        fo["kill"] = await kill_trials(syncobj, syncobj_peer.NAMES, args.trials, "pysyncobj")
+        fo["handover"] = await handover_trials(syncobj, syncobj_peer.NAMES, args.trials,
+                                               "pysyncobj", syncobj.transfer)
     finally:
-        cluster.stop_all()
+        syncobj.stop_all()
 
 
-async def part_syncobj(root: Path, args: argparse.Namespace, parts: set[str],
-                       results: dict[str, Any]) -> None:
-    variants = [("pysyncobj", syncobj_peer.DEFAULT_TICK_S)]
-    if args.syncobj_tick > 0 and "writes" in parts:
-        variants.append((f"pysyncobj (tick {args.syncobj_tick * 1000:g} ms)",
-                         args.syncobj_tick))
-    for name, tick in variants:
-        cluster = syncobj_peer.SyncObjCluster(root / f"syncobj-{tick}", tick)
-        try:
-            cluster.start_all()
-            await cluster.leader()
-            if "writes" in parts:
-                results["writes"][name] = await http_peer_writes(cluster, name, args)
-            if "failover" in parts and tick == syncobj_peer.DEFAULT_TICK_S:
-                fo = results["failover"].setdefault("pysyncobj", {})
-                fo["kill"] = await kill_trials(cluster, syncobj_peer.NAMES, args.trials,
-                                               "pysyncobj")
-                fo["handover"] = await handover_trials(cluster, syncobj_peer.NAMES,
-                                                       args.trials, "pysyncobj",
-                                                       cluster.transfer)
-        finally:
-            cluster.stop_all()
-
-
-async def part_kraft(root: Path, args: argparse.Namespace, parts: set[str],
-                     results: dict[str, Any]) -> None:
-    if "writes" in parts:
-        results["writes"]["kraft append (in process)"] = await kraft_side.writes_in_process(
-            root / "kraft-inprocess", args.writers, args.seconds, args.repeat, args.warmup)
-    kinds = ["kill", "term"] if "failover" in parts else []
-    counts = args.writers if "writes" in parts else []
-    if kinds or counts:
-        out = await kraft_side.failover_raft(root / "kraft-raft", kinds, args.trials, counts,
-                                             args.seconds, args.repeat, args.warmup)
-        if counts:
-            results["writes"]["kraft append (gRPC)"] = out["writes_grpc"]
-        if kinds:
-            results["failover"]["kraft"] = {"kill": out["kill"], "handover": out["term"]}
-    if "writes" in parts or "scale" in parts:
-        meta = kraft_side.MetadataCluster(root / "kraft-metadata")
-        try:
-            await meta.start()
-            if "writes" in parts:
-                results["writes"]["kraft Admin API"] = await meta.writes(
-                    args.writers, args.seconds, args.repeat, args.warmup)
-            if "scale" in parts:
-                created = 0
-                for size in args.scale:
-                    print(f"  kraft: creating partitions up to {size:,}", flush=True)
-                    grown = await meta.grow(size, created)
-                    created = size
-                    print(f"    {grown['partitions']:,} partitions, "
-                          f"{grown['partitions_per_s']:,.0f} partitions/s", flush=True)
-                    trials = await meta.failover(args.scale_trials)
-                    values = [t["accepted_ms"] for t in trials if t["accepted_ms"] is not None]
-                    results["scale"].setdefault(str(size), {})["kraft"] = {
-                        "create": grown, "trials": trials, "ms": values,
-                        "summary": summary(values)}
-        finally:
-            meta.stop()
+async def part_kraft_scale(root: Path, args: argparse.Namespace,
+                           results: dict[str, Any]) -> None:
+    meta = kraft_side.MetadataCluster(root / "s-kraft-metadata")
+    try:
+        await meta.start()
+        created = 0
+        for size in args.scale:
+            print(f"  kraft: creating partitions up to {size:,}", flush=True)
+            grown = await meta.grow(size, created)
+            created = size
+            print(f"    {grown['partitions']:,} partitions, "
+                  f"{grown['partitions_per_s']:,.0f} partitions/s", flush=True)
+            trials = await meta.failover(args.scale_trials)
+            values = [t["accepted_ms"] for t in trials if t["accepted_ms"] is not None]
+            results["scale"].setdefault(str(size), {})["kraft"] = {
+                "create": grown, "trials": trials, "ms": values, "summary": summary(values)}
+    finally:
+        meta.stop()
 
 
 def part_zookeeper(root: Path, args: argparse.Namespace, results: dict[str, Any]) -> None:
@@ -229,24 +259,38 @@ def part_zookeeper(root: Path, args: argparse.Namespace, results: dict[str, Any]
 
 async def run(root: Path, args: argparse.Namespace, parts: set[str],
               skip: dict[str, str | None], results: dict[str, Any]) -> None:
-    if parts & {"writes", "failover", "scale"}:
-        print("\n## this project", flush=True)
-        await part_kraft(root, args, parts, results)
-    if parts & {"writes", "failover"}:
-        for name, step in (("etcd", part_etcd), ("pysyncobj", part_syncobj)):
-            print(f"\n## {name}", flush=True)
-            if skip[name]:
-                print(f"  SKIPPED: {skip[name]}", flush=True)
-                continue
-            await step(root, args, parts, results)
+    if "writes" in parts:
+        print("\n## writes (all systems up, interleaved)", flush=True)
+        await part_writes(root, args, skip, results)
+    if "failover" in parts:
+        await part_failover(root, args, skip, results)
     if "scale" in parts:
-        print("\n## zookeeper", flush=True)
+        print("\n## scale: this project", flush=True)
+        await part_kraft_scale(root, args, results)
+        print("\n## scale: zookeeper", flush=True)
         if skip["zookeeper"]:
             print(f"  SKIPPED: {skip['zookeeper']}", flush=True)
         else:
             # Synchronous on purpose: the server must be started by the main thread (its
             # PR_SET_PDEATHSIG follows the thread that forked it), and nothing else runs now.
             part_zookeeper(root, args, results)
+
+
+def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The earlier run's results with this run's parts laid over them; this run's machine
+    record goes to `later_runs`, and every entry it adds names that run."""
+    run_no = len(old.setdefault("later_runs", [])) + 1
+    old["later_runs"].append(new["machine"])
+    for part in ("writes", "failover", "scale"):
+        for key, value in new[part].items():
+            if part == "scale":
+                for system in value.values():
+                    system["later_run"] = run_no
+                old[part][key] = value
+            else:
+                old[part][key] = value | {"later_run": run_no} if isinstance(value, dict) \
+                    else value
+    return old
 
 
 def int_list(text: str) -> list[int]:
@@ -276,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="also measure PySyncObj's writes with this tick and append period "
                              "(0.005; 0 to skip)")
     parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "peers.json"))
+    parser.add_argument("--merge", action="store_true",
+                        help="add this run's parts to the existing --json file (e.g. a later "
+                             "1,000,000-partition scale run) instead of replacing it; each "
+                             "ratio still comes from one run")
     parser.add_argument("--plots", default=str(ROOT / "docs"),
                         help="directory for bench-peers-*.png ('' for none)")
     args = parser.parse_args(argv)
@@ -311,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"machine": info, "writes": {}, "failover": {}, "scale": {}}
     started = time.perf_counter()
     status = 0
+    # SIGTERM ends the run like Ctrl-C: cleanup runs; children would die with us regardless.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         asyncio.run(run(root, args, parts, skip, results))
     except KeyboardInterrupt:
@@ -321,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     info["loadavg_at_end"] = os.getloadavg()
     info["duration_s"] = time.perf_counter() - started
     if status == 0:
+        if args.merge and Path(args.json).exists():
+            results = merge(json.loads(Path(args.json).read_text()), results)
         report.write(results, args.json, args.plots)
     return status
 
