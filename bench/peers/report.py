@@ -21,13 +21,18 @@ def fmt(value: float | None) -> str:
     return f"{value:.3f}"
 
 
+def _real(values: list[float | None]) -> list[float]:
+    """Drop NaN and None (a NaN reads back from the JSON as null)."""
+    return [v for v in values if v is not None and v == v]
+
+
 def med(values: list[float]) -> float:
-    values = [v for v in values if v == v]
+    values = _real(values)
     return statistics.median(values) if values else float("nan")
 
 
 def spread(values: list[float]) -> str:
-    values = [v for v in values if v == v]
+    values = _real(values)
     if not values:
         return "-"
     if len(values) == 1:
@@ -36,7 +41,7 @@ def spread(values: list[float]) -> str:
 
 
 def ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}×" if b and a == a and b == b else "-"
+    return f"{a / b:.2f}×" if _real([a]) and _real([b]) and b else "-"
 
 
 def _row(rows: list[dict[str, Any]], writers: int) -> dict[str, Any] | None:
@@ -165,13 +170,17 @@ def plots(results: dict[str, Any], directory: str) -> list[str]:
                      label=system)
             ax2.plot(xs, [med([x["p50_ms"] for x in r["runs"]]) for r in rows], style,
                      label=system)
+        counts = sorted({r["writers"] for rows in writes.values() for r in rows})
         for ax, title in ((ax1, "committed writes/s (median)"), (ax2, "p50 latency, ms")):
             ax.set_xscale("log", base=2)
+            ax.set_xticks(counts, [str(c) for c in counts])
+            ax.minorticks_off()
             ax.set_yscale("log")
             ax.set_xlabel("concurrent writers")
             ax.set_title(title)
             ax.grid(True, which="both", alpha=0.3)
         ax1.legend(fontsize=7)
+        ax1.set_yscale("log")
         fig.suptitle("Writes of 100-byte values, 3 voters on loopback, same run")
         fig.tight_layout()
         written.append(_save(fig, out_dir / "bench-peers-writes.png", plt))
@@ -254,3 +263,20 @@ def write(results: dict[str, Any], json_path: str, plot_dir: str) -> None:
     Path(json_path).parent.mkdir(parents=True, exist_ok=True)
     Path(json_path).write_text(json.dumps(_clean(results), indent=1))
     print(f"raw numbers written to {json_path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.peers.report [JSON [PLOT_DIR]]`: the tables and plots again from the
+    raw numbers of a run (no measurement)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    json_path = args[0] if args else str(Path(__file__).resolve().parents[1] / "results"
+                                         / "peers.json")
+    plot_dir = args[1] if len(args) > 1 else str(Path(__file__).resolve().parents[2] / "docs")
+    write(json.loads(Path(json_path).read_text()), json_path, plot_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
