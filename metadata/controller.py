@@ -20,7 +20,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from kraft.core.errors import RaftError
@@ -39,12 +39,14 @@ from metadata.delta import MetadataDelta
 from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
 from metadata.image import CLUSTER_DEFAULT_BROKER, MetadataImage
 from metadata.loader import MetadataLoader
-from metadata.records import FeatureLevelRecord, NoOpRecord, encode_record
+from metadata.records import FeatureLevelRecord, NoOpRecord, Record, encode_record
 from metadata.replication import balance_partition_leaders, elect_unclean_leaders, fence_broker
 
 log = logging.getLogger(__name__)
 
-MAX_RECORDS_PER_BATCH = 10_000  # Kafka's QuorumController.MAX_RECORDS_PER_BATCH
+# Kafka splits non-atomic results into batches of 10,000 records; in Python 10,000 records
+# of encoding and replay hold the event loop too long, so slices are smaller.
+NON_ATOMIC_SLICE = 1_000
 PERIODIC_TICK_S = 1.0
 UNCLEAN_ELECTION_INTERVAL_S = 300  # Kafka's unclean.leader.election.interval.ms (internal)
 PERIODIC_DEFAULTS = {
@@ -112,23 +114,25 @@ class QuorumController:
             result = rule(latest)  # ControllerApiError propagates: nothing was written
             if not result.records:
                 pending = None
+            elif result.atomic:
+                pending = [self._apply_and_append(result.records)]
             else:
-                # Encode first: a record that cannot be encoded must not reach the image.
-                encoded = [encode_record(record) for record in result.records]
-                base = self._next_offset
-                delta = MetadataDelta(latest)
-                now = int(time.time() * 1000)
-                for index, record in enumerate(result.records):
-                    delta.replay(record, base + index, self._active_epoch, now)
-                self._latest = delta.apply()
-                self._next_offset = base + len(result.records)
-                # An atomic result is one batch; others may be split (Kafka's 10,000 a batch).
-                step = len(encoded) if result.atomic else MAX_RECORDS_PER_BATCH
-                pending = [
-                    asyncio.ensure_future(self.node.append(encoded[i : i + step]))
-                    for i in range(0, len(encoded), step)
-                ]
-                expected_last = self._next_offset - 1
+                # A big non-atomic result (fencing a broker in 100,000 ISRs) is applied and
+                # appended a slice at a time, yielding to the event loop between slices, so
+                # the Raft leader keeps answering fetches (check-quorum) meanwhile.
+                pending = []
+                try:
+                    for start in range(0, len(result.records), NON_ATOMIC_SLICE):
+                        if start:
+                            await asyncio.sleep(0)
+                            self._require_active()
+                        pending.append(self._apply_and_append(
+                            result.records[start : start + NON_ATOMIC_SLICE]))
+                except NotControllerError:
+                    # Leadership went mid-way: what was appended fails or commits on its own.
+                    await asyncio.gather(*pending, return_exceptions=True)
+                    raise
+            expected_last = self._next_offset - 1
         if pending is None:
             await self._barrier()  # a write with no records waits for the writes before it
             return result.response
@@ -141,6 +145,20 @@ class QuorumController:
             self._renounce(f"records landed at {lasts[-1]}, expected {expected_last}")
             raise NotControllerError(-1, "the log moved under the controller")
         return result.response
+
+    def _apply_and_append(self, records: Sequence[Record]) -> asyncio.Future[int]:
+        """Replay `records` onto the speculative image and append them as one batch."""
+        # Encode first: a record that cannot be encoded must not reach the image.
+        encoded = [encode_record(record) for record in records]
+        base = self._next_offset
+        assert self._latest is not None
+        delta = MetadataDelta(self._latest)
+        now = int(time.time() * 1000)
+        for index, record in enumerate(records):
+            delta.replay(record, base + index, self._active_epoch, now)
+        self._latest = delta.apply()
+        self._next_offset = base + len(records)
+        return asyncio.ensure_future(self.node.append(encoded))
 
     # -- broker lifecycle ----------------------------------------------------------------------
 

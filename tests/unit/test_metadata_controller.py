@@ -253,3 +253,37 @@ def test_a_failed_append_renounces_and_a_new_epoch_starts_from_the_log(tmp_path:
         await node.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_big_non_atomic_result_yields_to_the_event_loop_between_slices(tmp_path: Path) -> None:
+    from metadata.controller import NON_ATOMIC_SLICE
+
+    async def scenario() -> None:
+        controller = await active_controller(tmp_path)
+        count = NON_ATOMIC_SLICE * 2 + 7
+        records = tuple(
+            ConfigRecord(ConfigResourceType.BROKER, "", "num.partitions", str(i))
+            for i in range(count)
+        )
+        seen: set[int] = set()
+
+        async def ticker() -> None:  # another task: what does it see while the write runs?
+            while True:
+                seen.add(controller._next_offset)
+                await asyncio.sleep(0)
+
+        task = asyncio.ensure_future(ticker())
+        await asyncio.sleep(0)
+        base = controller._next_offset
+        await controller.write(lambda _img: ControllerResult(records, None, atomic=False))
+        task.cancel()
+        image = controller.committed_image
+        assert image.configs[CLUSTER_DEFAULT_BROKER]["num.partitions"] == str(count - 1)
+        # The loop ran other tasks between slices, not only before and after the write.
+        assert any(base < offset < base + count for offset in seen), sorted(seen)
+        batches = [b for b in controller.node.log.batches(0, 1 << 62) if not b.control]
+        sizes = [len(b.records) for b in batches if len(b.records) > 1]
+        assert max(sizes) <= NON_ATOMIC_SLICE
+        await controller.node.stop()
+
+    asyncio.run(scenario())
