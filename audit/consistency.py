@@ -118,10 +118,13 @@ def cross_node(batches: DataFrame, ranges: list[NodeRange]) -> list[Finding]:
         F.col("a.node_id").alias("node"), F.col("other_node"), F.col("a.base").alias("base"),
         F.col("a.epoch").alias("epoch"), F.col("a.crc").alias("crc"), "b_crc", "b_epoch",
         F.coalesce(same, F.lit(False)).alias("same"))
+    differs = F.when(~F.col("same"), F.col("base"))
     summary = joined.groupBy("node", "other_node").agg(
         F.max(F.when(F.col("same"), F.col("base"))).alias("last_agree"),
-        F.min(F.when(~F.col("same"), F.col("base"))).alias("first_diff"),
+        F.min(differs).alias("first_diff"),
         F.sum(F.when(~F.col("same"), 1).otherwise(0)).alias("diff_batches"),
+        # The two sides of the first difference, in the same pass.
+        F.min_by(F.struct("crc", "epoch", "b_crc", "b_epoch"), differs).alias("first"),
     ).where(F.col("first_diff").isNotNull()).collect()
     committed = {r.node_id: r.committed_end for r in ranges}
     out = []
@@ -129,8 +132,7 @@ def cross_node(batches: DataFrame, ranges: list[NodeRange]) -> list[Finding]:
         node, other_node, first = s["node"], s["other_node"], s["first_diff"]
         if node > other_node:
             continue  # each pair once (both directions see the same first difference)
-        detail_row = joined.where((F.col("node") == node) & (F.col("other_node") == other_node)
-                                  & (F.col("base") == first)).first()
+        detail_row = s["first"]
         ends = (committed[node], committed[other_node])
         below_committed = None not in ends and first < min(e for e in ends if e is not None)
         below_agreement = s["last_agree"] is not None and s["last_agree"] > first

@@ -3,6 +3,7 @@ consistency checks and the replay, and return what the report needs."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 
@@ -33,38 +34,51 @@ class AuditResult:
         return [f for f in self.findings if f.severity == VIOLATION]
 
 
-def load(spark: SparkSession, logs: list[NodeLog], with_json: bool = False) -> DataFrame:
+def load(spark: SparkSession, logs: list[NodeLog], level: str = "record",
+         node_ranges: dict[int, list[tuple[int, int]]] | None = None,
+         snapshots: bool = True) -> DataFrame:
     """The data source over the given node logs (their committed ends passed explicitly)."""
-    reader = spark.read.format(NAME).option("includeJson", str(with_json).lower()).option(
-        "nodeIds", ",".join(str(log.node_id) for log in logs))
+    reader = (spark.read.format(NAME).option("includeJson", "false").option("level", level)
+              .option("includeSnapshots", str(snapshots).lower())
+              .option("nodeIds", ",".join(str(log.node_id) for log in logs)))
     ends = ",".join(f"{log.node_id}={log.committed_end}" for log in logs
                     if log.committed_end is not None)
     if ends:
         reader = reader.option("committedEnd", ends)
+    if node_ranges is not None:
+        reader = reader.option("nodeRanges", json.dumps(
+            {str(n): [list(s) for s in spans] for n, spans in node_ranges.items()}))
     return reader.load([log.partition_dir for log in logs])
 
 
 def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> AuditResult:
+    """Two reads: every node at batch level (a CRC scan) for the cross-node checks, then one
+    copy of the log at record level for the replay."""
     started = time.monotonic()
-    records = load(spark, logs).cache()
-    count = records.count()
-    batches = consistency.batch_rows(records).cache()
+    headers = load(spark, logs, level="batch", snapshots=False).cache()
+    batches = consistency.batch_rows(headers).cache()
     ranges = consistency.node_ranges(batches, logs)
-    findings = consistency.file_problems(records, logs)
+    findings = consistency.file_problems(headers, logs)
     findings += consistency.per_node_order(batches)
     findings += consistency.cross_node(batches, ranges)
-    leadership, leader_findings = consistency.leader_changes(records)
+    leadership, leader_findings = consistency.leader_changes(headers)
     findings += leader_findings
     snapshots = [(s.base_offset, log.node_id, s.path) for log in logs for s in log.snapshots]
-    rows, start, complete = replay.canonical(records, ranges, snapshots)
+    plan = replay.plan_canonical(ranges, snapshots)
+    records = load(spark, logs, "record", plan.node_ranges, plan.seed is not None).cache()
+    count = records.count()
+    findings += consistency.file_problems(records.where(
+        F.col("record_type") == "UNDECODABLE"), logs)
+    rows = replay.canonical_rows(records, plan)
     notes = []
-    if not complete:
-        notes.append(f"no log starts at offset 0 and no snapshot covers offsets below {start}: "
-                     "checks that need the earlier state (topic existence) are skipped")
-        findings.append(Finding(WARNING, "incomplete-history", None, start, notes[-1]))
-    history = replay.cluster_history(rows, complete)
+    if not plan.complete:
+        notes.append(f"no log starts at offset 0 and no snapshot covers offsets below "
+                     f"{plan.start}: checks that need the earlier state (topic existence) are "
+                     "skipped")
+        findings.append(Finding(WARNING, "incomplete-history", None, plan.start, notes[-1]))
+    history = replay.cluster_history(rows, plan.complete)
     findings += history.findings
-    out = replay.partition_replay(rows, history, complete, partitions).cache()
+    out = replay.partition_replay(rows, history, plan.complete, partitions).cache()
     for r in out.where(F.col("kind") == "finding").collect():
         findings.append(Finding(r["severity"], r["check"], r["node_id"], r["offset"],
                                 r["detail"]))
@@ -72,8 +86,7 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
         "kind", "severity", "check", "detail").orderBy("offset").toArrow()
     findings.sort(key=lambda f: (f.severity != VIOLATION, f.offset if f.offset is not None
                                  else -1, f.check, f.node_id or 0))
-    records.unpersist()
-    batches.unpersist()
-    out.unpersist()
+    for frame in (headers, batches, records, out):
+        frame.unpersist()
     return AuditResult(ranges, count, findings, leadership, history.broker_events, changes,
-                       start, time.monotonic() - started, notes)
+                       plan.start, time.monotonic() - started, notes)

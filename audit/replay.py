@@ -51,37 +51,44 @@ OUT_DDL = ("kind string, severity string, check string, node_id int, offset bigi
            "unclean boolean, detail string")
 
 
-def canonical(records: DataFrame, ranges: list[NodeRange],
-              snapshots: list[tuple[int, int, str]]) -> tuple[DataFrame, int, bool]:
-    """(rows of one copy of the log, the offset the replay starts from, whether it starts
-    from a complete state). `snapshots` is (end offset, node, path) of every snapshot."""
+@dataclass(frozen=True)
+class CanonicalPlan:
+    """Which node supplies which offsets of the one copy the replay reads, and the snapshot
+    that seeds it when no node's log starts at 0."""
+
+    node_ranges: dict[int, list[tuple[int, int]]]
+    start: int  # the offset the replay starts from
+    complete: bool  # whether it starts from a complete state (offset 0 or a snapshot)
+    seed: tuple[int, int, str] | None  # (end offset, node, path) of the seeding snapshot
+
+
+def plan_canonical(ranges: list[NodeRange],
+                   snapshots: list[tuple[int, int, str]]) -> CanonicalPlan:
+    """Each offset from the lowest node id that holds it (the consistency checks report where
+    nodes differ). `snapshots` is (end offset, node, path) of every snapshot."""
     covered: list[tuple[int, int]] = []
-    conditions = []
+    pieces: dict[int, list[tuple[int, int]]] = {}
     for r in sorted(ranges, key=lambda r: r.node_id):
-        for lo, hi in _subtract((r.start, r.end), covered):
-            conditions.append((F.col("node_id") == r.node_id) & (F.col("offset") >= lo)
-                              & (F.col("offset") < hi))
+        pieces[r.node_id] = _subtract((r.start, r.end), covered)
         covered.append((r.start, r.end))
     log_start = min((lo for lo, hi in covered if hi > lo), default=0)
-    segments = records.where((F.col("source_kind") == "segment") & F.col("error").isNull())
     seed = max((s for s in snapshots if s[0] >= log_start), default=None) if log_start else None
     if seed is not None:
         # Everything below the snapshot's end comes from the snapshot.
-        conditions = [c & (F.col("offset") >= seed[0]) for c in conditions]
-    rows = segments.where(_any(conditions)) if conditions else segments.limit(0)
-    if seed is not None:
-        rows = rows.unionByName(records.where(
-            (F.col("source_file") == seed[2]) & (F.col("is_control") == F.lit(False))
-            & F.col("error").isNull()))
-        return rows, seed[0], True
-    return rows, log_start, log_start == 0
+        pieces = {n: [(max(lo, seed[0]), hi) for lo, hi in spans if hi > seed[0]]
+                  for n, spans in pieces.items()}
+        return CanonicalPlan(pieces, seed[0], True, seed)
+    return CanonicalPlan(pieces, log_start, log_start == 0, None)
 
 
-def _any(conditions: list) -> object:
-    out = conditions[0]
-    for c in conditions[1:]:
-        out = out | c
-    return out
+def canonical_rows(records: DataFrame, plan: CanonicalPlan) -> DataFrame:
+    """The plan's rows out of a record-level read that already follows its node ranges."""
+    segments = records.where((F.col("source_kind") == "segment") & F.col("error").isNull())
+    if plan.seed is None:
+        return segments
+    return segments.unionByName(records.where(
+        (F.col("source_file") == plan.seed[2]) & (F.col("is_control") == F.lit(False))
+        & F.col("error").isNull()))
 
 
 def _subtract(span: tuple[int, int], covered: list[tuple[int, int]]) -> list[tuple[int, int]]:

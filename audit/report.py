@@ -52,7 +52,8 @@ def summary_lines(result: AuditResult) -> list[str]:
     return [
         f"verdict: {'VIOLATIONS FOUND' if violations else 'no violations'}",
         f"violations: {violations}, warnings: {warnings}",
-        f"records read: {result.records:,} from {len(result.nodes)} node(s): {nodes}",
+        f"log records replayed: {result.records:,}; batches compared across "
+        f"{len(result.nodes)} node(s): {nodes}",
         f"controller epochs: {len(result.leadership)}; broker events: "
         f"{len(result.broker_events)}; partition leader changes: "
         f"{result.leader_changes.num_rows:,}",

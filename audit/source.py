@@ -12,6 +12,10 @@ Options (all strings, as Spark passes them):
   endOffset        offset to stop before (default: the end)
   includeJson      "false" skips `record_json` and the full field checks of the record decoder
   includeSnapshots "false" reads only segments
+  level            "batch": one row per data batch (record columns null, record_type
+                   DATA_BATCH), control records still one row each: a CRC scan, no decoding
+  nodeRanges       {"1": [[0, 500]], "2": [[500, 620]]} (JSON): read each node only within
+                   these offset ranges (a node not named is not read)
 """
 
 from __future__ import annotations
@@ -66,11 +70,11 @@ def node_logs(options: Mapping[str, str]) -> list[NodeLog]:
     """Every node log the options name, with committed ends from files or the override."""
     paths = paths_of(options)
     ids: list[int | None] = [None] * len(paths)
-    if options.get("nodeIds"):
-        ids = [int(i) for i in options["nodeIds"].split(",")]
+    if options.get("nodeids"):
+        ids = [int(i) for i in options["nodeids"].split(",")]
         if len(ids) != len(paths):
             raise LayoutError(f"nodeIds names {len(ids)} nodes for {len(paths)} paths")
-    overrides = parse_node_map(options.get("committedEnd", ""), "committedEnd")
+    overrides = parse_node_map(options.get("committedend", ""), "committedEnd")
     logs = [discover(path, node_id) for path, node_id in zip(paths, ids, strict=True)]
     seen: dict[int, str] = {}
     for log in logs:
@@ -87,28 +91,39 @@ def node_logs(options: Mapping[str, str]) -> list[NodeLog]:
 
 class KraftMetadataReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.options = dict(options)
+        # Spark option keys are case-insensitive; a plain dict copy would not be.
+        self.options = {key.lower(): value for key, value in options.items()}
 
     def partitions(self) -> list[InputPartition]:
-        start = _int(self.options, "startOffset") or 0
-        end = _int(self.options, "endOffset")
-        committed_only = _flag(self.options, "committedOnly", False)
-        with_json = _flag(self.options, "includeJson", True)
-        snapshots = _flag(self.options, "includeSnapshots", True)
+        start = _int(self.options, "startoffset") or 0
+        end = _int(self.options, "endoffset")
+        committed_only = _flag(self.options, "committedonly", False)
+        with_json = _flag(self.options, "includejson", True)
+        snapshots = _flag(self.options, "includesnapshots", True)
+        level = self.options.get("level", "record")
+        if level not in ("record", "batch"):
+            raise LayoutError(f"option level must be record or batch, not {level!r}")
+        node_ranges = json.loads(self.options.get("noderanges", "null"))
         out: list[InputPartition] = []
         for log in node_logs(self.options):
             stop = end
             if committed_only and log.committed_end is not None:
                 stop = log.committed_end if stop is None else min(stop, log.committed_end)
-            read = ReadOptions(start, stop, with_json)
-            for segment in log.segments:
-                # Files wholly outside the range are not even opened.
-                if stop is not None and segment.base_offset >= stop and segment.base_offset:
-                    continue
-                if segment.next_base is not None and segment.next_base <= start:
-                    continue
-                out.append(FilePartition(segment, read))
+            spans: list[tuple[int, int | None]] = [(start, stop)]
+            if node_ranges is not None:
+                spans = [(max(lo, start), hi if stop is None else min(hi, stop))
+                         for lo, hi in node_ranges.get(str(log.node_id), [])]
+            for lo, hi in spans:
+                read = ReadOptions(lo, hi, with_json, batches_only=level == "batch")
+                for segment in log.segments:
+                    # Files wholly outside the range are not even opened.
+                    if hi is not None and segment.base_offset >= hi and segment.base_offset:
+                        continue
+                    if segment.next_base is not None and segment.next_base <= lo:
+                        continue
+                    out.append(FilePartition(segment, read))
             if snapshots:
+                read = ReadOptions(start, stop, with_json)
                 out.extend(FilePartition(s, read) for s in log.snapshots
                            if stop is None or s.base_offset <= stop)
         return out
