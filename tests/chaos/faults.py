@@ -19,6 +19,8 @@ from kraft.rpc import raft_pb2_grpc as rpc
 from tests.chaos.schedule import Fault
 from tests.integration.cluster import ProcessCluster
 
+LEADER_WAIT_S = 3.0
+
 
 class FaultFiles:
     """Each node's fault files as the union of the faults active on it: overlapping
@@ -188,6 +190,15 @@ class Injector:
         with self._lock:
             self._check_crashes()
 
+    def _leader_soon(self) -> int | None:
+        """The leader, waiting out an election in progress (another fault's) for a moment."""
+        deadline = time.monotonic() + LEADER_WAIT_S
+        while True:
+            leader = find_leader(self.cluster, self.controllers)
+            if leader is not None or time.monotonic() >= deadline or self._stop.is_set():
+                return leader
+            self._stop.wait(0.05)  # polling interval of a bounded wait
+
     def _busy(self, node_id: int) -> bool:
         return node_id in self.killed or node_id in self.paused
 
@@ -195,9 +206,9 @@ class Injector:
         fault = record.fault
         targets, other = list(fault.targets), list(fault.other_side)
         if fault.kind in ("kill-leader", "isolate-leader"):
-            leader = find_leader(self.cluster, self.controllers)
+            leader = self._leader_soon()
             if leader is None:
-                record.skipped = "no leader at that moment"
+                record.skipped = f"no leader within {LEADER_WAIT_S:g} s"
                 return
             targets = [leader]
             if fault.kind == "isolate-leader":
