@@ -121,6 +121,7 @@ class Campaign:
                  f"{self.o.duration_s:g} s, work dir {self.root}")
         injector: Injector | None = None
         crashes: list[dict[str, object]] = []
+        stop = threading.Event()
         try:
             self.cluster.format()
             self.cluster.start_all()
@@ -132,7 +133,6 @@ class Campaign:
             self.t0 = t0
             injector = Injector(self.cluster, self.controllers, self.files, schedule, t0,
                                 self.say)
-            stop = threading.Event()
             writers = [Writer(k, self.prefix, self.servers(), t0, stop, self.o.pace_s)
                        for k in range(self.o.writers)]
             injector.start()
@@ -155,6 +155,9 @@ class Campaign:
             crashes = [{"nodeId": c.node_id, "exitCode": c.exit_code, "atS": round(c.at_s, 2),
                         "logTail": c.log_tail} for c in injector.crashes]
         finally:
+            stop.set()  # on an error too: no thread keeps writing or faulting
+            if injector is not None:
+                injector.stop()
             self.cluster.stop_all()
         self._check_logs(served)
         self.checks.append(Check("no node exited by itself", not crashes,
