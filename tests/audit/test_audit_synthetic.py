@@ -103,3 +103,19 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, capsys) -> None:
     assert code == cli.EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not exist" in err[0]
+
+
+def test_data_source_options(spark, synthetic) -> None:
+    root, _ = synthetic
+    dirs = [os.fspath(root / f"node-{n}") for n in NODES]
+    df = (spark.read.format("kraft-metadata").option("startOffset", "100")
+          .option("endOffset", "200").load(dirs))
+    rows = df.select("node_id", "offset", "record_json", "record_type").collect()
+    assert sorted({r["node_id"] for r in rows}) == list(NODES)
+    assert sorted(r["offset"] for r in rows if r["node_id"] == 2) == list(range(100, 200))
+    assert all(r["record_json"] and r["record_type"] in r["record_json"] for r in rows)
+    committed = (spark.read.format("kraft-metadata").option("committedOnly", "true")
+                 .option("committedEnd", "1=50,3=70").option("includeJson", "false")
+                 .load(dirs).groupBy("node_id").agg({"offset": "max"}).collect())
+    ends = {r["node_id"]: r["max(offset)"] for r in committed}
+    assert ends[1] == 49 and ends[3] == 69 and ends[2] > 1000  # node 2: committed end unknown
