@@ -10,7 +10,7 @@ SEED ?=
 CONTROLLERS ?= 3
 CHAOS_ARGS ?=
 
-.PHONY: demo test sim bench bench-peers lint clean chaos
+.PHONY: demo test sim bench bench-peers lint clean chaos audit-demo
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) tools/demo.py
+
+audit-demo: $(STAMP)
+	$(PY) -m tests.audit.demo build/audit-demo
 
 sim: $(STAMP)
 	$(PY) -m kraft.sim --seeds $(SEEDS)

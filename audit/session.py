@@ -15,6 +15,8 @@ def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> Spar
     # Python workers must run this interpreter (the one with pyarrow and this package).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local run stays on loopback
     spark = (
         SparkSession.builder.master(master)
         .appName("kraft-audit")
