@@ -137,6 +137,14 @@ class BrokerLifecycleManager:
         self._set_state(BrokerState.SHUTTING_DOWN)
         return granted
 
+    async def alter_partition(self, request: pb.AlterPartitionRequest) -> pb.AlterPartitionResponse:
+        """AlterPartition at the active controller, retried (bounded) like heartbeats."""
+        try:
+            return await self._with_retries(
+                "AlterPartition", request, max(self.heartbeat_interval_s, 1.0))
+        except RetryError as exc:
+            raise ConnectionError(str(exc.last_attempt.exception())) from None
+
     async def close(self) -> None:
         if self.state is not BrokerState.SHUTTING_DOWN:
             self._set_state(BrokerState.SHUTTING_DOWN)

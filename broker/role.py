@@ -18,6 +18,7 @@ from grpc_health.v1._async import HealthServicer
 from prometheus_client import CollectorRegistry
 
 from broker.cache import MetadataCache
+from broker.isr import IsrExpander
 from broker.lifecycle import AdvertisedListener, BrokerLifecycleManager
 from broker.metrics import BrokerMetrics, BrokerSample
 from broker.publisher import MetadataPublisher
@@ -60,6 +61,8 @@ class BrokerRole:
         self.metrics = BrokerMetrics(registry)
         # Before any QuorumController: this publisher drives (and times) the shared loader.
         self.publisher = MetadataPublisher(node, loader, self.cache, self.metrics)
+        self._loader = loader
+        self.isr: IsrExpander | None = None
         self.listeners = broker_listeners(config)
         self.server: grpc.aio.Server | None = None
         self.ports: dict[str, int] = {}
@@ -144,6 +147,11 @@ class BrokerRole:
             tls=config.controller_tls,
         )
         self.lifecycle.start()
+        lifecycle = self.lifecycle
+        self.isr = IsrExpander(
+            config.node_id, lifecycle.alter_partition, lambda: lifecycle.broker_epoch,
+            lambda: lifecycle.state is BrokerState.RUNNING)
+        self._loader.subscribe(self.isr.on_image)
 
     def _leader_endpoint(self) -> str | None:
         status = self.node.status()

@@ -1,14 +1,19 @@
-"""`make demo`: a three-controller quorum from config/, a leader killed, a new one elected.
+"""`make demo`: a cluster from config/ — three controllers and three brokers — through a
+controller failover and a broker's controlled shutdown.
 
-Formats ./demo-data for the nodes in config/controller-{1,2,3}.properties, starts them as real
-processes, shows `kraft-admin quorum describe`, writes a cluster config through the Admin API
-and reads it back, kills the leader with SIGKILL, shows the new leader, how long the election
-took and that it holds the metadata, restarts the old leader, and stops everything with
-SIGTERM. Node logs are in ./demo-data/logs.
+Formats ./demo-data for config/controller-{1,2,3}.properties and config/broker-{4,5,6}.properties,
+starts them as real processes, shows `kraft-admin quorum describe`, writes a cluster config and
+creates a topic (6 partitions, RF 3) through the Admin API, kills the active controller with
+SIGKILL, shows the new leader, how long the election took and that it holds the metadata,
+restarts the old leader, stops broker 5 with SIGTERM (controlled shutdown: its leaderships move
+first), restarts it and restores the preferred leaders, inspects a controller's metadata log and
+snapshots with `kraft-snapshot`, and stops everything with SIGTERM. Node logs are in
+./demo-data/logs.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -25,6 +30,7 @@ from kraft.server.meta_properties import random_uuid
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = [ROOT / "config" / f"controller-{i}.properties" for i in (1, 2, 3)]
+BROKER_CONFIGS = [ROOT / "config" / f"broker-{i}.properties" for i in (4, 5, 6)]
 DATA = ROOT / "demo-data"
 
 
@@ -34,6 +40,29 @@ def banner(text: str) -> None:
 
 def admin(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "kraft.server.admin_cli", *args], check=True, cwd=ROOT)
+
+
+def admin_json(*args: str) -> object:
+    out = subprocess.run([sys.executable, "-m", "kraft.server.admin_cli", *args, "--json"],
+                         check=True, cwd=ROOT, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def wait_until(condition, what: str, timeout_s: float = 30):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+        except subprocess.CalledProcessError:
+            value = None
+        if value:
+            return value
+        time.sleep(0.1)  # poll interval of a bounded condition wait
+    raise SystemExit(f"timed out waiting for {what}; see {DATA / 'logs'}")
+
+
+def snapshot_cli(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "snapshots.cli", *args], check=True, cwd=ROOT)
 
 
 def leader_of(endpoints: list[str]) -> tuple[int, int] | None:
@@ -65,21 +94,24 @@ def wait_leader(endpoints: list[str], timeout_s: float = 20) -> tuple[int, int]:
 
 def main() -> int:
     configs = {load_config(path).node_id: (path, load_config(path)) for path in CONFIGS}
+    brokers = {load_config(path).node_id: path for path in BROKER_CONFIGS}
     endpoints = {nid: str(cfg.controller_listener.endpoint) for nid, (_, cfg) in configs.items()}
     shutil.rmtree(DATA, ignore_errors=True)
     (DATA / "logs").mkdir(parents=True)
     cluster_id = random_uuid()
     banner(f"Formatting storage for cluster {cluster_id}")
-    for path, _ in configs.values():
+    for path in [*CONFIGS, *BROKER_CONFIGS]:
         subprocess.run([sys.executable, "-m", "kraft.server.storage_cli", "format", "-t",
                         cluster_id, "-c", str(path)], check=True, cwd=ROOT)
 
     processes: dict[int, subprocess.Popen[bytes]] = {}
 
     def start(node_id: int) -> None:
-        log = (DATA / "logs" / f"controller-{node_id}.log").open("ab")
+        role, path = (("controller", configs[node_id][0]) if node_id in configs
+                      else ("broker", brokers[node_id]))
+        log = (DATA / "logs" / f"{role}-{node_id}.log").open("ab")
         processes[node_id] = subprocess.Popen(
-            [sys.executable, "-m", "kraft.server.main", str(configs[node_id][0])],
+            [sys.executable, "-m", "kraft.server.main", str(path)],
             stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
         )
 
@@ -103,6 +135,24 @@ def main() -> int:
               "brokers", "--entity-default")
         admin("--bootstrap-server", any_node, "features", "describe")
 
+        banner("Starting brokers 4, 5 and 6: Raft observers that register and heartbeat")
+        for node_id in sorted(brokers):
+            start(node_id)
+
+        def all_unfenced() -> bool:
+            listed = admin_json("--bootstrap-server", any_node, "brokers", "list")
+            return sorted(b["id"] for b in listed if not b["fenced"]) == sorted(brokers)
+
+        wait_until(all_unfenced, "the brokers to register and be unfenced")
+        admin("--bootstrap-server", any_node, "brokers", "list")
+        admin("--bootstrap-server", any_node, "topics", "create", "--topic", "orders",
+              "--partitions", "6", "--replication-factor", "3")
+        broker_listener = "127.0.0.1:19094"
+        banner(f"The topic as broker 4 serves it from its metadata cache ({broker_listener})")
+        wait_until(lambda: admin_json("--bootstrap-server", broker_listener, "topics",
+                                      "describe", "--topic", "orders"), "broker 4's cache")
+        admin("--bootstrap-server", broker_listener, "topics", "describe", "--topic", "orders")
+
         banner(f"kill -9 of the leader, controller {leader}")
         killed_at = time.monotonic()
         processes[leader].send_signal(signal.SIGKILL)
@@ -122,18 +172,51 @@ def main() -> int:
         while leader_of(list(endpoints.values())) is None and time.monotonic() < deadline:
             time.sleep(0.05)  # poll interval of a bounded condition wait
         admin("--bootstrap-server", any_node, "quorum", "describe", "--replication")
+
+        banner("SIGTERM to broker 5: a controlled shutdown moves its leaderships first")
+        processes[5].send_signal(signal.SIGTERM)
+        processes[5].wait(timeout=60)
+        admin("--bootstrap-server", any_node, "topics", "describe", "--topic", "orders")
+        banner("Broker 5 restarts, catches up, is unfenced; a preferred election restores "
+               "its leaderships")
+        start(5)
+        wait_until(all_unfenced, "broker 5 to be unfenced")
+
+        def preferred_restored() -> bool:
+            admin_json("--bootstrap-server", any_node, "leaders", "elect", "--election-type",
+                       "preferred", "--all-topic-partitions")
+            topic = admin_json("--bootstrap-server", any_node, "topics", "describe",
+                               "--topic", "orders")
+            parts = topic[0]["partitions"] if isinstance(topic, list) else topic["partitions"]
+            return all(p["leader"] == p["replicas"][0] for p in parts)
+
+        wait_until(preferred_restored, "the preferred leaders (broker 5 back in the ISRs)")
+        admin("--bootstrap-server", any_node, "topics", "describe", "--topic", "orders")
+
+        log_dir = DATA / "controller-1" / "__cluster_metadata-0"
+        banner(f"kraft-snapshot verify {log_dir.relative_to(ROOT)}")
+        snapshot_cli("verify", str(log_dir))
+        banner(f"kraft-snapshot tree {log_dir.relative_to(ROOT)} /topics/orders")
+        snapshot_cli("tree", str(log_dir), "/topics/orders")
     finally:
-        banner("Stopping every controller with SIGTERM")
-        for proc in processes.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for node_id, proc in processes.items():
-            try:
-                code = proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                code = proc.wait()
-            print(f"controller {node_id} exited with {code}")
+        banner("Stopping every node with SIGTERM: brokers first (controlled shutdown needs "
+               "the controllers), then the controllers")
+        for group in (sorted(brokers), sorted(configs)):
+            for node_id in group:
+                proc = processes.get(node_id)
+                if proc is not None and proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            for node_id in group:
+                proc = processes.get(node_id)
+                if proc is None:
+                    continue
+                try:
+                    code = proc.wait(timeout=45)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    code = proc.wait()
+                role = "controller" if node_id in configs else "broker"
+                print(f"{role} {node_id} exited with {code}")
     return 0
 
 

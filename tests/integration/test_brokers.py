@@ -131,6 +131,9 @@ def test_brokers_cache_the_log_catch_up_and_are_fenced_when_killed(make_cluster)
              "broker 5 unfenced after its restart")
     state = wait_for(lambda: broker_cluster(endpoints[5]).broker_state, WAIT_S, "broker 5 up")
     assert state == "RUNNING"
+    # The partition leaders add the returned replica back to their ISRs (AlterPartition).
+    wait_for(lambda: all(len(p.isr) == 3 for t in broker_topics(endpoints[4], ["orders"]).topics
+                         for p in t.partitions), WAIT_S, "broker 5 back in every ISR of orders")
 
 
 def test_sigterm_is_a_controlled_shutdown(make_cluster) -> None:
