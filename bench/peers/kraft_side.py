@@ -26,16 +26,86 @@ from typing import Any
 import grpc
 
 from bench._cluster import CLIENT_OPTIONS, Clients, Cluster, _reraise_cancellation
-from bench.controller_bench import leader_endpoint, start_brokers
+from bench.controller_bench import NOT_CONTROLLER, leader_endpoint
 from bench.peers.load import RECORD_BYTES, Target, Write, first_success, summary
 from bench.quorum_bench import InProcessQuorum, failover_trial
 from kraft.rpc import admin_pb2 as apb
 from kraft.rpc import admin_pb2_grpc as arpc
+from kraft.rpc import broker_pb2 as bpb
+from kraft.rpc import broker_pb2_grpc as brpc
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
+from metadata.records import random_uuid
 
 PARTITIONS_PER_TOPIC = 1000
 TOPIC_CREATORS = 4
+HEARTBEAT_S = 0.2
+BROKERS = (1, 2, 3)
+
+
+class Brokers:
+    """Three brokers that register and then heartbeat every 200 ms to whichever controller is
+    active, moving to the next controller on an error or NOT_CONTROLLER, as real brokers do.
+    A broker that stopped heartbeating would be fenced 9 s later; with 1,000,000 partitions
+    that fencing is a batch so large that the active controller loses its leadership over it
+    (see docs/benchmarks.md, Peers), so the scale test keeps its brokers alive throughout."""
+
+    def __init__(self, cluster: Cluster, cluster_id: str) -> None:
+        self.endpoints = [cluster.nodes[n].endpoint for n in sorted(cluster.nodes)]
+        self.cluster_id = cluster_id
+        self.channels = [grpc.aio.insecure_channel(e, options=CLIENT_OPTIONS)
+                         for e in self.endpoints]
+        self.stubs = [brpc.BrokerLifecycleStub(c) for c in self.channels]
+        self.epochs: dict[int, int] = {}
+        self.stop = asyncio.Event()
+        self.tasks: list[asyncio.Task] = []
+        self.current = 0
+
+    async def _call(self, method: str, request: Any, timeout_s: float = 30.0) -> Any:
+        """Send to the controller believed active; on failure try the next one."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                reply = await getattr(self.stubs[self.current], method)(request, timeout=2)
+                if reply.error_code != NOT_CONTROLLER:
+                    return reply
+            except grpc.aio.AioRpcError:
+                _reraise_cancellation()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{method}: no active controller within {timeout_s} s")
+            self.current = (self.current + 1) % len(self.stubs)
+            await asyncio.sleep(0.01)  # pause before asking the next controller
+
+    async def start(self) -> None:
+        for broker in BROKERS:
+            reply = await self._call("RegisterBroker", bpb.BrokerRegistrationRequest(
+                broker_id=broker, cluster_id=self.cluster_id, incarnation_id=random_uuid(),
+                listeners=[bpb.Listener(name="PLAINTEXT", host="127.0.0.1",
+                                        port=9092 + broker)]))
+            if reply.error_code != 0:
+                raise RuntimeError(f"registration of broker {broker}: {reply.error_message}")
+            self.epochs[broker] = reply.broker_epoch
+        self.tasks = [asyncio.create_task(self._beat(b)) for b in BROKERS]
+
+    async def _beat(self, broker: int) -> None:
+        while not self.stop.is_set():
+            try:
+                await self._call("BrokerHeartbeat", bpb.BrokerHeartbeatRequest(
+                    broker_id=broker, broker_epoch=self.epochs[broker],
+                    current_metadata_offset=1 << 40, want_fence=False, want_shut_down=False),
+                    timeout_s=60)
+            except RuntimeError as exc:
+                print(f"    broker {broker}: {exc}", flush=True)
+            try:
+                await asyncio.wait_for(self.stop.wait(), HEARTBEAT_S)
+            except TimeoutError:
+                pass
+
+    async def close(self) -> None:
+        self.stop.set()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for channel in self.channels:
+            await channel.close()
 
 
 async def in_process_target(root: Path) -> tuple[Target, Callable[[], Awaitable[None]]]:
@@ -172,8 +242,6 @@ class MetadataCluster:
     async def grow(self, partitions: int, created: int) -> dict[str, Any]:
         """Create topics of 1,000 partitions until `partitions` exist (from `created`)."""
         endpoint = await leader_endpoint(self.cluster)
-        stop = asyncio.Event()
-        beats = await start_brokers(endpoint, self.cluster_id, stop)
         channel = grpc.aio.insecure_channel(endpoint, options=CLIENT_OPTIONS)
         stub = arpc.AdminStub(channel)
         topics = list(range(created // PARTITIONS_PER_TOPIC, partitions // PARTITIONS_PER_TOPIC))
@@ -190,8 +258,6 @@ class MetadataCluster:
             await asyncio.gather(*(creator(topics[i::TOPIC_CREATORS])
                                    for i in range(TOPIC_CREATORS)))
         finally:
-            stop.set()
-            await asyncio.gather(*beats, return_exceptions=True)
             await channel.close()
         wall = time.perf_counter() - started
         return {"partitions": partitions, "created_s": wall,
@@ -229,7 +295,7 @@ class MetadataCluster:
                                                   options=CLIENT_OPTIONS) for n in survivors]
             attempts = [config_write(arpc.AdminStub(c), self.counter) for c in channels]
             # Connect first, so the measurement starts with ready channels.
-            await asyncio.gather(*(c.channel_ready() for c in channels))
+            await asyncio.wait_for(asyncio.gather(*(c.channel_ready() for c in channels)), 30)
             self.cluster.signal(victim, signal.SIGKILL)
             seconds = await first_success(attempts, timeout_s)
             for channel in channels:

@@ -211,8 +211,11 @@ async def part_failover(root: Path, args: argparse.Namespace, skip: dict[str, st
 async def part_kraft_scale(root: Path, args: argparse.Namespace,
                            results: dict[str, Any]) -> None:
     meta = kraft_side.MetadataCluster(root / "s-kraft-metadata")
+    brokers: kraft_side.Brokers | None = None
     try:
         await meta.start()
+        brokers = kraft_side.Brokers(meta.cluster, meta.cluster_id)
+        await brokers.start()
         created = 0
         for size in args.scale:
             print(f"  kraft: creating partitions up to {size:,}", flush=True)
@@ -225,6 +228,8 @@ async def part_kraft_scale(root: Path, args: argparse.Namespace,
             results["scale"].setdefault(str(size), {})["kraft"] = {
                 "create": grown, "trials": trials, "ms": values, "summary": summary(values)}
     finally:
+        if brokers is not None:
+            await brokers.close()
         meta.stop()
 
 
