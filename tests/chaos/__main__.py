@@ -11,7 +11,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from tests.chaos.campaign import Options, run_campaign
+from tests.chaos.campaign import SNAPSHOT_BYTES, Options, run_campaign
 from tests.chaos.report import summary_lines
 from tests.chaos.schedule import KINDS
 
@@ -30,6 +30,9 @@ def parse_args(argv: list[str] | None) -> tuple[Options, Path | None]:
                         help="fault sequences running side by side, i.e. overlapping faults (2)")
     parser.add_argument("--faults", default=",".join(KINDS),
                         help=f"fault kinds to draw from ({','.join(KINDS)})")
+    parser.add_argument("--snapshot-bytes", type=int, default=SNAPSHOT_BYTES,
+                        help="metadata.log.max.record.bytes.between.snapshots for every node "
+                             f"({SNAPSHOT_BYTES}); the log is never cleaned")
     parser.add_argument("--no-audit", action="store_true", help="skip the Spark audit")
     parser.add_argument("--work-dir", type=Path, help="cluster data and logs (a temp dir)")
     parser.add_argument("--keep", action="store_true",
@@ -44,7 +47,7 @@ def parse_args(argv: list[str] | None) -> tuple[Options, Path | None]:
     return Options(seed=seed, duration_s=args.duration, controllers=args.controllers,
                    brokers=args.brokers, writers=args.writers, lanes=args.lanes,
                    audit=not args.no_audit, work_dir=args.work_dir, keep=args.keep,
-                   kinds=kinds), args.out
+                   kinds=kinds, snapshot_bytes=args.snapshot_bytes), args.out
 
 
 def main(argv: list[str] | None = None) -> int:

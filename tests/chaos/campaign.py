@@ -43,6 +43,7 @@ CLUSTER_CONFIG = {
     "broker.session.timeout.ms": "3000",
     "broker.heartbeat.interval.ms": "300",
 }
+SNAPSHOT_BYTES = 65_536  # a snapshot every few hundred writes: restarts load one
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Options:
     work_dir: Path | None = None
     keep: bool = False
     kinds: tuple[str, ...] = KINDS
+    snapshot_bytes: int = SNAPSHOT_BYTES
 
     def replay_command(self) -> str:
         parts = [f"{sys.executable} -m tests.chaos", f"--seed {self.seed}",
@@ -65,6 +67,8 @@ class Options:
                  f"--writers {self.writers}", f"--lanes {self.lanes}"]
         if self.kinds != KINDS:
             parts.append(f"--faults {','.join(self.kinds)}")
+        if self.snapshot_bytes != SNAPSHOT_BYTES:
+            parts.append(f"--snapshot-bytes {self.snapshot_bytes}")
         if not self.audit:
             parts.append("--no-audit")
         return " ".join(parts)
@@ -81,7 +85,9 @@ class Campaign:
         self.controllers = list(range(1, options.controllers + 1))
         self.brokers = list(range(options.controllers + 1,
                                   options.controllers + 1 + options.brokers))
-        self.cluster = ProcessCluster(self.root / "cluster", options.controllers, CLUSTER_CONFIG)
+        self.cluster = ProcessCluster(self.root / "cluster", options.controllers, {
+            **CLUSTER_CONFIG,
+            "metadata.log.max.record.bytes.between.snapshots": str(options.snapshot_bytes)})
         self.cluster.add_brokers(self.brokers)
         self.files = FaultFiles(add_fault_dirs(self.cluster))
         self.writes: list[Write] = []
@@ -174,6 +180,7 @@ class Campaign:
             "writes": write_counts(self.writes),
             "recovery": {}, "liveness": self.liveness,
             "checks": [c.to_json() for c in self.checks], "crashes": crashes,
+            "snapshots": self._snapshots(),
             "workDir": str(self.root), "replay": self.o.replay_command(),
         }
         report["recovery"] = recovery_stats(report["faults"])
@@ -287,6 +294,12 @@ class Campaign:
         else:
             self.checks.append(Check("served metadata equals the committed log", False,
                                      "no node answered after healing"))
+
+    def _snapshots(self) -> dict[int, int]:
+        """Snapshot files per node at the end (restarts loaded the newest before replaying)."""
+        return {n: len(list((node.config_path.parent / f"node-{n}" / PARTITION_DIR)
+                            .glob("*.checkpoint")))
+                for n, node in sorted(self.cluster.nodes.items())}
 
     def _audit(self) -> Check:
         out = self.root / "audit"

@@ -104,6 +104,8 @@ def summary_lines(report: dict) -> list[str]:  # type: ignore[type-arg]
     for kind, s in report["recovery"].items():
         lines.append(f"recovery {kind}: n={s['count']} median {s['medianS']} s "
                      f"p99 {s['p99S']} s max {s['maxS']} s")
+    lines.append("snapshot files at the end: " + ", ".join(
+        f"node {n} {c}" for n, c in report["snapshots"].items()))
     for name, value in report["liveness"].items():
         lines.append(f"after healing: {name} {value}")
     for check in report["checks"]:

@@ -30,6 +30,7 @@ def test_a_short_chaos_campaign_loses_no_acknowledged_write(tmp_path: Path) -> N
     injected = [f for f in report["faults"] if not f["skipped"]]
     assert len(injected) >= 8, lines
     assert report["writes"]["acknowledged"] >= 50, lines
+    assert max(report["snapshots"].values()) >= 1, lines  # restarts loaded snapshots
     names = {c["name"] for c in report["checks"]}
     assert {"acknowledged writes are committed", "acknowledgement order",
             "served metadata equals the committed log",
