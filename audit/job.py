@@ -28,6 +28,7 @@ class AuditResult:
     replay_start: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
 
     @property
     def violations(self) -> list[Finding]:
@@ -55,6 +56,14 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
     """Two reads: every node at batch level (a CRC scan) for the cross-node checks, then one
     copy of the log at record level for the replay."""
     started = time.monotonic()
+    timings: dict[str, float] = {}
+    lap = [started]
+
+    def phase(name: str) -> None:
+        now = time.monotonic()
+        timings[name] = now - lap[0]
+        lap[0] = now
+
     headers = load(spark, logs, level="batch", snapshots=False).cache()
     batches = consistency.batch_rows(headers).cache()
     ranges = consistency.node_ranges(batches, logs)
@@ -63,10 +72,12 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
     findings += consistency.cross_node(batches, ranges)
     leadership, leader_findings = consistency.leader_changes(headers)
     findings += leader_findings
+    phase("batch-level checks")
     snapshots = [(s.base_offset, log.node_id, s.path) for log in logs for s in log.snapshots]
     plan = replay.plan_canonical(ranges, snapshots)
     records = load(spark, logs, "record", plan.node_ranges, plan.seed is not None).cache()
     count = records.count()
+    phase("record read")
     findings += consistency.file_problems(records.where(
         F.col("record_type") == "UNDECODABLE"), logs)
     rows = replay.canonical_rows(records, plan)
@@ -78,15 +89,17 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
         findings.append(Finding(WARNING, "incomplete-history", None, plan.start, notes[-1]))
     history = replay.cluster_history(rows, plan.complete)
     findings += history.findings
+    phase("brokers and topics")
     out = replay.partition_replay(rows, history, plan.complete, partitions).cache()
     for r in out.where(F.col("kind") == "finding").collect():
         findings.append(Finding(r["severity"], r["check"], r["node_id"], r["offset"],
                                 r["detail"]))
     changes = out.where(F.col("kind") == "leader_change").drop(
         "kind", "severity", "check", "detail").orderBy("offset").toArrow()
+    phase("partition replay")
     findings.sort(key=lambda f: (f.severity != VIOLATION, f.offset if f.offset is not None
                                  else -1, f.check, f.node_id or 0))
     for frame in (headers, batches, records, out):
         frame.unpersist()
     return AuditResult(ranges, count, findings, leadership, history.broker_events, changes,
-                       plan.start, time.monotonic() - started, notes)
+                       plan.start, time.monotonic() - started, notes, timings)
