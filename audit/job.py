@@ -75,7 +75,9 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
     phase("batch-level checks")
     snapshots = [(s.base_offset, log.node_id, s.path) for log in logs for s in log.snapshots]
     plan = replay.plan_canonical(ranges, snapshots)
-    records = load(spark, logs, "record", plan.node_ranges, plan.seed is not None).cache()
+    # Only the columns the replay reads are cached (the source cannot prune columns itself).
+    records = load(spark, logs, "record", plan.node_ranges, plan.seed is not None).select(
+        *replay.REPLAY_COLUMNS).cache()
     count = records.count()
     phase("record read")
     findings += consistency.file_problems(records.where(
