@@ -119,6 +119,7 @@ def _leadership_plot(result: AuditResult, out_dir: str) -> str:
         stop = spans[i + 1].start_offset if i + 1 < len(spans) else max(end, x.start_offset + 1)
         ax.barh(x.leader_id, stop - x.start_offset, left=x.start_offset, height=0.6)
         ax.text(x.start_offset, x.leader_id + 0.35, f"e{x.epoch}", fontsize=7)
+    ax.set_yticks(sorted({x.leader_id for x in spans}))
     ax.set_xlabel("offset")
     ax.set_ylabel("leader node")
     ax.set_title("Controller leadership by epoch")
@@ -152,7 +153,8 @@ def _fenced_plot(result: AuditResult, out_dir: str) -> str:
         xs.append(e["offset"])
         ys.append(sum(1 for s in state.values() if s == "fenced"))
     if xs:
-        ax.step(xs, ys, where="post")
+        end = max((n.end for n in result.nodes), default=xs[-1])
+        ax.step([*xs, max(end, xs[-1])], [*ys, ys[-1]], where="post")
     ax.set_xlabel("offset")
     ax.set_ylabel("fenced brokers")
     ax.set_title("Fenced brokers over time")
