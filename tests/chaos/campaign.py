@@ -23,6 +23,7 @@ from tests.chaos.faults import FaultFiles, Injector, find_leader
 from tests.chaos.report import fault_timings, recovery_stats, summary_lines, write_counts
 from tests.chaos.schedule import KINDS, build_schedule
 from tests.chaos.served import served_by, unfenced_brokers
+from tests.chaos.snapshots import to_check as snapshot_check
 from tests.chaos.writers import CONFIG_KEY, Write, Writer, config_topic, create_topic
 from tests.integration.cluster import ProcessCluster, add_fault_dirs, wait_for
 
@@ -284,11 +285,12 @@ class Campaign:
                 return []
 
     def _check_logs(self, served: list[Served]) -> None:
-        logs = {}
-        for n, node in self.cluster.nodes.items():
-            logs[n] = read_node_log(node.config_path.parent / f"node-{n}", n)
+        dirs = {n: node.config_path.parent / f"node-{n}" for n, node in self.cluster.nodes.items()}
+        logs = {n: read_node_log(d, n) for n, d in dirs.items()}
         index = build_index(logs, self.prefix, CONFIG_KEY)
         self.checks.extend(check_log(self.writes, index))
+        self.checks.append(snapshot_check(dirs, logs, logs[index.reference], self.prefix,
+                                          CONFIG_KEY))
         if served:
             self.checks.append(check_served(served, self.writes, index))
         else:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kraft.log.base import OffsetAndEpoch
 from kraft.log.codec import encode_batch
+from kraft.log.snapshots import FileSnapshotStore, SnapshotBuilder
 from metadata.records import ConfigRecord, ConfigResourceType, TopicRecord, encode_record
 from tests.chaos.checks import check_log, order_violations
 from tests.chaos.committed import PARTITION_DIR, CommittedIndex, build_index, read_node_log
 from tests.chaos.faults import FaultFiles
 from tests.chaos.schedule import PROCESS_KINDS, Fault, build_schedule
+from tests.chaos.snapshots import to_check as snapshot_check
 from tests.chaos.writers import Write
 
 ID = "AAAAAAAAAAAAAAAAAAAAAA"
@@ -107,3 +110,27 @@ def test_fault_files_are_the_union_of_active_faults(tmp_path: Path) -> None:
     files.clear()
     assert all((d / "blocked").read_text() == "" and not (d / "disk-full").exists()
                for d in dirs.values())
+
+
+def _snapshot(partition: Path, end: int, records: list[bytes]) -> None:
+    builder = SnapshotBuilder(FileSnapshotStore(str(partition)), OffsetAndEpoch(end, 1), 1000)
+    builder.append(records)
+    builder.freeze()
+
+
+def test_a_snapshot_that_differs_from_the_log_fails(tmp_path: Path) -> None:
+    partition = tmp_path / "node-1" / PARTITION_DIR
+    partition.mkdir(parents=True)
+    t1 = encode_record(TopicRecord("p-t1", ID))
+    cfg = encode_record(ConfigRecord(ConfigResourceType.TOPIC, "p-t1", "retention.ms", "5"))
+    t2 = encode_record(TopicRecord("p-t2", ID))
+    data = b"".join(encode_batch(i, 1, [r], 1000) for i, r in enumerate([t1, cfg, t2]))
+    (partition / "00000000000000000000.log").write_bytes(data)
+    (partition / "high-watermark").write_text("3\n")
+    _snapshot(partition, 2, [t1, cfg])
+    dirs = {1: tmp_path / "node-1"}
+    logs = {1: read_node_log(dirs[1], 1)}
+    assert snapshot_check(dirs, logs, logs[1], "p-", "retention.ms").ok
+    _snapshot(partition, 3, [t1])  # the newest one lost the config and topic p-t2
+    check = snapshot_check(dirs, logs, logs[1], "p-", "retention.ms")
+    assert not check.ok and "00000000000000000003" in check.summary
