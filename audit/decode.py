@@ -68,6 +68,7 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("voters", _INTS, "array<int>"),
     ("broker_id", pa.int32(), "int"),
     ("broker_epoch", pa.int64(), "bigint"),
+    ("incarnation_id", pa.string(), "string"),
     ("fenced", pa.bool_(), "boolean"),
     ("in_controlled_shutdown", pa.bool_(), "boolean"),
     ("topic_id", pa.string(), "string"),
@@ -166,7 +167,7 @@ def record_fields(record: object) -> dict[str, object]:
             }
         case RegisterBrokerRecord():
             return {"broker_id": record.broker_id, "broker_epoch": record.broker_epoch,
-                    "fenced": record.fenced,
+                    "incarnation_id": record.incarnation_id, "fenced": record.fenced,
                     "in_controlled_shutdown": record.in_controlled_shutdown}
         case BrokerRegistrationChangeRecord():
             return {
@@ -398,6 +399,7 @@ def _register(cols: list[list[object]], row: int, m: pb.RegisterBrokerRecord) ->
     for column, value in zip(_BROKER_COLUMNS, (m.broker_id, m.broker_epoch, fenced,
                                                m.in_controlled_shutdown), strict=True):
         cols[column][row] = value
+    cols[_INCARNATION][row] = m.incarnation_id
 
 
 def _registration_change(
@@ -438,6 +440,7 @@ def _nothing(cols: list[list[object]], row: int, m: object) -> None:
 _RTYPE = _INDEX["record_type"]
 _RVERSION = _INDEX["record_version"]
 _TOPIC_ID = _INDEX["topic_id"]
+_INCARNATION = _INDEX["incarnation_id"]
 _PARTITION = _INDEX["partition"]
 # PartitionChangeRecord field numbers -> columns (3 isr, 4 leader, 5 replicas, 8 recovery).
 _CHANGE_FIELDS = {3: _INDEX["isr"], 4: _INDEX["leader"], 5: _INDEX["replicas"],

@@ -32,7 +32,7 @@ TOPIC_RESOURCE = 2
 # Every column the replay and its filters read.
 REPLAY_COLUMNS = (
     "node_id", "source_file", "source_kind", "offset", "record_index", "timestamp_ms",
-    "is_control", "record_type", "error", "broker_id", "broker_epoch", "fenced",
+    "is_control", "record_type", "error", "broker_id", "broker_epoch", "incarnation_id", "fenced",
     "in_controlled_shutdown", "topic_id", "topic_name", "partition", "leader", "replicas",
     "isr", "leader_epoch", "partition_epoch", "leader_recovery_state", "config_resource_type",
     "config_resource_name", "config_key",
@@ -134,13 +134,15 @@ class ClusterHistory:
 def cluster_history(rows: DataFrame, complete: bool) -> ClusterHistory:
     small = rows.where(F.col("record_type").isin(*BROKER_TYPES, *TOPIC_TYPES)).select(
         "node_id", "offset", "record_index", "timestamp_ms", "record_type", "broker_id",
-        "broker_epoch", "fenced", "in_controlled_shutdown", "topic_id", "topic_name",
+        "broker_epoch", "incarnation_id", "fenced", "in_controlled_shutdown", "topic_id",
+        "topic_name",
         "config_resource_type", "config_resource_name", "config_key",
     ).orderBy("offset", "record_index").collect()
     h = ClusterHistory()
     offsets: dict[int, list[int]] = defaultdict(list)
     states: dict[int, list[str]] = defaultdict(list)
     epochs: dict[int, int] = {}
+    incarnations: dict[int, str] = {}
     current: dict[int, str] = {}
     names: dict[str, str] = {}
 
@@ -156,12 +158,16 @@ def cluster_history(rows: DataFrame, complete: bool) -> ClusterHistory:
         kind, broker, offset = r["record_type"], r["broker_id"], r["offset"]
         if kind == "REGISTER_BROKER_RECORD":
             last = epochs.get(broker)
-            if last is not None and r["broker_epoch"] <= last:
+            # A registration re-sent by the same incarnation (its answer was lost with a
+            # controller) keeps its epoch, as in Kafka; a new incarnation needs a higher one.
+            resent = incarnations.get(broker) == r["incarnation_id"]
+            if last is not None and not resent and r["broker_epoch"] <= last:
                 h.findings.append(Finding(
                     VIOLATION, "stale-broker-epoch", r["node_id"], offset,
                     f"broker {broker} registers with epoch {r['broker_epoch']}, not above its "
                     f"previous epoch {last}"))
             epochs[broker] = r["broker_epoch"]
+            incarnations[broker] = r["incarnation_id"]
             state = "shutdown" if r["in_controlled_shutdown"] else (
                 "fenced" if r["fenced"] else "unfenced")
             event(r, broker, "REGISTER", state)
