@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 
 from kraft.server.admin_commands import AdminClient, CommandError
+from metadata.errors import ApiErrors
 from tests.chaos.checks import Check, Served, check_log, check_served
 from tests.chaos.committed import PARTITION_DIR, build_index, read_hw, read_node_log
 from tests.chaos.faults import FaultFiles, Injector, find_leader
@@ -24,7 +25,14 @@ from tests.chaos.report import fault_timings, recovery_stats, summary_lines, wri
 from tests.chaos.schedule import KINDS, build_schedule
 from tests.chaos.served import served_by, unfenced_brokers
 from tests.chaos.snapshots import to_check as snapshot_check
-from tests.chaos.writers import CONFIG_KEY, Write, Writer, config_topic, create_topic
+from tests.chaos.writers import (
+    CONFIG_KEY,
+    Refused,
+    Write,
+    Writer,
+    config_topic,
+    create_topic,
+)
 from tests.integration.cluster import ProcessCluster, add_fault_dirs, wait_for
 
 # Liveness bounds after healing: generous, for a loaded 2-core machine.
@@ -194,10 +202,20 @@ class Campaign:
                  SETUP_S, "every broker registered and unfenced")
         client = AdminClient(self.servers())
         self.t0 = time.monotonic()  # moved to the fault phase's start once set up
+
+        def created(name: str) -> bool:
+            try:
+                create_topic(client, name)
+            except Refused as exc:  # a unique name that exists: an earlier try landed
+                return exc.code == ApiErrors.TOPIC_ALREADY_EXISTS
+            except CommandError:
+                return False  # e.g. the quorum still settling: try again
+            return True
+
         for k in range(self.o.writers):
             name = config_topic(self.prefix, k)
             start = time.monotonic() - self.t0
-            create_topic(client, name)  # before any fault: must succeed
+            wait_for(lambda n=name: created(n), SETUP_S, f"topic {name} created")
             self.writes.append(Write(k, -1, "create", name, "", start,
                                      time.monotonic() - self.t0, True))
         self.say(f"cluster up: controllers {self.controllers}, brokers {self.brokers}")

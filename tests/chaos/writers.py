@@ -51,12 +51,20 @@ def config_value(writer: int, seq: int) -> str:
     return str((writer + 1) * 1_000_000_000 + seq)  # unique across writers and writes
 
 
+class Refused(CommandError):
+    """A per-resource error in an otherwise successful answer."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def create_topic(client: AdminClient, name: str) -> None:
     topic = apb.CreatableTopic(name=name, num_partitions=1, replication_factor=-1)
     [result] = client.call("CreateTopics", apb.CreateTopicsRequest(topics=[topic])).topics
     if result.error_code:
-        raise CommandError(f"CreateTopics {name}: error {result.error_code}: "
-                           f"{result.error_message}")
+        raise Refused(result.error_code, f"CreateTopics {name}: error {result.error_code}: "
+                                         f"{result.error_message}")
 
 
 def set_config(client: AdminClient, topic: str, value: str) -> None:
@@ -66,8 +74,8 @@ def set_config(client: AdminClient, topic: str, value: str) -> None:
                                      value=value)])])
     [result] = client.call("IncrementalAlterConfigs", request).results
     if result.error_code:
-        raise CommandError(f"IncrementalAlterConfigs {topic}: error {result.error_code}: "
-                           f"{result.error_message}")
+        raise Refused(result.error_code, f"IncrementalAlterConfigs {topic}: error "
+                                         f"{result.error_code}: {result.error_message}")
 
 
 class Writer(threading.Thread):
