@@ -4,8 +4,9 @@ After `metadata.log.max.record.bytes.between.snapshots` bytes of records were re
 the last snapshot, or `metadata.log.max.snapshot.interval.ms` passed and something new was
 committed, the node writes the loader's latest image as a snapshot ending at the offset the
 loader has applied (always committed and batch-aligned: the loader stops only at the high
-watermark). One snapshot at a time, written in a worker thread; then the node cleans its log,
-which may move the log start to a newer snapshot.
+watermark), once this node's own log is flushed that far. One snapshot at a time, written in
+a worker thread; then the node cleans its log, which may move the log start to a newer
+snapshot.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ class SnapshotGenerator:
             if applied.offset <= self._latest_offset():
                 # A loaded snapshot (start-up, or the leader's) counts as the last snapshot.
                 self._bytes_at_last = self.loader.applied_bytes
+            return
+        if applied.offset > self.node.log.flushed_offset:
+            # A follower's HW can run ahead of its own fsync; a snapshot beyond its durable
+            # log would make a crash now cost the whole local log. Wait for the flush.
             return
         due_bytes = self.loader.applied_bytes - self._bytes_at_last >= self.max_bytes
         elapsed_ms = (time.monotonic() - self._time_at_last) * 1000
