@@ -28,17 +28,20 @@ from kraft.rpc import broker_pb2 as bpb
 from kraft.rpc import broker_pb2_grpc as brpc
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
+from kraft.security.tls import TlsConfig, aio_channel
 from metadata.records import random_uuid
 
 NOT_CONTROLLER = 41
 
 
-async def leader_endpoint(cluster: Cluster, timeout_s: float = 30) -> str:
+async def leader_endpoint(
+    cluster: Cluster, timeout_s: float = 30, tls: TlsConfig | None = None
+) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for node in cluster.nodes.values():
             try:
-                async with grpc.aio.insecure_channel(node.endpoint) as channel:
+                async with aio_channel(node.endpoint, tls) as channel:
                     s = await rpc.QuorumStub(channel).NodeStatus(pb.NodeStatusRequest(), timeout=1)
                 if s.state == "Leader":
                     return node.endpoint
@@ -48,9 +51,11 @@ async def leader_endpoint(cluster: Cluster, timeout_s: float = 30) -> str:
     raise RuntimeError("no leader")
 
 
-async def start_brokers(endpoint: str, cluster_id: str, stop: asyncio.Event) -> list[asyncio.Task]:
+async def start_brokers(
+    endpoint: str, cluster_id: str, stop: asyncio.Event, tls: TlsConfig | None = None
+) -> list[asyncio.Task]:
     """Three brokers that register and heartbeat every 200 ms, so topics can be placed."""
-    channel = grpc.aio.insecure_channel(endpoint, options=CLIENT_OPTIONS)
+    channel = aio_channel(endpoint, tls, CLIENT_OPTIONS)
     stub = brpc.BrokerLifecycleStub(channel)
     epochs = {}
     deadline = time.monotonic() + 30
@@ -99,9 +104,9 @@ async def create_for(stub: arpc.AdminStub, prefix: str, seconds: float, partitio
     return created, latencies
 
 
-async def measure(endpoint: str, clients: int, seconds: float, partitions: int, tag: str
-                  ) -> dict[str, float]:
-    channel = grpc.aio.insecure_channel(endpoint, options=CLIENT_OPTIONS)
+async def measure(endpoint: str, clients: int, seconds: float, partitions: int, tag: str,
+                  tls: TlsConfig | None = None) -> dict[str, float]:
+    channel = aio_channel(endpoint, tls, CLIENT_OPTIONS)
     stub = arpc.AdminStub(channel)
     started = time.monotonic()
     results = await asyncio.gather(*(create_for(stub, f"{tag}-c{c}", seconds, partitions)
