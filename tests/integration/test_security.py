@@ -39,8 +39,11 @@ def secure(cluster: ProcessCluster, certs: Path, extra: dict[str, str]) -> None:
     """Give every node its own keystore and the cluster CA, TLS on every listener."""
     for node_id, node in cluster.nodes.items():
         name = f"controller-{node_id}" if node_id <= 3 else f"broker-{node_id}"
+        # Broker 5 holds a certificate from another CA: it must not get in.
+        keystore = (certs.parent / "other-ca" / "intruder.pem" if node_id == 5
+                    else certs / f"{name}.pem")
         with node.config_path.open("a") as config:
-            config.write(f"ssl.keystore.location={certs / f'{name}.pem'}\n")
+            config.write(f"ssl.keystore.location={keystore}\n")
             config.write(f"ssl.truststore.location={certs / 'ca.pem'}\n")
             for key, value in extra.items():
                 config.write(f"{key}={value}\n")
@@ -59,6 +62,7 @@ def test_mutual_tls_and_authorization(make_cluster, tmp_path: Path) -> None:
         "controller-1", "controller-2", "controller-3", "broker-4", "admin"))
     cluster = make_cluster(**{"internal.test.hooks.enable": "false"})
     cluster.add_brokers([4])
+    cluster.add_brokers([5], {"initial.broker.registration.timeout.ms": "3000"})
     security = {
         "listener.security.protocol.map": "CONTROLLER:SSL,PLAINTEXT:SSL",
         "ssl.client.auth": "required",
@@ -116,7 +120,14 @@ def test_mutual_tls_and_authorization(make_cluster, tmp_path: Path) -> None:
             else:
                 raise AssertionError(f"a client with {tls} was served")
 
+    # A node whose certificate the cluster CA did not sign cannot join: broker 5 never
+    # registers, gives up after its registration timeout and exits with one line.
+    assert cluster.wait_exit(5, WAIT_S) != 0
+    assert "could not register" in cluster.logs(5)
+    listed = json.loads(admin(cluster, as_admin, "brokers", "list", "--json").stdout)
+    assert [b["id"] for b in listed] == [4]
+
     # The topic survives: the refused delete changed nothing.
     out = admin(cluster, as_reader, "topics", "describe", "--topic", "secure-orders")
     assert out.returncode == 0, out.stderr
-    wait_for(lambda: all(cluster.nodes[i].alive for i in cluster.nodes), WAIT_S, "all alive")
+    assert all(cluster.nodes[i].alive for i in (1, 2, 3, 4))
