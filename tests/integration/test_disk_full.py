@@ -33,6 +33,10 @@ def test_a_full_disk_stalls_writes_and_space_returning_resumes_them(make_cluster
 
     for directory in faults.values():
         (directory / "disk-full").touch()
+    # The nodes poll their fault directories; an append before they notice is legitimate.
+    for node_id in cluster.nodes:
+        wait_for(lambda n=node_id: "disk_full=True" in cluster.logs(n), WAIT_S,
+                 f"node {node_id} to see its full disk")
     leader = wait_for(cluster.leader, WAIT_S, "a leader")
 
     # The write that reaches the log while the disk is full is never acknowledged; once
