@@ -208,6 +208,22 @@ async def part_failover(root: Path, args: argparse.Namespace, skip: dict[str, st
         syncobj.stop_all()
 
 
+def node_footprint(cluster: Any) -> dict[str, dict[str, float]]:
+    """Per controller: resident memory (VmRSS) and bytes of metadata log + snapshots."""
+    out = {}
+    for node_id, node in cluster.nodes.items():
+        rss_kib = 0
+        if node.process is not None and node.process.poll() is None:
+            with open(f"/proc/{node.process.pid}/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        rss_kib = int(line.split()[1])
+        directory = node.config_path.parent / f"node-{node_id}" / "__cluster_metadata-0"
+        size = sum(f.stat().st_size for f in directory.glob("*") if f.is_file())
+        out[str(node_id)] = {"rss_mib": rss_kib / 1024, "log_and_snapshots_mib": size / 2**20}
+    return out
+
+
 async def part_kraft_scale(root: Path, args: argparse.Namespace,
                            results: dict[str, Any]) -> None:
     meta = kraft_side.MetadataCluster(root / "s-kraft-metadata")
@@ -220,6 +236,7 @@ async def part_kraft_scale(root: Path, args: argparse.Namespace,
         for size in args.scale:
             print(f"  kraft: creating partitions up to {size:,}", flush=True)
             grown = await meta.grow(size, created)
+            grown["nodes"] = node_footprint(meta.cluster)
             created = size
             print(f"    {grown['partitions']:,} partitions, "
                   f"{grown['partitions_per_s']:,.0f} partitions/s", flush=True)
