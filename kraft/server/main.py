@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -50,6 +51,7 @@ log = logging.getLogger("kraft.server")
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 SHUTDOWN_TIMEOUT_S = 5.0
+STOP_GRACE_S = 5.0  # for the steps after the handover: servers, tasks, the final flush
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0  # a broker's wait for its leaderships to move
 
 
@@ -315,8 +317,23 @@ async def serve(config: NodeConfig) -> int:
             log.critical("stopping: %s", server.fatal_error)
             await server.stop(graceful=False)
             return 3
+    # A stop that hangs must not keep the process (and its directory lock) alive: after the
+    # bounded handover steps and a grace period the process exits anyway. What it had not
+    # flushed is lost exactly as in a crash, which the protocol tolerates by design.
+    deadline_s = SHUTDOWN_TIMEOUT_S + STOP_GRACE_S + (
+        CONTROLLED_SHUTDOWN_TIMEOUT_S if server.broker is not None else 0)
+    watchdog = threading.Timer(deadline_s, _exit_after_hung_stop, args=(deadline_s,))
+    watchdog.daemon = True
+    watchdog.start()
     await server.stop(graceful=True)
+    watchdog.cancel()
     return 0
+
+
+def _exit_after_hung_stop(deadline_s: float) -> None:
+    log.critical("the graceful stop did not finish within %.0f s; exiting now", deadline_s)
+    logging.shutdown()
+    os._exit(4)
 
 
 def main(argv: list[str] | None = None) -> int:
