@@ -29,6 +29,7 @@ from kraft.log.base import OffsetAndEpoch
 from kraft.log.snapshots import FileSnapshotStore
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
+from tests.integration.cluster import wait_for
 
 PARTITION_DIR = "__cluster_metadata-0"
 RECORD_BYTES = 100
@@ -53,16 +54,6 @@ def status(cluster: Cluster, node_id: int) -> pb.NodeStatusResponse | None:
             return rpc.QuorumStub(channel).NodeStatus(pb.NodeStatusRequest(), timeout=1)
         except grpc.RpcError:
             return None
-
-
-def wait(condition, timeout_s: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise ClusterError(f"timed out waiting for {what}")
 
 
 def _stamp(log_text: str, pattern: str) -> datetime:
@@ -91,13 +82,13 @@ def run(mib: int, trials: int) -> dict[str, object]:
             statuses = [status(cluster, n) for n in (1, 2)]
             return any(s is not None and s.state == "Leader" for s in statuses)
 
-        wait(leader, 60, "a leader among the nodes holding the snapshot")
+        wait_for(leader, 60, "a leader among the nodes holding the snapshot")
         seconds: list[float] = []
         for _ in range(trials):
             log_path = cluster.nodes[3].log_path
             log_path.unlink(missing_ok=True)
             cluster.start(3)
-            wait(lambda: (s := status(cluster, 3)) is not None
+            wait_for(lambda: (s := status(cluster, 3)) is not None
                  and s.log_end_offset >= snapshot_id.offset, 600, "the snapshot to arrive")
             text = log_path.read_text(errors="replace")
             sent = _stamp(text, "sends this node to snapshot")

@@ -1,8 +1,10 @@
-"""Rules both log implementations share: which batches a read returns, what a follower may
-append. Kept here so MemoryLog and SegmentedLog cannot drift apart."""
+"""Rules the log implementations share: which batches a read returns, what a follower may
+append (kept here so MemoryLog and SegmentedLog cannot drift apart), and the directory fsync
+the segment and snapshot files both need."""
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_right
 from collections.abc import Sequence
 
@@ -66,3 +68,12 @@ def check_follower_batches(headers: list[BatchHeader], end_offset: int, last_epo
         epoch = header.epoch
         expected += header.record_count
     return expected - end_offset
+
+
+def fsync_dir(path: str) -> None:
+    """Make a directory's entries (a created, renamed or deleted file) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -25,7 +25,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from kraft.log._common import check_follower_batches, select_batches
+from kraft.log._common import check_follower_batches, fsync_dir, select_batches
 from kraft.log.base import Batch, CorruptRecordError, FlushJob, LogAppendError, OffsetAndEpoch
 from kraft.log.codec import (
     BatchHeader,
@@ -284,7 +284,7 @@ class SegmentedLog:
         self.faults = LogFaults()  # injected by tests and the chaos tool only
         if not os.path.isdir(self._directory):
             os.makedirs(self._directory, exist_ok=True)
-            _fsync_dir(os.path.dirname(os.path.abspath(self._directory)))
+            fsync_dir(os.path.dirname(os.path.abspath(self._directory)))
         self._dir_fd = os.open(self._directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for index, (base, path) in enumerate(entries := list_segments(self._directory)):
@@ -787,10 +787,3 @@ class SegmentedLog:
             f"end={self._end_offset}, flushed={self._flushed}, segments={len(self._segments)})"
         )
 
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

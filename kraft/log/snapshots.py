@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from kraft.log._common import fsync_dir
 from kraft.log.base import Batch, CorruptRecordError, DurableLog, OffsetAndEpoch
 from kraft.log.codec import (
     SNAPSHOT_FOOTER,
@@ -291,7 +292,7 @@ class _FilePartial:
         os.chmod(self.path, 0o444)
         final = os.path.join(self._store.directory, snapshot_file_name(self.snapshot_id))
         os.replace(self.path, final)
-        _fsync_dir(self._store.directory)
+        fsync_dir(self._store.directory)
         self._store._add(self.snapshot_id, info)
         return info
 
@@ -390,15 +391,8 @@ class FileSnapshotStore:
             os.unlink(self.path(snapshot_id))
         except FileNotFoundError:
             pass
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # -- memory (the simulator's) -----------------------------------------------------------------
