@@ -298,6 +298,7 @@ class RaftCore:
                 f"{size} bytes exceed the {self.config.fetch_max_bytes}-byte batch limit",
             )
         base = self.log.append_as_leader(records, leader.epoch, now + self.wall_clock_offset_ms)
+        rpc_fetch.complete_parked(self, leader, now)  # followers get it before the fsync
         return base + len(records) - 1
 
     def resign(self, epoch: int, now: int) -> None:

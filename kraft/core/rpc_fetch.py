@@ -103,9 +103,12 @@ def _divergence(core: RaftCore, offset: int, epoch: int) -> OffsetAndEpoch | Non
 
 
 def _read(core: RaftCore, req: FetchRequest) -> bytes:
-    # Only flushed data leaves the leader: what it ships it could never lose in a crash.
+    # As in Kafka, the leader ships what it has not flushed yet: its own fsync and the
+    # followers' run in parallel. Safe because the leader counts itself toward the high
+    # watermark only up to its flushed offset, and a follower acknowledges only what it has
+    # flushed; a record a crashed leader lost is an uncommitted one a follower may keep.
     max_bytes = min(req.max_bytes, core.config.fetch_max_bytes)
-    return core.log.read(req.fetch_offset, max_bytes, core.log.flushed_offset)
+    return core.log.read(req.fetch_offset, max_bytes, core.log.end_offset)
 
 
 def _hw_is_news(core: RaftCore, req: FetchRequest) -> bool:
@@ -141,10 +144,10 @@ def complete_parked(core: RaftCore, leader: LeaderState, now: int) -> None:
     """Answer parked fetches that now have data to read or a newer high watermark to learn."""
     if not leader.parked_fetches:
         return
-    flushed = core.log.flushed_offset
+    end = core.log.end_offset
     still: list[ParkedFetch] = []
     for parked in leader.parked_fetches:
-        if parked.request.fetch_offset < flushed or _hw_is_news(core, parked.request):
+        if parked.request.fetch_offset < end or _hw_is_news(core, parked.request):
             core.reply_later(parked.token, _records(core, leader, _read(core, parked.request)))
         else:
             still.append(parked)

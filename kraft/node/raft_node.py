@@ -327,6 +327,10 @@ class RaftNode:
         out = core.take_output()
         if out.election_state is not None:
             self.store.write(out.election_state)
+        if out.high_watermark is not None:
+            # Writers first: a writer that appends again at once lets the answers to parked
+            # fetches below carry its records along with the new high watermark.
+            self._complete_appends(out.high_watermark)
         for reply in out.replies:
             future = self._replies.pop(reply.token, None)
             if future is not None and not future.done():
@@ -335,8 +339,6 @@ class RaftNode:
             self.transport.send(request)
         if out.leader is not None:
             self._on_leader_change(out)
-        if out.high_watermark is not None:
-            self._complete_appends(out.high_watermark)
         if out.snapshot_loaded is not None:
             self._flush_wanted.set()  # the emptied log's deletions
         if (

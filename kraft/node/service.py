@@ -37,8 +37,16 @@ class RaftServicer(rpc.RaftServicer):
     async def EndQuorumEpoch(self, request, context):
         return await self._serve(convert.end_request(request), context)
 
-    async def Fetch(self, request, context):
-        return await self._serve(convert.fetch_request(request), context)
+    async def Fetch(self, request_iterator, context):
+        """One response per request, in order; a parked (long-poll) request holds the ones
+        behind it, which is fine: a follower has one in flight."""
+        async for message in request_iterator:
+            request = convert.fetch_request(message)
+            if sender_of(request) in self.node.transport.blocked:
+                # A partition drops the request: the follower times out and cancels the
+                # stream, which cancels this wait.
+                await asyncio.Future()
+            yield convert.response_to_pb(await self.node.handle_request(request))
 
     async def FetchSnapshot(self, request, context):
         return await self._serve(convert.fetch_snapshot_request(request), context)

@@ -3,6 +3,10 @@ on every call and no hidden retries (the core owns retries). A call that fails w
 means the peer refused or reset the connection: reported as `unreachable`, which lets a follower
 start a pre-vote at once instead of waiting for its fetch timeout.
 
+Fetch travels on one long-lived stream per endpoint (`FetchStream`); its deadline is enforced
+here per request, and a request that misses it cancels the stream, so a late answer can never
+be taken for the next request's.
+
 The fault hook (`blocked`) drops traffic to and from chosen nodes, like a network partition:
 the caller sees a timeout, never a refusal. It is off unless a test turns it on.
 """
@@ -26,6 +30,7 @@ from kraft.core.messages import (
     VoteRequest,
 )
 from kraft.rpc import convert
+from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.tls import TlsConfig, aio_channel
 
@@ -63,6 +68,7 @@ class RaftTransport:
         self._on_response = on_response
         self._on_failure = on_failure
         self._channels: dict[str, tuple[grpc.aio.Channel, rpc.RaftStub, float]] = {}
+        self._fetch_streams: dict[str, FetchStream] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.blocked: frozenset[int] = frozenset()
 
@@ -78,15 +84,18 @@ class RaftTransport:
             self._on_failure(out.correlation_id, False)
             return
         stub = self._stub(out.endpoint)
-        method = {
-            FetchRequest: stub.Fetch,
-            VoteRequest: stub.Vote,
-            BeginQuorumEpochRequest: stub.BeginQuorumEpoch,
-            EndQuorumEpochRequest: stub.EndQuorumEpoch,
-            FetchSnapshotRequest: stub.FetchSnapshot,
-        }[type(out.request)]
         try:
-            reply = await method(convert.request_to_pb(out.request), timeout=timeout)
+            if isinstance(out.request, FetchRequest):
+                reply = await self._fetch_stream(out.endpoint, stub).fetch(
+                    convert.request_to_pb(out.request), timeout)
+            else:
+                method = {
+                    VoteRequest: stub.Vote,
+                    BeginQuorumEpochRequest: stub.BeginQuorumEpoch,
+                    EndQuorumEpochRequest: stub.EndQuorumEpoch,
+                    FetchSnapshotRequest: stub.FetchSnapshot,
+                }[type(out.request)]
+                reply = await method(convert.request_to_pb(out.request), timeout=timeout)
         except grpc.aio.AioRpcError as exc:
             unreachable = exc.code() == grpc.StatusCode.UNAVAILABLE
             if unreachable:
@@ -94,8 +103,10 @@ class RaftTransport:
             log.debug("%s to %s failed: %s", type(out.request).__name__, out.endpoint, exc.code())
             self._on_failure(out.correlation_id, unreachable)
             return
-        except asyncio.CancelledError:
-            raise
+        except TimeoutError:
+            log.debug("Fetch to %s timed out after %.3f s", out.endpoint, timeout)
+            self._on_failure(out.correlation_id, False)
+            return
         if out.destination in self.blocked:
             self._on_failure(out.correlation_id, False)  # cut while in flight: lost
             return
@@ -109,10 +120,19 @@ class RaftTransport:
             self._channels[endpoint] = entry
         return entry[1]
 
+    def _fetch_stream(self, endpoint: str, stub: rpc.RaftStub) -> FetchStream:
+        stream = self._fetch_streams.get(endpoint)
+        if stream is None:
+            stream = self._fetch_streams[endpoint] = FetchStream(stub)
+        return stream
+
     def _maybe_recreate(self, endpoint: str) -> None:
         entry = self._channels.get(endpoint)
         if entry is not None and time.monotonic() - entry[2] >= RECREATE_AFTER_S:
             del self._channels[endpoint]
+            stream = self._fetch_streams.pop(endpoint, None)
+            if stream is not None:
+                stream.close()
             task = asyncio.create_task(entry[0].close())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -121,6 +141,62 @@ class RaftTransport:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        for stream in self._fetch_streams.values():
+            stream.close()
+        self._fetch_streams.clear()
         for channel, _, _ in self._channels.values():
             await channel.close()
         self._channels.clear()
+
+
+class FetchStream:
+    """Fetch requests to one endpoint over one bidirectional stream, one at a time.
+
+    A stream that failed, ended or missed a deadline is cancelled and replaced by a new one on
+    the next request: a request is never retried here (the core decides what to send next),
+    and a late response is never read as the answer to a later request.
+    """
+
+    def __init__(self, stub: rpc.RaftStub) -> None:
+        self._stub = stub
+        self._call: grpc.aio.StreamStreamCall | None = None
+        self._turn = asyncio.Lock()
+
+    async def fetch(self, request: pb.FetchRequest, timeout: float) -> pb.FetchResponse:
+        """The response to `request`; raises AioRpcError (the stream failed) or TimeoutError."""
+        call = None
+        try:
+            async with asyncio.timeout(timeout), self._turn:
+                call = self._open()
+                await call.write(request)
+                reply = await call.read()
+        except asyncio.InvalidStateError:  # the stream ended before this request was written
+            self.close()
+            raise await _ended(call) from None
+        except BaseException:
+            self.close()
+            raise
+        if reply is grpc.aio.EOF:
+            self.close()
+            raise await _ended(call)
+        return reply
+
+    def _open(self) -> grpc.aio.StreamStreamCall:
+        if self._call is None or self._call.done():
+            self._call = self._stub.Fetch()
+        return self._call
+
+    def close(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
+            self._call = None
+
+
+async def _ended(call: grpc.aio.StreamStreamCall | None) -> grpc.aio.AioRpcError:
+    """The error for a stream that ended between requests: its own status, or UNAVAILABLE (the
+    peer went away) when it ended without one."""
+    code = await call.code() if call is not None else grpc.StatusCode.UNAVAILABLE
+    details = await call.details() if call is not None else ""
+    if code == grpc.StatusCode.OK:
+        code, details = grpc.StatusCode.UNAVAILABLE, "the Fetch stream ended"
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)

@@ -49,7 +49,7 @@ class RaftStub:
                 request_serializer=kraft_dot_rpc_dot_raft__pb2.EndQuorumEpochRequest.SerializeToString,
                 response_deserializer=kraft_dot_rpc_dot_raft__pb2.EndQuorumEpochResponse.FromString,
                 _registered_method=True)
-        self.Fetch = channel.unary_unary(
+        self.Fetch = channel.stream_stream(
                 '/kraft.raft.v1.Raft/Fetch',
                 request_serializer=kraft_dot_rpc_dot_raft__pb2.FetchRequest.SerializeToString,
                 response_deserializer=kraft_dot_rpc_dot_raft__pb2.FetchResponse.FromString,
@@ -82,8 +82,12 @@ class RaftServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Fetch(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+    def Fetch(self, request_iterator, context):
+        """Kafka's Fetch, carried on one long-lived stream per follower and leader: every request
+        gets exactly one response, in order, and the follower has one request in flight at a
+        time. A message on an open stream costs a fifth of a new unary call in grpc.aio, and a
+        commit waits on two of them (the parked response, then the next request).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -112,7 +116,7 @@ def add_RaftServicer_to_server(servicer, server):
                     request_deserializer=kraft_dot_rpc_dot_raft__pb2.EndQuorumEpochRequest.FromString,
                     response_serializer=kraft_dot_rpc_dot_raft__pb2.EndQuorumEpochResponse.SerializeToString,
             ),
-            'Fetch': grpc.unary_unary_rpc_method_handler(
+            'Fetch': grpc.stream_stream_rpc_method_handler(
                     servicer.Fetch,
                     request_deserializer=kraft_dot_rpc_dot_raft__pb2.FetchRequest.FromString,
                     response_serializer=kraft_dot_rpc_dot_raft__pb2.FetchResponse.SerializeToString,
@@ -215,7 +219,7 @@ class Raft:
             _registered_method=True)
 
     @staticmethod
-    def Fetch(request,
+    def Fetch(request_iterator,
             target,
             options=(),
             channel_credentials=None,
@@ -225,8 +229,8 @@ class Raft:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
+        return grpc.experimental.stream_stream(
+            request_iterator,
             target,
             '/kraft.raft.v1.Raft/Fetch',
             kraft_dot_rpc_dot_raft__pb2.FetchRequest.SerializeToString,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,21 +125,46 @@ class AuthorizingInterceptor(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or handler.unary_unary is None or method.startswith(
-            UNCHECKED_PREFIXES
-        ):
+        if handler is None or method.startswith(UNCHECKED_PREFIXES):
             return handler
         operation = METHOD_OPERATIONS.get(method)
-        inner = handler.unary_unary
         authorizer = self.authorizer
 
-        async def authorized(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def allowed(context: grpc.aio.ServicerContext) -> bool:
             principal = peer_principal(context)
             if authorizer.allows(principal, operation):
-                return await inner(request, context)
+                return True
             log.warning("denied %s on %s to %s (peer %s)", operation or "an unlisted call",
                         method, principal, context.peer())
-            return await _denial(method, principal, operation, context)
+            return False
+
+        if handler.stream_stream is not None:  # Fetch: every request is answered, refused
+            inner_stream = handler.stream_stream
+
+            async def authorized_stream(
+                requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+            ) -> AsyncIterator[Any]:
+                if allowed(context):
+                    async for reply in inner_stream(requests, context):
+                        yield reply
+                    return
+                principal = peer_principal(context)
+                async for _ in requests:
+                    yield await _denial(method, principal, operation, context)
+
+            return grpc.stream_stream_rpc_method_handler(
+                authorized_stream,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_unary is None:
+            raise TypeError(f"{method}: only unary and bidirectional calls are authorized")
+        inner = handler.unary_unary
+
+        async def authorized(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            if allowed(context):
+                return await inner(request, context)
+            return await _denial(method, peer_principal(context), operation, context)
 
         return grpc.unary_unary_rpc_method_handler(
             authorized,

@@ -12,6 +12,7 @@ import grpc
 
 from kraft.rpc import admin_pb2 as pb
 from kraft.rpc import admin_pb2_grpc as rpc
+from kraft.rpc import raft_pb2, raft_pb2_grpc
 from kraft.security.certs import make_test_certs, principal_of
 from kraft.security.tls import TlsConfig, sync_channel
 from tests.integration.cluster import ProcessCluster, run_cli, wait_for
@@ -107,8 +108,18 @@ def test_mutual_tls_and_authorization(make_cluster, tmp_path: Path) -> None:
     assert f"denied Delete on /kraft.admin.v1.Admin/DeleteTopics to {principal_of('reader')}" \
         in logs
 
-    # No certificate, or one from another CA: the handshake fails, nothing is served.
+    # Raft traffic is ClusterAction: a principal outside super.users has every Fetch on the
+    # stream refused, each with its own answer.
     endpoint = cluster.nodes[1].endpoint
+    with sync_channel(endpoint, TlsConfig(str(certs / "reader.pem"), str(certs / "ca.pem"))) \
+            as channel:
+        fetch = raft_pb2.FetchRequest(replica_id=99, fetch_offset=0, max_bytes=1024)
+        replies = list(raft_pb2_grpc.RaftStub(channel).Fetch(iter([fetch, fetch]), timeout=5))
+    assert [r.error_code for r in replies] == [31, 31]
+    assert f"denied ClusterAction on /kraft.raft.v1.Raft/Fetch to {principal_of('reader')}" \
+        in "".join(cluster.logs(i) for i in (1, 2, 3))
+
+    # No certificate, or one from another CA: the handshake fails, nothing is served.
     request = pb.ListTopicsRequest()
     for tls in (None, TlsConfig(str(tmp_path / "other-ca" / "intruder.pem"),
                                 str(certs / "ca.pem"))):

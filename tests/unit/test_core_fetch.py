@@ -200,14 +200,12 @@ def parked_leader() -> tuple[Harness, int]:
     return h, token
 
 
-def test_parked_fetch_is_completed_by_a_flushed_append() -> None:
+def test_parked_fetch_is_completed_by_an_append_before_the_leader_flushes() -> None:
     h, token = parked_leader()
     h.advance(100)
     assert h.reply_for(token) is None
     h.append([b"a", b"b"])
-    h.advance(10)
-    assert h.reply_for(token) is None  # appended but not flushed: nothing to ship yet
-    h.flush()
+    assert h.log.flushed_offset == 1  # the followers' fsync runs alongside the leader's
     reply = h.reply_for(token)
     assert isinstance(reply, FetchResponse)
     assert reply.error == Errors.NONE
@@ -272,17 +270,26 @@ def test_parked_fetch_completes_when_the_high_watermark_moves() -> None:
     assert (reply.error, reply.records, reply.high_watermark) == (Errors.NONE, b"", 1)
 
 
-def test_leader_ships_only_flushed_records() -> None:
+def test_leader_ships_unflushed_records_but_counts_only_its_flushed_ones() -> None:
     h, _ = parked_leader()
     h.append([b"a", b"b"])
     assert h.log.end_offset == 3 and h.log.flushed_offset == 1
     reply = h.deliver(fetch_request(3, 1, 1, 1, max_wait_ms=0, high_watermark=1))
     assert isinstance(reply, FetchResponse)
-    assert reply.records == b""
-    h.flush()
-    reply = h.deliver(fetch_request(3, 1, 1, 1, max_wait_ms=0, high_watermark=1))
-    assert isinstance(reply, FetchResponse)
     assert offsets_in(reply.records) == [1, 2]
+    h.deliver(fetch_request(3, 1, 3, 1, max_wait_ms=0, high_watermark=1))
+    assert h.hw == 1  # voter 3 holds offset 2 durably, the leader not yet: one of three
+    h.flush()
+    assert h.hw == 3
+
+
+def test_two_followers_commit_what_the_leader_has_not_flushed() -> None:
+    h, _ = parked_leader()
+    h.append([b"a", b"b"])
+    h.deliver(fetch_request(3, 1, 3, 1, max_wait_ms=0, high_watermark=1))
+    h.deliver(fetch_request(2, 1, 3, 1, max_wait_ms=0, high_watermark=1))
+    assert h.log.flushed_offset == 1
+    assert h.hw == 3  # two of three voters hold offsets 1-2 on disk: a majority
 
 
 def test_fetch_respects_max_bytes_but_returns_at_least_one_batch() -> None:
