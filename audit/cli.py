@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
 
     # A session already running in this process (tests, notebooks) is used and left running.
     active = SparkSession.getActiveSession()
-    spark = active or spark_session(args.master)
+    try:
+        spark = active or spark_session(args.master)
+    except LayoutError as exc:  # no JDK to build the JVM reader with
+        print(f"kraft-audit: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         result = run_audit(spark, logs, args.partitions)
     finally:

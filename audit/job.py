@@ -11,10 +11,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from audit import consistency, replay
+from audit import consistency, jvm, replay
 from audit.findings import VIOLATION, WARNING, Finding
 from audit.layout import NodeLog
-from audit.source import NAME
 
 
 @dataclass
@@ -38,18 +37,19 @@ class AuditResult:
 def load(spark: SparkSession, logs: list[NodeLog], level: str = "record",
          node_ranges: dict[int, list[tuple[int, int]]] | None = None,
          snapshots: bool = True) -> DataFrame:
-    """The data source over the given node logs (their committed ends passed explicitly)."""
-    reader = (spark.read.format(NAME).option("includeJson", "false").option("level", level)
-              .option("includeSnapshots", str(snapshots).lower())
-              .option("nodeIds", ",".join(str(log.node_id) for log in logs)))
+    """The kraft-metadata rows of the given node logs (their committed ends passed
+    explicitly), decoded on the JVM (audit/jvm.py): the same rows as the Python source."""
+    options = {"includeJson": "false", "level": level,
+               "includeSnapshots": str(snapshots).lower(),
+               "nodeIds": ",".join(str(log.node_id) for log in logs)}
     ends = ",".join(f"{log.node_id}={log.committed_end}" for log in logs
                     if log.committed_end is not None)
     if ends:
-        reader = reader.option("committedEnd", ends)
+        options["committedEnd"] = ends
     if node_ranges is not None:
-        reader = reader.option("nodeRanges", json.dumps(
-            {str(n): [list(s) for s in spans] for n, spans in node_ranges.items()}))
-    return reader.load([log.partition_dir for log in logs])
+        options["nodeRanges"] = json.dumps(
+            {str(n): [list(s) for s in spans] for n, spans in node_ranges.items()})
+    return jvm.read(spark, options, [log.partition_dir for log in logs])
 
 
 def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> AuditResult:

@@ -1,5 +1,5 @@
-"""The SparkSession for the audit: local[*] unless a master is given, the data source
-registered, the UI off and the logs quiet."""
+"""The SparkSession for the audit: local[*] unless a master is given, the JVM reader's jar on
+the classpath, the data source registered, the UI off and the logs quiet."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from audit.jvm import ensure_jar
 from audit.source import KraftMetadataDataSource
 
 
 def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> SparkSession:
+    """JdkMissing (one line) when there is no javac to build the JVM reader with."""
+    jar = os.fspath(ensure_jar())  # before the JVM starts: it goes on its classpath
     # Python workers must run this interpreter (the one with pyarrow and this package).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -25,6 +28,9 @@ def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> Spar
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .config("spark.jars", jar)
+        .config("spark.driver.extraClassPath", jar)
+        .config("spark.executor.extraClassPath", jar)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
