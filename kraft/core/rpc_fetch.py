@@ -56,9 +56,12 @@ def handle_request(
         core._on_leader_high_watermark(leader)
         complete_parked(core, leader, now)
     records = _read(core, req)
-    if records or req.max_wait_ms == 0 or _hw_is_news(core, req):
+    if records or req.max_wait_ms == 0:
         return _records(core, leader, records)
-    leader.parked_fetches.append(ParkedFetch(token, req, now + req.max_wait_ms))
+    deadline = now + req.max_wait_ms
+    if _hw_is_news(core, req):
+        deadline = min(deadline, now + HW_NEWS_LINGER_MS)
+    leader.parked_fetches.append(ParkedFetch(token, req, deadline))
     return None
 
 
@@ -111,9 +114,18 @@ def _read(core: RaftCore, req: FetchRequest) -> bytes:
     return core.log.read(req.fetch_offset, max_bytes, core.log.end_offset)
 
 
+# A Fetch that has only a newer high watermark to learn waits this long for records to carry
+# along. A commit usually wakes a writer that appends at once: the answer then brings its
+# records and the HW in one message, instead of an empty answer, another Fetch and then the
+# records. Under load that halves the Fetch traffic and takes a round trip off every commit;
+# when nothing is appended, a follower learns the HW this much later.
+HW_NEWS_LINGER_MS = 1
+
+
 def _hw_is_news(core: RaftCore, req: FetchRequest) -> bool:
-    """Followers learn the HW only from Fetch responses: answer at once when the fetcher's HW
-    is behind ours, rather than after the long poll (newer Kafka sends it in the request too)."""
+    """Followers learn the HW only from Fetch responses: a parked Fetch is answered (after
+    HW_NEWS_LINGER_MS) when the fetcher's HW is behind ours, rather than after the long poll
+    (newer Kafka sends it in the request too)."""
     return core.high_watermark > req.high_watermark
 
 
@@ -147,10 +159,12 @@ def complete_parked(core: RaftCore, leader: LeaderState, now: int) -> None:
     end = core.log.end_offset
     still: list[ParkedFetch] = []
     for parked in leader.parked_fetches:
-        if parked.request.fetch_offset < end or _hw_is_news(core, parked.request):
+        if parked.request.fetch_offset < end:
             core.reply_later(parked.token, _records(core, leader, _read(core, parked.request)))
-        else:
-            still.append(parked)
+            continue
+        if _hw_is_news(core, parked.request):
+            parked.deadline = min(parked.deadline, now + HW_NEWS_LINGER_MS)
+        still.append(parked)
     leader.parked_fetches = still
 
 
@@ -160,7 +174,7 @@ def expire_parked(core: RaftCore, leader: LeaderState, now: int) -> None:
     still: list[ParkedFetch] = []
     for parked in leader.parked_fetches:
         if parked.deadline <= now:
-            core.reply_later(parked.token, _records(core, leader, b""))
+            core.reply_later(parked.token, _records(core, leader, _read(core, parked.request)))
         else:
             still.append(parked)
     leader.parked_fetches = still

@@ -363,10 +363,17 @@ def follower(
     return h
 
 
-def route(src: Harness, dst: Harness, out: OutboundRequest) -> Response | None:
-    """Carry one of `src`'s requests to `dst` and, unless it is parked, the reply back."""
+def route(
+    src: Harness, dst: Harness, out: OutboundRequest, wait_ms: int = 0
+) -> Response | None:
+    """Carry one of `src`'s requests to `dst` and the reply back, unless it stays parked after
+    `dst` spent `wait_ms` more."""
     assert dst.node_id == out.destination
-    reply = dst.deliver(out.request)
+    token = dst.deliver_async(out.request)
+    reply = dst.reply_for(token)
+    if reply is None and wait_ms:
+        dst.advance(wait_ms)
+        reply = dst.reply_for(token)
     if reply is not None:
         src.respond(out, reply)
     return reply

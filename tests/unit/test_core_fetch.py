@@ -20,6 +20,7 @@ from core_harness import (
 
 from kraft.core.errors import Errors, RaftInvariantError
 from kraft.core.messages import FetchRequest, FetchResponse, VoteRequest
+from kraft.core.rpc_fetch import HW_NEWS_LINGER_MS
 from kraft.election_state import ElectionState
 from kraft.log.base import OffsetAndEpoch
 
@@ -55,7 +56,12 @@ def test_leader_reports_where_the_fetcher_diverges(
     fetch_offset: int, last_epoch: int, diverging: OffsetAndEpoch | None
 ) -> None:
     h = divergence_leader()
-    reply = h.deliver(fetch_request(2, 6, fetch_offset, last_epoch, max_wait_ms=500))
+    token = h.deliver_async(fetch_request(2, 6, fetch_offset, last_epoch, max_wait_ms=500))
+    reply = h.reply_for(token)
+    if diverging is None and fetch_offset == h.log.end_offset:
+        assert reply is None  # caught up, only the HW to learn: answered after the linger
+        h.advance(HW_NEWS_LINGER_MS)
+        reply = h.reply_for(token)
     assert isinstance(reply, FetchResponse)  # a divergence is answered at once, never parked
     assert reply.error == Errors.NONE
     assert reply.diverging_epoch == diverging
@@ -252,11 +258,23 @@ def test_fetch_with_max_wait_zero_is_answered_at_once() -> None:
     assert reply.records == b""
 
 
-def test_fetch_from_a_follower_with_an_older_high_watermark_is_answered_at_once() -> None:
+def test_fetch_with_only_a_newer_high_watermark_to_learn_waits_for_the_linger() -> None:
     h, _ = parked_leader()
-    reply = h.deliver(fetch_request(3, 1, 1, 1, max_wait_ms=500, high_watermark=0))
+    token = h.deliver_async(fetch_request(3, 1, 1, 1, max_wait_ms=500, high_watermark=0))
+    assert h.reply_for(token) is None
+    h.advance(HW_NEWS_LINGER_MS)
+    reply = h.reply_for(token)
     assert isinstance(reply, FetchResponse)
     assert (reply.records, reply.high_watermark) == (b"", 1)
+
+
+def test_an_append_during_the_linger_rides_along_with_the_high_watermark() -> None:
+    h, _ = parked_leader()
+    token = h.deliver_async(fetch_request(3, 1, 1, 1, max_wait_ms=500, high_watermark=0))
+    h.append([b"a"])
+    reply = h.reply_for(token)
+    assert isinstance(reply, FetchResponse)
+    assert (offsets_in(reply.records), reply.high_watermark) == ([1], 1)
 
 
 def test_parked_fetch_completes_when_the_high_watermark_moves() -> None:
@@ -265,6 +283,8 @@ def test_parked_fetch_completes_when_the_high_watermark_moves() -> None:
     assert h.reply_for(token) is None  # no HW yet: two of five hold the LeaderChange
     h.deliver(fetch_request(3, 1, 1, 1, max_wait_ms=0))
     assert h.hw == 1
+    assert h.reply_for(token) is None  # the HW moved: the answer waits out the linger
+    h.advance(HW_NEWS_LINGER_MS)
     reply = h.reply_for(token)
     assert isinstance(reply, FetchResponse)
     assert (reply.error, reply.records, reply.high_watermark) == (Errors.NONE, b"", 1)
