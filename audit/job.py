@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from audit import consistency, jvm, replay
@@ -75,25 +75,33 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
     phase("batch-level checks")
     snapshots = [(s.base_offset, log.node_id, s.path) for log in logs for s in log.snapshots]
     plan = replay.plan_canonical(ranges, snapshots)
-    # Only the columns the replay reads are cached (the source cannot prune columns itself).
+    # Decoding on the JVM costs less than caching every row, so the record-level read runs
+    # twice: once for the few rows the driver needs (and the count), once for the replay.
     records = load(spark, logs, "record", plan.node_ranges, plan.seed is not None).select(
-        *replay.REPLAY_COLUMNS).cache()
-    count = records.count()
+        *replay.REPLAY_COLUMNS)
+    counted = Observation("records")
+    small = records.observe(counted, F.count(F.lit(1)).alias("rows")).where(
+        F.col("record_type").isin(*replay.BROKER_TYPES, *replay.TOPIC_TYPES)
+        | F.col("error").isNotNull()).cache()
+    small.count()
+    count = counted.get["rows"]
     phase("record read")
-    findings += consistency.file_problems(records.where(
+    findings += consistency.file_problems(small.where(
         F.col("record_type") == "UNDECODABLE"), logs)
-    rows = replay.canonical_rows(records, plan)
     notes = []
     if not plan.complete:
         notes.append(f"no log starts at offset 0 and no snapshot covers offsets below "
                      f"{plan.start}: checks that need the earlier state (topic existence) are "
                      "skipped")
         findings.append(Finding(WARNING, "incomplete-history", None, plan.start, notes[-1]))
-    history = replay.cluster_history(rows, plan.complete)
+    history = replay.cluster_history(replay.canonical_rows(small, plan), plan.complete)
     findings += history.findings
     phase("brokers and topics")
-    out = replay.partition_replay(rows, history, plan.complete, partitions).cache()
-    for r in out.where(F.col("kind") == "finding").collect():
+    end = max([r.end for r in ranges] + [plan.start])
+    out = replay.partition_replay(replay.canonical_rows(records, plan), history, plan.complete,
+                                  partitions, end).cache()
+    for r in out.where(F.col("kind") == "finding").orderBy("offset", "topic_id",
+                                                           "partition").collect():
         findings.append(Finding(r["severity"], r["check"], r["node_id"], r["offset"],
                                 r["detail"]))
     changes = out.where(F.col("kind") == "leader_change").drop(
@@ -101,7 +109,7 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
     phase("partition replay")
     findings.sort(key=lambda f: (f.severity != VIOLATION, f.offset if f.offset is not None
                                  else -1, f.check, f.node_id or 0))
-    for frame in (headers, batches, records, out):
+    for frame in (headers, batches, small, out):
         frame.unpersist()
     return AuditResult(ranges, count, findings, leadership, history.broker_events, changes,
                        plan.start, time.monotonic() - started, notes, timings)
