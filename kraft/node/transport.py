@@ -154,42 +154,60 @@ class FetchStream:
 
     A stream that failed, ended or missed a deadline is cancelled and replaced by a new one on
     the next request: a request is never retried here (the core decides what to send next),
-    and a late response is never read as the answer to a later request.
+    and a late response is never read as the answer to a later request. A new request while
+    one is in flight means the core gave up on the older one (its state changed): the stream
+    is replaced rather than making the new request queue behind a long poll.
     """
 
     def __init__(self, stub: rpc.RaftStub) -> None:
         self._stub = stub
         self._call: grpc.aio.StreamStreamCall | None = None
-        self._turn = asyncio.Lock()
+        self._busy = False
 
     async def fetch(self, request: pb.FetchRequest, timeout: float) -> pb.FetchResponse:
         """The response to `request`; raises AioRpcError (the stream failed) or TimeoutError."""
-        call = None
+        if self._busy or self._call is None or self._call.done():
+            self.close()
+            self._call = self._stub.Fetch()
+        call = self._call
+        self._busy = True
         try:
-            async with asyncio.timeout(timeout), self._turn:
-                call = self._open()
+            async with asyncio.timeout(timeout):
                 await call.write(request)
                 reply = await call.read()
         except asyncio.InvalidStateError:  # the stream ended before this request was written
-            self.close()
+            self._drop(call)
             raise await _ended(call) from None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                self._drop(call)
+                raise  # this task is being cancelled (the transport is closing)
+            # A newer request replaced the stream: this one ends without an answer.
+            raise grpc.aio.AioRpcError(
+                grpc.StatusCode.CANCELLED, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                "replaced by a newer Fetch") from None
         except BaseException:
-            self.close()
+            self._drop(call)
             raise
         if reply is grpc.aio.EOF:
-            self.close()
+            self._drop(call)
             raise await _ended(call)
+        if self._call is call:
+            self._busy = False
         return reply
 
-    def _open(self) -> grpc.aio.StreamStreamCall:
-        if self._call is None or self._call.done():
-            self._call = self._stub.Fetch()
-        return self._call
+    def _drop(self, call: grpc.aio.StreamStreamCall) -> None:
+        if self._call is call:
+            self.close()
+        else:
+            call.cancel()  # already replaced by a newer request's stream
 
     def close(self) -> None:
         if self._call is not None:
             self._call.cancel()
             self._call = None
+        self._busy = False
 
 
 async def _ended(call: grpc.aio.StreamStreamCall | None) -> grpc.aio.AioRpcError:

@@ -17,7 +17,7 @@ from kraft.node.transport import RaftTransport
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 
-SLOW_OFFSET = 666  # the fake leader holds this request for a second
+SLOW_OFFSET = 666  # the fake leader never answers this request (a long poll that never ends)
 
 
 class FakeLeader(rpc.RaftServicer):
@@ -34,7 +34,7 @@ class FakeLeader(rpc.RaftServicer):
         async for request in request_iterator:
             if request.fetch_offset == SLOW_OFFSET:
                 self.holding.set()
-                await asyncio.sleep(1.0)
+                await asyncio.Future()  # until the stream is cancelled
             yield pb.FetchResponse(high_watermark=request.fetch_offset)
 
 
@@ -147,6 +147,23 @@ async def test_a_blocked_peer_looks_like_a_timeout() -> None:
         transport.send(fetch(1, endpoint, offset=10, timeout_ms=50))
         assert await outcomes.get(1) == "timeout"
         assert leader.streams == 0
+    finally:
+        await transport.close()
+        await server.stop(None)
+
+
+@in_loop
+async def test_a_new_request_does_not_queue_behind_one_the_core_gave_up_on() -> None:
+    server, leader, endpoint = await start_leader()
+    outcomes = Outcomes()
+    transport = RaftTransport(outcomes.response, outcomes.failure)
+    try:
+        transport.send(fetch(1, endpoint, offset=SLOW_OFFSET, timeout_ms=30_000))
+        await asyncio.wait_for(leader.holding.wait(), 5)
+        transport.send(fetch(2, endpoint, offset=20, timeout_ms=30_000))
+        assert high_watermark(await outcomes.get(2)) == 20
+        assert await outcomes.get(1) == "timeout"  # its stream was cancelled: no answer
+        assert leader.streams == 2
     finally:
         await transport.close()
         await server.stop(None)
