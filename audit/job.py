@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Observation, SparkSession
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from audit import consistency, jvm, replay
@@ -34,11 +35,10 @@ class AuditResult:
         return [f for f in self.findings if f.severity == VIOLATION]
 
 
-def load(spark: SparkSession, logs: list[NodeLog], level: str = "record",
-         node_ranges: dict[int, list[tuple[int, int]]] | None = None,
-         snapshots: bool = True) -> DataFrame:
-    """The kraft-metadata rows of the given node logs (their committed ends passed
-    explicitly), decoded on the JVM (audit/jvm.py): the same rows as the Python source."""
+def read_options(logs: list[NodeLog], level: str = "record",
+                 node_ranges: dict[int, list[tuple[int, int]]] | None = None,
+                 snapshots: bool = True) -> dict[str, str]:
+    """kraft-metadata options for the given node logs (their committed ends explicit)."""
     options = {"includeJson": "false", "level": level,
                "includeSnapshots": str(snapshots).lower(),
                "nodeIds": ",".join(str(log.node_id) for log in logs)}
@@ -49,7 +49,16 @@ def load(spark: SparkSession, logs: list[NodeLog], level: str = "record",
     if node_ranges is not None:
         options["nodeRanges"] = json.dumps(
             {str(n): [list(s) for s in spans] for n, spans in node_ranges.items()})
-    return jvm.read(spark, options, [log.partition_dir for log in logs])
+    return options
+
+
+def load(spark: SparkSession, logs: list[NodeLog], level: str = "record",
+         node_ranges: dict[int, list[tuple[int, int]]] | None = None,
+         snapshots: bool = True) -> DataFrame:
+    """The kraft-metadata rows of the given node logs, decoded on the JVM (audit/jvm.py):
+    the same rows as the Python source."""
+    return jvm.read(spark, read_options(logs, level, node_ranges, snapshots),
+                    [log.partition_dir for log in logs])
 
 
 def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> AuditResult:
@@ -75,16 +84,12 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
     phase("batch-level checks")
     snapshots = [(s.base_offset, log.node_id, s.path) for log in logs for s in log.snapshots]
     plan = replay.plan_canonical(ranges, snapshots)
-    # Decoding on the JVM costs less than caching every row, so the record-level read runs
-    # twice: once for the few rows the driver needs (and the count), once for the replay.
-    records = load(spark, logs, "record", plan.node_ranges, plan.seed is not None).select(
-        *replay.REPLAY_COLUMNS)
-    counted = Observation("records")
-    small = records.observe(counted, F.count(F.lit(1)).alias("rows")).where(
-        F.col("record_type").isin(*replay.BROKER_TYPES, *replay.TOPIC_TYPES)
-        | F.col("error").isNotNull()).cache()
-    small.count()
-    count = counted.get["rows"]
+    # Two passes over one copy of the log, both on the JVM: the few rows the driver needs
+    # (brokers, topics, errors) with the row count, then the partition replay.
+    options = read_options(logs, "record", plan.node_ranges, plan.seed is not None)
+    small, count = jvm.driver_rows(spark, options, [log.partition_dir for log in logs],
+                                   (*replay.BROKER_TYPES, *replay.TOPIC_TYPES))
+    small = small.cache()
     phase("record read")
     findings += consistency.file_problems(small.where(
         F.col("record_type") == "UNDECODABLE"), logs)
@@ -97,19 +102,22 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
     history = replay.cluster_history(replay.canonical_rows(small, plan), plan.complete)
     findings += history.findings
     phase("brokers and topics")
-    end = max([r.end for r in ranges] + [plan.start])
-    out = replay.partition_replay(replay.canonical_rows(records, plan), history, plan.complete,
-                                  partitions, end).cache()
-    for r in out.where(F.col("kind") == "finding").orderBy("offset", "topic_id",
-                                                           "partition").collect():
+    files = replay.canonical_files(logs, plan, options["nodeRanges"])
+    shards = max(1, min(partitions, spark.sparkContext.defaultParallelism))
+    # One pass, straight to Arrow; the driver splits and sorts it (a Spark orderBy would
+    # replay twice: once to sample the range boundaries).
+    out = replay.partition_replay(spark, files, history, plan.complete, shards).toArrow()
+    kind = out.column("kind")
+    for r in out.filter(pc.equal(kind, "finding")).to_pylist():
         findings.append(Finding(r["severity"], r["check"], r["node_id"], r["offset"],
                                 r["detail"]))
-    changes = out.where(F.col("kind") == "leader_change").drop(
-        "kind", "severity", "check", "detail").orderBy("offset").toArrow()
+    changes = out.filter(pc.equal(kind, "leader_change")).drop_columns(
+        ["kind", "severity", "check", "detail"]).sort_by(
+        [("offset", "ascending"), ("topic_id", "ascending"), ("partition", "ascending")])
     phase("partition replay")
     findings.sort(key=lambda f: (f.severity != VIOLATION, f.offset if f.offset is not None
                                  else -1, f.check, f.node_id or 0))
-    for frame in (headers, batches, small, out):
+    for frame in (headers, batches, small):
         frame.unpersist()
     return AuditResult(ranges, count, findings, leadership, history.broker_events, changes,
                        plan.start, time.monotonic() - started, notes, timings)

@@ -110,13 +110,43 @@ def _task(partition: FilePartition) -> str:
                                int(o.batches_only), f.path)))
 
 
+def plan(options: Mapping[str, str], paths: list[str]) -> list[FilePartition]:
+    """The files (and ranges) a kraft-metadata read with these options covers."""
+    reader = KraftMetadataReader({**options, "paths": json.dumps(paths)})
+    return [p for p in reader.partitions() if isinstance(p, FilePartition)]
+
+
+def _tasks(files: list[FilePartition]) -> str:
+    return "\n".join(_task(p) for p in files)
+
+
+def _entry(spark: SparkSession):  # type: ignore[no-untyped-def]
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    assert jvm is not None
+    return jvm.io.kraft.audit.KraftAudit
+
+
 def read(spark: SparkSession, options: Mapping[str, str], paths: list[str]) -> DataFrame:
     """What `spark.read.format("kraft-metadata").options(**options).load(paths)` gives (with
     includeJson=false), decoded on the JVM: the Python source plans the files, Java reads them.
     """
-    reader = KraftMetadataReader({**options, "paths": json.dumps(paths)})
-    tasks = "\n".join(_task(p) for p in reader.partitions())  # type: ignore[arg-type]
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    assert jvm is not None
-    jdf = jvm.io.kraft.audit.KraftAudit.read(spark._jsparkSession, tasks, SPARK_DDL)
+    jdf = _entry(spark).read(spark._jsparkSession, _tasks(plan(options, paths)), SPARK_DDL)
+    return DataFrame(jdf, spark)
+
+
+def driver_rows(spark: SparkSession, options: Mapping[str, str], paths: list[str],
+                record_types: tuple[str, ...]) -> tuple[DataFrame, int]:
+    """One pass over a record-level read: the rows of `record_types` and the rows with an
+    error (few: what the driver replays and reports), and the number of rows of the read."""
+    found = _entry(spark).driverRows(spark._jsparkSession, _tasks(plan(options, paths)),
+                                     SPARK_DDL, ",".join(record_types))
+    return DataFrame(found.rows(), spark), int(found.count())
+
+
+def replay(spark: SparkSession, files: list[FilePartition], history: str, complete: bool,
+           shards: int, out_ddl: str) -> DataFrame:
+    """The partition replay on the JVM (io.kraft.audit.PartitionReplay) over `files` in the
+    order given (offset order), in `shards` tasks."""
+    jdf = _entry(spark).replay(spark._jsparkSession, _tasks(files), history, complete, shards,
+                               out_ddl)
     return DataFrame(jdf, spark)

@@ -3,23 +3,27 @@
 The canonical log takes each offset from the lowest node id that holds it (the consistency
 checks report where nodes differ), seeded from a snapshot when no node's log starts at 0.
 Broker and topic records are few: the driver replays them into fence intervals, topic
-lifetimes and the broker timeline. Partition records are most of a log: Spark SQL groups them
-by partition, orders them by offset and replays them with window functions (a forward fill of
-the fields a change sets, running counts for the epochs), then checks every rule at every
-record as column expressions, with the fence intervals and topic lifetimes broadcast.
+lifetimes and the broker timeline. Partition records are most of a log: Spark tasks on the JVM
+replay them in offset order, each for the partitions that hash to it, with those intervals at
+hand, checking every rule at every record (audit/jvm/src/io/kraft/audit/PartitionReplay.java).
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from audit import jvm
 from audit.consistency import NodeRange
-from audit.findings import VIOLATION, WARNING, Finding
+from audit.decode import ReadOptions
+from audit.findings import VIOLATION, Finding
+from audit.layout import NodeLog
+from audit.source import FilePartition, KraftMetadataReader
 
 BROKER_TYPES = ("REGISTER_BROKER_RECORD", "BROKER_REGISTRATION_CHANGE_RECORD",
                 "UNREGISTER_BROKER_RECORD")
@@ -214,160 +218,42 @@ def cluster_history(rows: DataFrame, complete: bool) -> ClusterHistory:
     return h
 
 
-# -- partitions, in Spark SQL -----------------------------------------------------------------
-#
-# A partition's state after a record is its last PartitionRecord with the later changes applied:
-# ISR, replicas and leader are the last value set (a forward fill, `last(..., ignorenulls)`);
-# each change bumps the partition epoch and each leader move the leader epoch, so an epoch is
-# the PartitionRecord's value plus the number of changes (moves) since it. The state before a
-# record is the same over the rows before it. Every rule is then a column expression.
-
-_ROW_FIELDS = ("node_id", "offset", "record_index", "timestamp_ms", "record_type", "topic_id",
-               "partition", "leader", "replicas", "isr", "leader_epoch", "partition_epoch",
-               "leader_recovery_state")
-_OFFSET_BUCKETS = 64  # a broker state lookup compares a handful of intervals, not all
+# -- partitions, on the JVM ------------------------------------------------------------------
 
 
-def partition_replay(rows: DataFrame, history: ClusterHistory, complete: bool,
-                     partitions: int, end_offset: int) -> DataFrame:
-    """Findings and leader changes of every partition, as rows of OUT_SCHEMA. `end_offset`
-    (one past the last offset) sizes the offset buckets of the broker state lookup."""
-    spark = rows.sparkSession
-    col, lit = F.col, F.lit
-    w = Window.partitionBy("topic_id", "partition").orderBy("offset", "record_index")
-    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    before = w.rowsBetween(Window.unboundedPreceding, -1)
-    create = col("record_type") == "PARTITION_RECORD"
-    change = (~create).cast("int")
-    move = (~create & col("leader").isNotNull()).cast("int")
-    parts = rows.where(col("record_type").isin(*PARTITION_TYPES)).select(
-        *_ROW_FIELDS).repartition(partitions, "topic_id", "partition")
-    filled = parts.select(
-        "*",
-        F.sum(create.cast("int")).over(upto).alias("creates"),
-        F.sum(change).over(upto).alias("changes"),
-        F.sum(move).over(upto).alias("moves"),
-        F.last("leader", True).over(upto).alias("new_leader"),
-        F.last("isr", True).over(upto).alias("new_isr"),
-        F.last("replicas", True).over(upto).alias("new_replicas"),
-        F.last("leader", True).over(before).alias("prev_leader"),
-        F.last("isr", True).over(before).alias("prev_isr"),
-    )
-    leader_base = F.when(create, col("leader_epoch") - col("moves"))
-    partition_base = F.when(create, col("partition_epoch") - col("changes"))
-    state = filled.select(
-        "*",
-        (F.last(leader_base, True).over(upto) + col("moves")).alias("new_leader_epoch"),
-        (F.last(partition_base, True).over(upto) + col("changes")).alias("new_partition_epoch"),
-        (F.last(leader_base, True).over(before) + col("moves") - move).alias("prev_leader_epoch"),
-        (F.last(partition_base, True).over(before) + col("changes") - change).alias(
-            "prev_partition_epoch"),
-    )
-    bits = max(16, (max(end_offset, 1) // _OFFSET_BUCKETS).bit_length())
-    state = state.join(F.broadcast(_topics_frame(spark, history)), "topic_id", "left")
-    state = state.withColumn("broker_key", F.when(
-        (create | col("leader").isNotNull()) & (col("new_leader") != -1), col("new_leader")))
-    brokers = F.broadcast(_broker_intervals(spark, history, bits, end_offset))
-    state = state.join(brokers, (col("broker_key") == col("b_broker"))
-                       & (F.shiftright(col("offset"), bits) == col("b_bucket"))
-                       & (col("offset") >= col("b_from")) & (col("offset") < col("b_to")),
-                       "left")
-    return state.select(F.explode(F.array_compact(F.array(*_events(create, complete)))).alias(
-        "e"), "*").select(
-        col("e.kind").alias("kind"), col("e.severity").alias("severity"),
-        col("e.check").alias("check"), "node_id", "offset", "timestamp_ms", "topic_id",
-        F.coalesce("topic_name", lit("?")).alias("topic_name"), "partition",
-        *[F.when(col("e.kind") == "leader_change", c).alias(name) for c, name in (
-            (F.when(col("creates") - create.cast("int") >= 1, col("prev_leader")),
-             "prev_leader"),
-            (col("new_leader"), "leader"),
-            (col("new_leader_epoch").cast("int"), "leader_epoch"),
-            (col("new_partition_epoch").cast("int"), "partition_epoch"),
-            (col("e.unclean"), "unclean"))],
-        col("e.detail").alias("detail"))
+def canonical_files(logs: list[NodeLog], plan: CanonicalPlan,
+                    node_ranges_option: str) -> list[FilePartition]:
+    """The files of the canonical copy in offset order: the seeding snapshot, then every
+    node's segments within its planned ranges."""
+    reader = KraftMetadataReader({
+        "paths": json.dumps([log.partition_dir for log in logs]),
+        "nodeids": ",".join(str(log.node_id) for log in logs),
+        "includejson": "false", "includesnapshots": "false",
+        "noderanges": node_ranges_option})
+    segments = [p for p in reader.partitions() if isinstance(p, FilePartition)]
+    segments.sort(key=lambda p: max(p.log_file.base_offset, p.options.start_offset))
+    if plan.seed is None:
+        return segments
+    seed = next(s for log in logs for s in log.snapshots if s.path == plan.seed[2])
+    return [FilePartition(seed, ReadOptions(with_json=False)), *segments]
 
 
-def _list(ints: Column) -> Column:
-    """An int array as Python prints a list: [1, 2, 3]."""
-    return F.concat(F.lit("["), F.array_join(ints, ", "), F.lit("]"))
+def history_json(history: ClusterHistory) -> str:
+    """The fence intervals and topic lifetimes, for the JVM replay (ClusterHistory.java)."""
+    return json.dumps({
+        "brokers": {str(b): [[o, s] for o, s in zip(offsets, history.broker_states[b],
+                                                    strict=True)]
+                    for b, offsets in history.broker_offsets.items()},
+        "topics": [[tid, name, created, removed]
+                   for tid, (name, created, removed) in history.topics.items()],
+    })
 
 
-def _events(create: Column, complete: bool) -> list[Column]:
-    """Per row, a struct for each rule it breaks and one for a leader change (else null)."""
-    col, lit = F.col, F.lit
-    leader, offset = col("new_leader"), col("offset")
-    has_prev = col("creates") - create.cast("int") >= 1  # a state before this record
-    known = create | (col("creates") >= 1)  # a change to a partition that exists
-    leader_set = known & (create | col("leader").isNotNull())
-    alive = (col("created").isNotNull() & (col("created") <= offset)
-             & (col("removed").isNull() | (offset < col("removed"))))
-    broker_state = F.coalesce(col("b_state"), lit("unregistered"))
-    recovering = ~create & (col("leader_recovery_state") == 1)
-    unclean = (leader_set & (leader != -1) & has_prev & (col("prev_leader") != leader)
-               & (~F.array_contains(col("prev_isr"), leader) | recovering))
-    lost = F.array_sort(F.array_distinct(F.array_remove(col("prev_isr"), leader)))
-    name = F.concat(F.coalesce(col("topic_name"), lit("?")), lit("-"), col("partition"),
-                    lit(": "))
-
-    def finding(hit: Column, severity: str, check: str, detail: Column) -> Column:
-        return F.when(hit, F.struct(lit("finding").alias("kind"), lit(severity).alias(
-            "severity"), lit(check).alias("check"), F.concat(name, detail).alias("detail"),
-            lit(None).cast("boolean").alias("unclean")))
-
-    rules = [
-        finding(~alive & (lit(complete) | col("created").isNotNull()), VIOLATION,
-                "unknown-topic", F.format_string(
-                    "%s names topic id %s, which does not exist at offset %d",
-                    col("record_type"), col("topic_id"), offset)),
-        finding(~known & lit(complete), VIOLATION, "unknown-partition",
-                lit("PartitionChangeRecord for a partition never created")),
-        *[finding(create & has_prev & (col(f"new_{e}") < col(f"prev_{e}")), VIOLATION,
-                  f"{e.replace('_', '-')}-decrease",
-                  F.format_string(f"{e} %d after %d", col(f"new_{e}"), col(f"prev_{e}")))
-          for e in ("leader_epoch", "partition_epoch")],
-        finding(known & (leader != -1) & ~F.array_contains(col("new_isr"), leader), VIOLATION,
-                "leader-not-in-isr", F.concat(lit("leader "), leader,
-                                              lit(" is not in the ISR "), _list(col("new_isr")))),
-        finding(known & (F.size(F.array_except(col("new_isr"), col("new_replicas"))) > 0),
-                VIOLATION, "isr-not-subset-of-replicas",
-                F.concat(lit("ISR "), _list(col("new_isr")), lit(" is not within the replicas "),
-                         _list(col("new_replicas")))),
-        finding(leader_set & (leader != -1) & (broker_state != "unfenced"), VIOLATION,
-                "leader-on-fenced-broker", F.concat(lit("leader "), leader, lit(" is "),
-                                                    broker_state, lit(" at this offset"))),
-        finding(unclean, WARNING, "unclean-election", F.concat(
-            lit("leader "), leader, lit(" was not in the ISR "), _list(col("prev_isr")),
-            lit("; replicas that lost data: "), _list(lost))),
-        F.when(leader_set & (~has_prev | (col("prev_leader") != leader) | ~create), F.struct(
-            lit("leader_change").alias("kind"), lit(None).cast("string").alias("severity"),
-            lit(None).cast("string").alias("check"), lit(None).cast("string").alias("detail"),
-            F.coalesce(unclean, lit(False)).alias("unclean"))),
-    ]
-    return rules
-
-
-def _topics_frame(spark: SparkSession, history: ClusterHistory) -> DataFrame:
-    return spark.createDataFrame(
-        [(tid, name, created, removed) for tid, (name, created, removed) in
-         history.topics.items()],
-        "topic_id string, topic_name string, created bigint, removed bigint")
-
-
-def _broker_intervals(spark: SparkSession, history: ClusterHistory, bits: int,
-                      end_offset: int) -> DataFrame:
-    """Each broker state as [from, to) offsets, split by offset bucket (offset >> bits) so the
-    lookup joins on (broker, bucket) and compares only the intervals in that bucket. Before
-    its first record a broker is unregistered (no interval: the lookup's default)."""
-    rows = []
-    last_bucket = max(end_offset - 1, 0) >> bits
-    for broker, offsets in history.broker_offsets.items():
-        states = history.broker_states[broker]
-        for i, (start, state) in enumerate(zip(offsets, states, strict=True)):
-            stop = offsets[i + 1] if i + 1 < len(offsets) else 1 << 62
-            if stop <= start:
-                continue  # a later event at the same offset wins
-            top = last_bucket if i + 1 == len(offsets) else (stop - 1) >> bits
-            for bucket in range(start >> bits, max(top, start >> bits) + 1):
-                rows.append((broker, bucket, start, stop, state))
-    return spark.createDataFrame(
-        rows, "b_broker int, b_bucket bigint, b_from bigint, b_to bigint, b_state string")
+def partition_replay(spark: SparkSession, files: list[FilePartition], history: ClusterHistory,
+                     complete: bool, shards: int) -> DataFrame:
+    """Findings and leader changes of every partition, as rows of OUT_SCHEMA: `shards` Spark
+    tasks (io.kraft.audit.PartitionReplay), each replaying the partitions that hash to it
+    over the canonical files in offset order. The log is in offset order already, so this
+    needs no shuffle and no sort; a Spark SQL version with window functions did the same at
+    a tenth of the speed (docs/benchmarks.md)."""
+    return jvm.replay(spark, files, history_json(history), complete, shards, OUT_DDL)

@@ -164,7 +164,7 @@ def test_without_javac_the_cli_says_so_in_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "JDK 17" in lines[0] and "JAVA_HOME" in lines[0], lines
 
 
-@pytest.mark.parametrize("jobs", [3])
+@pytest.mark.parametrize("jobs", [2])
 def test_concurrent_builds_leave_one_whole_jar(tmp_path: Path, jobs: int) -> None:
     env = {**os.environ, "KRAFT_AUDIT_CACHE": os.fspath(tmp_path / "cache")}
     code = "from audit.jvm import ensure_jar; print(ensure_jar())"
