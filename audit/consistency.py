@@ -21,6 +21,11 @@ from pyspark.sql import functions as F
 from audit.findings import VIOLATION, WARNING, Finding
 from audit.layout import NodeLog
 
+# Every column the batch-level checks read (the job caches only these).
+HEADER_COLUMNS = ("node_id", "source_file", "source_kind", "offset", "epoch", "batch_base_offset",
+                  "batch_last_offset", "batch_crc", "timestamp_ms", "record_type",
+                  "quorum_leader_id", "error")
+
 
 @dataclass(frozen=True)
 class NodeRange:
@@ -111,7 +116,8 @@ def cross_node(batches: DataFrame, ranges: list[NodeRange]) -> list[Finding]:
     b = batches.select(F.col("node_id").alias("b_node"), F.col("base").alias("b_base"),
                        F.col("last").alias("b_last"), F.col("crc").alias("b_crc"),
                        F.col("epoch").alias("b_epoch"))
-    joined = cand.join(b, (F.col("b_node") == F.col("other_node"))
+    # One row per batch per node: small enough to broadcast, which spares a shuffle of both.
+    joined = cand.join(F.broadcast(b), (F.col("b_node") == F.col("other_node"))
                        & (F.col("b_base") == F.col("a.base")), "left")
     same = (F.col("b_crc") == F.col("a.crc")) & (F.col("b_last") == F.col("a.last"))
     joined = joined.select(

@@ -12,8 +12,11 @@ from audit.jvm import ensure_jar
 from audit.source import KraftMetadataDataSource
 
 
-def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> SparkSession:
-    """JdkMissing (one line) when there is no javac to build the JVM reader with."""
+def spark_session(master: str = "local[*]", shuffle_partitions: int = 8,
+                  driver_memory: str = "4g") -> SparkSession:
+    """JdkMissing (one line) when there is no javac to build the JVM reader with.
+    `driver_memory` is the whole heap of a local master: the leader-change table of a 10M
+    record log (a third of its records) passes through it on its way to Arrow."""
     jar = os.fspath(ensure_jar())  # before the JVM starts: it goes on its classpath
     # Python workers must run this interpreter (the one with pyarrow and this package).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -28,6 +31,7 @@ def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> Spar
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .config("spark.driver.memory", driver_memory)
         .config("spark.jars", jar)
         .config("spark.driver.extraClassPath", jar)
         .config("spark.executor.extraClassPath", jar)

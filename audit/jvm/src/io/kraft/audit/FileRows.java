@@ -50,7 +50,7 @@ final class FileRows implements Iterator<Object[]> {
         }
     }
 
-    private static ByteBuffer map(String path) {
+    static ByteBuffer map(String path) {
         try (FileChannel channel = FileChannel.open(Path.of(path), StandardOpenOption.READ)) {
             long size = channel.size();
             if (size == 0) {

@@ -8,8 +8,6 @@ import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.List;
 
 /**
  * One record's bytes into the typed columns of its row, as audit/decode.py's fast path does:
@@ -94,6 +92,39 @@ final class Records {
         row[Columns.RECORD_VERSION] = 0;
     }
 
+    /**
+     * Whether the record is a version-0 partition record whose (topic id, partition) the
+     * shard owns (ReplayShard.owner): a scan of its fields that decodes only those two.
+     * Anything that does not parse is owned by no shard (the whole decoder fails on it too).
+     */
+    static boolean isOwned(ByteBuffer buf, int pos, int len, int shard, int shards) {
+        if (len < 4 || buf.getShort(pos + 2) != 0) {
+            return false;
+        }
+        int key = buf.getShort(pos) & 0xFFFF;
+        if (key != 3 && key != 5) {
+            return false;
+        }
+        Wire w = new Wire(buf, pos + 4, pos + len);
+        int partition = 0;
+        String topic = "";
+        try {
+            while (w.more()) {
+                w.next();
+                if (is(w, 1, Wire.VARINT)) {
+                    partition = (int) w.varint();
+                } else if (is(w, 2, Wire.LEN)) {
+                    topic = w.string();
+                } else {
+                    w.skip();
+                }
+            }
+        } catch (Wire.Corrupt e) {
+            return false;
+        }
+        return ReplayShard.owner(topic, partition, shards) == shard;
+    }
+
     private static void undecodable(Object[] row, String error) {
         row[Columns.RECORD_TYPE] = "UNDECODABLE";
         row[Columns.ERROR] = error;
@@ -121,8 +152,8 @@ final class Records {
     private static void partitionChange(Wire w, Object[] v) throws Wire.Corrupt {
         int partition = 0;
         String topic = "";
-        List<Integer> isr = null;
-        List<Integer> replicas = null;
+        IntList isr = null;
+        IntList replicas = null;
         while (w.more()) {
             w.next();
             if (is(w, 1, Wire.VARINT)) {
@@ -150,8 +181,8 @@ final class Records {
     }
 
     /** A BrokerIdList; a repeated occurrence merges into the earlier one (protobuf's rule). */
-    private static List<Integer> brokerIds(Wire w, List<Integer> into) throws Wire.Corrupt {
-        List<Integer> ids = into == null ? Wire.newList() : into;
+    private static IntList brokerIds(Wire w, IntList into) throws Wire.Corrupt {
+        IntList ids = into == null ? new IntList() : into;
         while (w.more()) {
             w.next();
             if (w.field() == 1 && (w.type() == Wire.VARINT || w.type() == Wire.LEN)) {
@@ -170,9 +201,9 @@ final class Records {
         int leaderEpoch = 0;
         int partitionEpoch = 0;
         String topic = "";
-        List<Integer> replicas = Wire.newList();
-        List<Integer> isr = Wire.newList();
-        List<Integer> other = new ArrayList<>();
+        IntList replicas = new IntList();
+        IntList isr = new IntList();
+        IntList other = new IntList();
         while (w.more()) {
             w.next();
             int f = w.field();
@@ -370,15 +401,8 @@ final class Records {
         }
     }
 
-    static int[] ints(List<Integer> list) {
-        if (list == null) {
-            return null;
-        }
-        int[] out = new int[list.size()];
-        for (int i = 0; i < out.length; i++) {
-            out[i] = list.get(i);
-        }
-        return out;
+    static int[] ints(IntList list) {
+        return list == null ? null : list.toArray();
     }
 
     // -- control records ------------------------------------------------------------------
@@ -438,7 +462,7 @@ final class Records {
             }
             JsonNode voters = body.get("voters");
             if (voters != null && voters.isArray()) {
-                List<Integer> ids = new ArrayList<>();
+                IntList ids = new IntList();
                 boolean ints = true;
                 for (JsonNode voter : voters) {
                     ints &= voter.isIntegralNumber() && voter.canConvertToInt();

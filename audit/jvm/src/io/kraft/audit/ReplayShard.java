@@ -1,8 +1,11 @@
 package io.kraft.audit;
 
+import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
 import java.util.Iterator;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.NoSuchElementException;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -21,8 +24,9 @@ final class ReplayShard implements Iterator<InternalRow> {
     private final PartitionReplay replay;
     private final ArrayDeque<PartitionReplay.Out> ready = new ArrayDeque<>();
     private final List<PartitionReplay.Out> out = PartitionReplay.newOut();
+    private final Map<String, UTF8String> utf8 = new HashMap<>();
     private int next;
-    private FileRows rows;
+    private Iterator<Object[]> rows;
     private FileTask task;
 
     ReplayShard(List<FileTask> tasks, int shard, int shards, ClusterHistory history,
@@ -49,7 +53,7 @@ final class ReplayShard implements Iterator<InternalRow> {
                     return false;
                 }
                 task = tasks.get(next++);
-                rows = new FileRows(task);
+                rows = task.snapshot() ? new FileRows(task) : new OwnedRecords(task);
                 continue;
             }
             Object[] r = rows.next();
@@ -69,6 +73,77 @@ final class ReplayShard implements Iterator<InternalRow> {
         return true;
     }
 
+    /**
+     * A segment's partition records that this shard owns, as FileRows would give them (other
+     * rows are not built): the owner is read from the record's first fields, and only owned
+     * records are decoded whole. Control batches hold no partition records; a bad frame ends
+     * the file (its CORRUPT row is not part of the canonical rows either).
+     */
+    private final class OwnedRecords implements Iterator<Object[]> {
+        private final FileTask file;
+        private final ByteBuffer buf;
+        private final int end;
+        private final ArrayDeque<Object[]> owned = new ArrayDeque<>();
+        private int pos;
+
+        OwnedRecords(FileTask file) {
+            this.file = file;
+            this.buf = FileRows.map(file.path());
+            this.end = buf.limit();
+        }
+
+        @Override
+        public boolean hasNext() {
+            while (owned.isEmpty() && pos < end) {
+                Frames.Header h = Frames.read(buf, pos, end);
+                if (h == null) {
+                    pos = end;
+                    break;
+                }
+                pos += h.size();
+                if (!h.control() && h.nextOffset() > file.start()
+                        && (file.end() < 0 || h.baseOffset() < file.end())) {
+                    batch(h);
+                }
+            }
+            return !owned.isEmpty();
+        }
+
+        @Override
+        public Object[] next() {
+            if (!hasNext()) {
+                throw new NoSuchElementException();
+            }
+            return owned.poll();
+        }
+
+        private void batch(Frames.Header h) {
+            int[] records;
+            try {
+                records = Frames.records(buf, h);
+            } catch (Frames.Corrupt e) {
+                throw new IllegalStateException(file.path() + ": " + e.getMessage());
+            }
+            long first = Math.max(h.baseOffset(), file.start());
+            long stop = file.end() < 0 ? h.nextOffset() : Math.min(h.nextOffset(), file.end());
+            for (long offset = first; offset < stop; offset++) {
+                int i = (int) (offset - h.baseOffset());
+                int at = records[2 * i];
+                int length = records[2 * i + 1];
+                if (!Records.isOwned(buf, at, length, shard, shards)) {
+                    continue;
+                }
+                Object[] row = new Object[Columns.COUNT];
+                row[Columns.NODE_ID] = file.nodeId();
+                row[Columns.OFFSET] = offset;
+                row[Columns.TIMESTAMP_MS] = h.firstTimestampMs();
+                row[Columns.IS_CONTROL] = false;
+                Records.metadata(buf, at, length, row);
+                owned.add(row);
+            }
+        }
+    }
+
     @Override
     public InternalRow next() {
         if (!hasNext()) {
@@ -83,7 +158,18 @@ final class ReplayShard implements Iterator<InternalRow> {
         });
     }
 
-    private static UTF8String utf8(String s) {
-        return s == null ? null : UTF8String.fromString(s);
+    private UTF8String utf8(String s) {
+        if (s == null) {
+            return null;
+        }
+        // Topic ids and names repeat in every row (and are the same String objects).
+        UTF8String cached = utf8.get(s);
+        if (cached == null) {
+            cached = UTF8String.fromString(s);
+            if (utf8.size() < 100_000) {
+                utf8.put(s, cached);
+            }
+        }
+        return cached;
     }
 }

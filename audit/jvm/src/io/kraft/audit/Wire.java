@@ -1,13 +1,10 @@
 package io.kraft.audit;
 
 import java.nio.ByteBuffer;
-import java.nio.CharBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CharsetDecoder;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.List;
 
 /**
  * The protobuf wire format over a slice of a buffer, strict where Python's protobuf (upb) is
@@ -101,6 +98,11 @@ final class Wire {
     String string() throws Corrupt {
         int stop = length();
         int n = stop - pos;
+        String cached = Strings.lookup(buf, pos, n);
+        if (cached != null) {
+            pos = stop;
+            return cached;
+        }
         byte[] bytes = new byte[n];
         buf.get(pos, bytes);
         pos = stop;
@@ -111,19 +113,22 @@ final class Wire {
                 break;
             }
         }
+        String text;
         if (ascii) {
-            return new String(bytes, StandardCharsets.ISO_8859_1);
+            text = new String(bytes, StandardCharsets.ISO_8859_1);
+        } else {
+            try {
+                text = UTF8.get().decode(ByteBuffer.wrap(bytes)).toString();
+            } catch (CharacterCodingException e) {
+                throw new Corrupt(BAD_UTF8);
+            }
         }
-        try {
-            CharBuffer chars = UTF8.get().decode(ByteBuffer.wrap(bytes));
-            return chars.toString();
-        } catch (CharacterCodingException e) {
-            throw new Corrupt(BAD_UTF8);
-        }
+        Strings.store(bytes, text);
+        return text;
     }
 
     /** A repeated int32 field, packed (LEN) or one value (VARINT), appended to `into`. */
-    void int32s(List<Integer> into) throws Corrupt {
+    void int32s(IntList into) throws Corrupt {
         if (type() == VARINT) {
             into.add((int) varint());
             return;
@@ -183,9 +188,5 @@ final class Wire {
             throw new Corrupt(CORRUPT);
         }
         pos += n;
-    }
-
-    static List<Integer> newList() {
-        return new ArrayList<>(4);
     }
 }
