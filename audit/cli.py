@@ -28,7 +28,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--committed-end", metavar="NODE=OFFSET,...", default="",
                         help="committed end offsets (exclusive) overriding high-watermark files")
     parser.add_argument("--partitions", type=int, default=8,
-                        help="Spark partitions for the metadata replay (8)")
+                        help="Spark tasks for the partition replay, at most the cores (8)")
     return parser.parse_args(argv)
 
 

@@ -62,8 +62,9 @@ def load(spark: SparkSession, logs: list[NodeLog], level: str = "record",
 
 
 def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> AuditResult:
-    """Two reads: every node at batch level (a CRC scan) for the cross-node checks, then one
-    copy of the log at record level for the replay."""
+    """Every node read at batch level (a CRC scan) for the cross-node checks, then one copy
+    of the log read twice at record level: for the driver's broker and topic replay, and by
+    the partition replay's `min(partitions, cores)` JVM tasks."""
     started = time.monotonic()
     timings: dict[str, float] = {}
     lap = [started]

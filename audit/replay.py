@@ -31,14 +31,6 @@ TOPIC_TYPES = ("TOPIC_RECORD", "REMOVE_TOPIC_RECORD", "CONFIG_RECORD")
 PARTITION_TYPES = ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD")
 TOPIC_RESOURCE = 2
 
-# Every column the replay and its filters read.
-REPLAY_COLUMNS = (
-    "node_id", "source_file", "source_kind", "offset", "record_index", "timestamp_ms",
-    "is_control", "record_type", "error", "broker_id", "broker_epoch", "incarnation_id", "fenced",
-    "in_controlled_shutdown", "topic_id", "topic_name", "partition", "leader", "replicas",
-    "isr", "leader_epoch", "partition_epoch", "leader_recovery_state", "config_resource_type",
-    "config_resource_name", "config_key",
-)
 OUT_SCHEMA = pa.schema([
     ("kind", pa.string()),  # "finding" | "leader_change"
     ("severity", pa.string()),
