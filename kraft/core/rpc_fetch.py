@@ -153,7 +153,9 @@ def _error(core: RaftCore, error: Errors) -> FetchResponse:
 
 
 def complete_parked(core: RaftCore, leader: LeaderState, now: int) -> None:
-    """Answer parked fetches that now have data to read or a newer high watermark to learn."""
+    """Answer parked fetches that now have data to read; one with only a newer high
+    watermark to learn is answered when its linger (HW_NEWS_LINGER_MS) expires, unless data
+    comes first."""
     if not leader.parked_fetches:
         return
     end = core.log.end_offset
