@@ -6,8 +6,10 @@ timeout."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -66,13 +68,30 @@ def fetch(
     return OutboundRequest(correlation_id, 1, endpoint, request, timeout_ms)
 
 
-async def start_leader() -> tuple[grpc.aio.Server, FakeLeader, str]:
+@dataclass
+class Wiring:
+    server: grpc.aio.Server
+    leader: FakeLeader
+    endpoint: str
+    outcomes: Outcomes
+    transport: RaftTransport
+
+
+@contextlib.asynccontextmanager
+async def wired() -> AsyncIterator[Wiring]:
+    """A fake leader on an ephemeral loopback port and a transport to it; both closed after."""
     server = grpc.aio.server()
     leader = FakeLeader()
     rpc.add_RaftServicer_to_server(leader, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    return server, leader, f"127.0.0.1:{port}"
+    outcomes = Outcomes()
+    transport = RaftTransport(outcomes.response, outcomes.failure)
+    try:
+        yield Wiring(server, leader, f"127.0.0.1:{port}", outcomes, transport)
+    finally:
+        await transport.close()
+        await server.stop(None)
 
 
 def in_loop(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
@@ -90,80 +109,51 @@ def high_watermark(outcome: Response | str) -> int:
 
 @in_loop
 async def test_fetches_share_one_stream_and_get_their_own_answers() -> None:
-    server, leader, endpoint = await start_leader()
-    outcomes = Outcomes()
-    transport = RaftTransport(outcomes.response, outcomes.failure)
-    try:
+    async with wired() as w:
         for i in range(1, 6):
-            transport.send(fetch(i, endpoint, offset=i * 10))
-            assert high_watermark(await outcomes.get(i)) == i * 10
-        assert leader.streams == 1
-    finally:
-        await transport.close()
-        await server.stop(None)
+            w.transport.send(fetch(i, w.endpoint, offset=i * 10))
+            assert high_watermark(await w.outcomes.get(i)) == i * 10
+        assert w.leader.streams == 1
 
 
 @in_loop
 async def test_a_missed_deadline_replaces_the_stream_and_drops_the_late_answer() -> None:
-    server, leader, endpoint = await start_leader()
-    outcomes = Outcomes()
-    transport = RaftTransport(outcomes.response, outcomes.failure)
-    try:
-        transport.send(fetch(1, endpoint, offset=SLOW_OFFSET, timeout_ms=100))
-        assert await outcomes.get(1) == "timeout"
-        transport.send(fetch(2, endpoint, offset=20))
-        assert high_watermark(await outcomes.get(2)) == 20  # not the slow request's 666
-        assert leader.streams == 2
-    finally:
-        await transport.close()
-        await server.stop(None)
+    async with wired() as w:
+        w.transport.send(fetch(1, w.endpoint, offset=SLOW_OFFSET, timeout_ms=100))
+        assert await w.outcomes.get(1) == "timeout"
+        w.transport.send(fetch(2, w.endpoint, offset=20))
+        assert high_watermark(await w.outcomes.get(2)) == 20  # not the slow request's 666
+        assert w.leader.streams == 2
 
 
 @in_loop
 async def test_a_peer_that_goes_away_is_unreachable_before_the_deadline() -> None:
-    server, leader, endpoint = await start_leader()
-    outcomes = Outcomes()
-    transport = RaftTransport(outcomes.response, outcomes.failure)
-    try:
-        transport.send(fetch(1, endpoint, offset=10))
-        assert high_watermark(await outcomes.get(1)) == 10
-        transport.send(fetch(2, endpoint, offset=SLOW_OFFSET, timeout_ms=30_000))
-        await asyncio.wait_for(leader.holding.wait(), 5)
-        await server.stop(None)  # the peer goes away with the request in flight
-        assert await outcomes.get(2, within_s=5.0) == "unreachable"
-        transport.send(fetch(3, endpoint, offset=30, timeout_ms=30_000))
-        assert await outcomes.get(3, within_s=5.0) == "unreachable"  # connection refused
-    finally:
-        await transport.close()
+    async with wired() as w:
+        w.transport.send(fetch(1, w.endpoint, offset=10))
+        assert high_watermark(await w.outcomes.get(1)) == 10
+        w.transport.send(fetch(2, w.endpoint, offset=SLOW_OFFSET, timeout_ms=30_000))
+        await asyncio.wait_for(w.leader.holding.wait(), 5)
+        await w.server.stop(None)  # the peer goes away with the request in flight
+        assert await w.outcomes.get(2, within_s=5.0) == "unreachable"
+        w.transport.send(fetch(3, w.endpoint, offset=30, timeout_ms=30_000))
+        assert await w.outcomes.get(3, within_s=5.0) == "unreachable"  # connection refused
 
 
 @in_loop
 async def test_a_blocked_peer_looks_like_a_timeout() -> None:
-    server, leader, endpoint = await start_leader()
-    outcomes = Outcomes()
-    transport = RaftTransport(outcomes.response, outcomes.failure)
-    transport.blocked = frozenset({1})
-    try:
-        transport.send(fetch(1, endpoint, offset=10, timeout_ms=50))
-        assert await outcomes.get(1) == "timeout"
-        assert leader.streams == 0
-    finally:
-        await transport.close()
-        await server.stop(None)
+    async with wired() as w:
+        w.transport.blocked = frozenset({1})
+        w.transport.send(fetch(1, w.endpoint, offset=10, timeout_ms=50))
+        assert await w.outcomes.get(1) == "timeout"
+        assert w.leader.streams == 0
 
 
 @in_loop
 async def test_a_new_request_does_not_queue_behind_one_the_core_gave_up_on() -> None:
-    server, leader, endpoint = await start_leader()
-    outcomes = Outcomes()
-    transport = RaftTransport(outcomes.response, outcomes.failure)
-    try:
-        transport.send(fetch(1, endpoint, offset=SLOW_OFFSET, timeout_ms=30_000))
-        await asyncio.wait_for(leader.holding.wait(), 5)
-        transport.send(fetch(2, endpoint, offset=20, timeout_ms=30_000))
-        assert high_watermark(await outcomes.get(2)) == 20
-        assert await outcomes.get(1) == "timeout"  # its stream was cancelled: no answer
-        assert leader.streams == 2
-    finally:
-        await transport.close()
-        await server.stop(None)
+    async with wired() as w:
+        w.transport.send(fetch(1, w.endpoint, offset=SLOW_OFFSET, timeout_ms=30_000))
+        await asyncio.wait_for(w.leader.holding.wait(), 5)
+        w.transport.send(fetch(2, w.endpoint, offset=20, timeout_ms=30_000))
+        assert high_watermark(await w.outcomes.get(2)) == 20
+        assert await w.outcomes.get(1) == "timeout"  # its stream was cancelled: no answer
+        assert w.leader.streams == 2
