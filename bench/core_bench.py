@@ -64,6 +64,8 @@ class InstantCluster:
             log.flush()
             core.on_log_flushed(self.now)
         out = core.take_output()
+        if out.election_state is not None:
+            core.election_state_persisted(out.election_state)
         for message in (*out.requests, *out.replies):
             self.queue.append((node_id, message))
 

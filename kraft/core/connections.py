@@ -22,6 +22,7 @@ class Connections:
         self._in_flight: dict[int, InFlight] = {}  # by destination
         self._by_correlation: dict[int, InFlight] = {}
         self._backoff_until: dict[int, int] = {}
+        self._failures: dict[int, int] = {}  # consecutive failures by destination
 
     def is_ready(self, destination: int, now: int) -> bool:
         return (
@@ -50,8 +51,21 @@ class Connections:
             del self._in_flight[entry.destination]
         return entry
 
-    def back_off(self, destination: int, until: int) -> None:
-        self._backoff_until[destination] = until
+    def back_off(self, destination: int, now: int, base_ms: int, max_ms: int) -> None:
+        """After a failure: wait `base_ms`, doubling with each consecutive failure up to
+        `max_ms`, so a connection that stays refused is not hammered."""
+        failures = self._failures.get(destination, 0) + 1
+        self._failures[destination] = failures
+        delay = min(max_ms, base_ms << min(failures - 1, 16))
+        self._backoff_until[destination] = now + max(base_ms, delay)
+
+    def clear_backoff(self, destination: int) -> None:
+        """Let the next request to `destination` leave at once (a deliberate retry)."""
+        self._backoff_until.pop(destination, None)
+
+    def note_answered(self, destination: int) -> None:
+        """`destination` answered: its failure streak is over."""
+        self._failures.pop(destination, None)
 
     def expire(self, now: int) -> list[InFlight]:
         """Drop and return requests past their deadline; their destinations become ready."""
@@ -61,10 +75,11 @@ class Connections:
         return expired
 
     def reset(self) -> None:
-        """Forget everything in flight (on a state change); late answers are then ignored."""
+        """Forget everything in flight (on a state change); late answers are then ignored.
+        Backoffs survive: a peer that refuses connections refuses them whatever our state,
+        and a Follower <-> Prospective cycle must not retry it at once every time."""
         self._in_flight.clear()
         self._by_correlation.clear()
-        self._backoff_until.clear()
 
     def next_deadline(self, now: int) -> float:
         deadlines = [e.deadline for e in self._in_flight.values()]

@@ -149,11 +149,12 @@ class QuorumState:
         if candidate_id == self.local_id:
             self._illegal("a vote for itself outside candidacy")
         if not isinstance(state, UnattachedState | ProspectiveState) or state.voted_id >= 0:
-            if getattr(state, "voted_id", -1) == candidate_id:
-                return
-            self._illegal(f"a vote for {candidate_id}")
-        state.voted_id = candidate_id
-        state.election_deadline = self._election_deadline(now)
+            if getattr(state, "voted_id", -1) != candidate_id:
+                self._illegal(f"a vote for {candidate_id}")
+            # Granted again (the first answer was lost): it still leaves only once durable.
+        else:
+            state.voted_id = candidate_id
+            state.election_deadline = self._election_deadline(now)
         self._mark_durable()
 
     def to_prospective(self, now: int) -> None:
@@ -274,15 +275,20 @@ class QuorumState:
 
     def _mark_durable(self) -> None:
         current = self.state.election_state()
-        if current != self._persisted:
-            self.unpersisted = current
+        self.unpersisted = current if current != self._persisted else None
 
     def take_unpersisted(self) -> ElectionState | None:
-        """The election state the driver must write before sending anything."""
-        pending, self.unpersisted = self.unpersisted, None
-        if pending is not None:
-            self._persisted = pending
-        return pending
+        """The election state the driver must write before sending anything. It stays pending,
+        and every output asks for it again, until the driver confirms the write: a write that
+        failed must never let a later output (a re-granted vote, a leader's request) leave as
+        if the state were saved."""
+        return self.unpersisted
+
+    def confirm_persisted(self, state: ElectionState) -> None:
+        """The driver wrote `state` durably."""
+        self._persisted = state
+        if self.unpersisted == state:
+            self.unpersisted = None
 
     def _illegal(self, target: str) -> NoReturn:
         raise RaftInvariantError(

@@ -239,6 +239,7 @@ class RaftCore:
         entry = self.connections.complete(correlation_id)
         if entry is None:
             return  # timed out, or sent by a state we have left
+        self.connections.note_answered(entry.destination)
         if response.error == Errors.INCONSISTENT_CLUSTER_ID:
             log.error(
                 "node %d belongs to another cluster (INCONSISTENT_CLUSTER_ID); check its "
@@ -322,7 +323,14 @@ class RaftCore:
 
     # -- output ------------------------------------------------------------------------------
 
+    def election_state_persisted(self, state: ElectionState) -> None:
+        """The driver wrote `state` (from an Output) durably."""
+        self.quorum.confirm_persisted(state)
+
     def take_output(self) -> Output:
+        """What to do now. A non-None `election_state` must be written, and confirmed with
+        `election_state_persisted`, before the requests and replies leave; until it is
+        confirmed every output names it again."""
         out = Output(election_state=self.quorum.take_unpersisted())
         if self._requests:
             out.requests, self._requests = self._requests, []
@@ -340,13 +348,20 @@ class RaftCore:
     # -- shared machinery for the rpc modules --------------------------------------------------
 
     def send(self, destination: int, endpoint: str, request: Request, now: int) -> None:
-        entry = self.connections.send(destination, request, now, self.config.request_timeout_ms)
+        timeout_ms = self._timeout_for(request)
+        entry = self.connections.send(destination, request, now, timeout_ms)
         self._requests.append(
-            OutboundRequest(
-                entry.correlation_id, destination, endpoint, request,
-                self.config.request_timeout_ms,
-            )
+            OutboundRequest(entry.correlation_id, destination, endpoint, request, timeout_ms)
         )
+
+    def _timeout_for(self, request: Request) -> int:
+        """A (pre-)vote round lasts one election timeout, so an unanswered Vote is given up
+        (and asked again) within the round rather than after the request timeout: one lost
+        message must not lose the round (seed 1139 of split_majority). Votes are idempotent:
+        a voter re-grants the vote it already gave, and a pre-vote changes nothing."""
+        if isinstance(request, VoteRequest):
+            return min(self.config.request_timeout_ms, self.config.election_timeout_ms // 4)
+        return self.config.request_timeout_ms
 
     def reply_later(self, token: int, response: Response) -> None:
         self._replies.append(Reply(token, response))
@@ -445,7 +460,16 @@ class RaftCore:
             self.high_watermark = leader.high_watermark
 
     def _back_off(self, entry: InFlight, now: int) -> None:
-        self.connections.back_off(entry.destination, now + self.config.retry_backoff_ms)
+        self.connections.back_off(
+            entry.destination, now, self.config.retry_backoff_ms, self.max_retry_backoff_ms
+        )
+
+    @property
+    def max_retry_backoff_ms(self) -> int:
+        """Repeated failures to one peer back off up to half an election timeout: a refused
+        peer is asked a few times a second, and one that comes back is reached well within
+        the time an election takes."""
+        return max(self.config.retry_backoff_ms, self.config.election_timeout_ms // 2)
 
     def _handle_common_response(self, entry: InFlight, response: Response, now: int) -> bool:
         """Kafka's maybeHandleCommonResponse. True when the response needs nothing more."""

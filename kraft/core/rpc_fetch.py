@@ -263,6 +263,7 @@ def note_leader_answered(core: RaftCore, state: FollowerState, now: int) -> None
     jitter = core.rng.randrange(core.config.election_timeout_ms // 4 + 1)
     state.fetch_deadline = now + core.config.fetch_timeout_ms + jitter
     state.leader_live = True
+    state.confirming_unreachable = False
     state.fetch_from_bootstrap = False
 
 
@@ -280,20 +281,33 @@ def _truncate_to_leader(core: RaftCore, diverging: OffsetAndEpoch) -> None:
 
 
 def on_unreachable(core: RaftCore, entry: InFlight, now: int) -> None:
-    """A refused or reset connection to the leader means its process is gone: a voter stands
-    for election after a short random delay instead of the whole fetch timeout; the pre-vote
-    keeps this safe, because voters still fetching from a live leader refuse it."""
+    """A refused or reset connection to a leader this follower was fetching from: its process
+    may be gone. One refusal is not proof (a middlebox RST or a conntrack flush resets every
+    follower's stream at once), so the fetch is retried at once; a second refusal in a row
+    confirms it, and a voter then stands for election after a short random delay instead of
+    the whole fetch timeout. Pre-vote keeps this safe: voters still fetching from a live
+    leader, or still confirming a refusal, refuse it. A follower that has not reached its
+    leader in this state learns nothing new from a refusal and waits for its fetch timeout,
+    so a connection that stays refused costs one election round per fetch timeout, not tens
+    a second."""
     state = core.quorum.state
     if not isinstance(state, FollowerState) or entry.destination != state.leader_id:
         return
     if not isinstance(entry.request, FetchRequest | FetchSnapshotRequest):
         return
-    state.leader_live = False
-    if core.config.is_voter:
-        jitter = core.rng.randrange(core.config.fast_failover_jitter_ms + 1)
-        state.fetch_deadline = min(state.fetch_deadline, now + jitter)
-    else:
+    if not core.config.is_voter:
         state.fetch_from_bootstrap = True
+        return
+    if not state.leader_live:
+        return
+    if not state.confirming_unreachable:
+        state.confirming_unreachable = True
+        core.connections.clear_backoff(state.leader_id)  # the confirming retry leaves now
+        return
+    state.leader_live = False
+    state.confirming_unreachable = False
+    jitter = core.rng.randrange(core.config.fast_failover_jitter_ms + 1)
+    state.fetch_deadline = min(state.fetch_deadline, now + jitter)
 
 
 def on_timeout(core: RaftCore, entry: InFlight, now: int) -> None:

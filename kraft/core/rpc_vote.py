@@ -39,13 +39,9 @@ def handle_request(core: RaftCore, req: VoteRequest, now: int) -> VoteResponse:
     up_to_date = (req.last_offset_epoch, req.last_offset) >= (log.last_epoch, log.end_offset)
     state = core.quorum.state
     granted = state.can_grant_vote(req.replica_id, up_to_date, req.pre_vote)
-    if (
-        granted
-        and not req.pre_vote
-        and isinstance(state, UnattachedState | ProspectiveState)
-        and state.voted_id < 0
-    ):
-        # Durable before the reply leaves: the driver persists election state first.
+    if granted and not req.pre_vote and isinstance(state, UnattachedState | ProspectiveState):
+        # Durable before the reply leaves: the driver persists election state first, and a
+        # re-granted vote whose first write was never confirmed is written again.
         core.quorum.add_vote(req.replica_id, now)
     return answer(Errors.NONE, granted)
 

@@ -91,8 +91,9 @@ class CandidateState:
 @dataclass
 class FollowerState:
     """Fetching from a known leader. `leader_live` is False until a fetch succeeds, after the
-    leader resigned (EndQuorumEpoch) or after its connection was refused: only a follower
-    that believes in a live leader refuses pre-votes."""
+    leader resigned (EndQuorumEpoch) or after its connection was refused twice in a row: only
+    a follower that believes in a live leader refuses pre-votes. `confirming_unreachable`: one
+    refusal seen, the confirming retry is under way (the leader still counts as live)."""
 
     epoch: int
     leader_id: int
@@ -100,6 +101,7 @@ class FollowerState:
     fetch_deadline: float
     voted_id: int = -1
     leader_live: bool = False
+    confirming_unreachable: bool = False
     fetch_from_bootstrap: bool = False  # observers rediscover the leader after a timeout
     # The leader's snapshot being fetched (FetchSnapshot); plain Fetch pauses meanwhile.
     fetching_snapshot: PartialSnapshot | None = None

@@ -38,6 +38,11 @@ log = logging.getLogger(__name__)
 HOUSEKEEPING_INTERVAL_S = 1.0
 
 
+class NodeStoppedError(NotLeaderError):
+    """The node went fatal (a broken invariant, a failed durable write): it answers nothing
+    and accepts nothing more; the process exits."""
+
+
 @dataclass(frozen=True)
 class Retention:
     """Kafka's metadata.max.retention.bytes / .ms (-1: no limit) and how often to check."""
@@ -127,10 +132,11 @@ class RaftNode:
         """Graceful: a leader resigns and waits (bounded) for a successor. True when the
         handover completed in time."""
         core = self._core()
-        core.begin_shutdown(monotonic_ms())
-        self._process()
+        self._guarded(lambda c: c.begin_shutdown(monotonic_ms()))
         deadline = time.monotonic() + timeout_s
-        while not core.shutdown_complete() and time.monotonic() < deadline:
+        while (
+            not core.shutdown_complete() and self._fatal is None and time.monotonic() < deadline
+        ):
             self._state_changed.clear()
             try:
                 await asyncio.wait_for(self._state_changed.wait(), deadline - time.monotonic())
@@ -237,16 +243,22 @@ class RaftNode:
     # -- inbound requests (from the gRPC servicer) ----------------------------------------------
 
     async def handle_request(self, request: Request) -> Response:
-        core = self._core()
+        """The core's answer. Raises NodeStoppedError once the node has gone fatal (before or
+        while this request waits): a broken node answers nothing."""
+        self._refuse_if_fatal()
         token = next(self._tokens)
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._replies[token] = future
         try:
-            core.handle_request(token, request, monotonic_ms())
-            self._process()
+            # Should this step stop the node, _go_fatal fails the future with NodeStoppedError.
+            self._guarded(lambda core: core.handle_request(token, request, monotonic_ms()))
             return await future
         finally:
             self._replies.pop(token, None)
+
+    def _refuse_if_fatal(self) -> None:
+        if self._fatal is not None:
+            raise NodeStoppedError(f"the node stopped after a fatal error: {self._fatal}")
 
     # -- the append API the controller uses ---------------------------------------------------
 
@@ -259,7 +271,7 @@ class RaftNode:
         Appends made in the same event-loop iteration share one batch (Kafka's accumulator,
         without its linger): concurrent writers cost one log batch and one core step, and a
         lone writer waits for nothing."""
-        self._core()
+        self._refuse_if_fatal()
         if not records:
             raise ValueError("nothing to append")
         if self.disk_full:
@@ -278,11 +290,16 @@ class RaftNode:
     def _drain_accumulated(self) -> None:
         self._drain_scheduled = False
         pending, self._accumulated = self._accumulated, []
-        if self._stopped:
+        if self._stopped or self._fatal is not None:
             for _, future, _ in pending:
                 if not future.done():
                     future.set_exception(NotLeaderError("the node is stopping"))
             return
+        self._guarded(lambda _core: self._append_accumulated(pending))
+
+    def _append_accumulated(
+        self, pending: list[tuple[list[bytes], asyncio.Future[int], float]]
+    ) -> None:
         batch: list[tuple[list[bytes], asyncio.Future[int], float]] = []
         size = 0
         for entry in pending:
@@ -294,7 +311,6 @@ class RaftNode:
             size += entry_size
         if batch:
             self._append_batch(batch)
-        self._process()
 
     def _append_batch(self, entries: list[tuple[list[bytes], asyncio.Future[int], float]]) -> None:
         core = self._core()
@@ -326,7 +342,9 @@ class RaftNode:
         core = self._core()
         out = core.take_output()
         if out.election_state is not None:
+            # A failed write raises: _guarded stops the node, and nothing below leaves.
             self.store.write(out.election_state)
+            core.election_state_persisted(out.election_state)
         if out.high_watermark is not None:
             # Writers first: a writer that appends again at once lets the answers to parked
             # fetches below carry its records along with the new high watermark.
@@ -350,8 +368,7 @@ class RaftNode:
                     listener(out)
                 except Exception as exc:  # e.g. a committed record that cannot be replayed
                     log.critical("a commit listener failed: %s", exc, exc_info=True)
-                    self._fatal = exc
-                    self._state_changed.set()
+                    self._go_fatal(exc)
         end = self.log.end_offset
         if not core.is_leader and end > self._last_end_offset:
             self.metrics.records_fetched.inc(end - self._last_end_offset)
@@ -416,13 +433,25 @@ class RaftNode:
         )
 
     def _guarded(self, step: Callable[[RaftCore], None]) -> None:
+        """Every entry into the core goes through here. A broken invariant, or a failed write
+        of the election state (the disk refused: a vote or a leadership cannot be made
+        durable), stops the node: it answers nothing more and the process exits."""
+        if self._fatal is not None:
+            return
         try:
             step(self._core())
             self._process()
-        except Exception as exc:  # a broken invariant: stop loudly, never limp on
+        except Exception as exc:  # never limp on
             log.critical("raft core failed: %s", exc, exc_info=True)
-            self._fatal = exc
-            self._state_changed.set()
+            self._go_fatal(exc)
+
+    def _go_fatal(self, exc: BaseException) -> None:
+        self._fatal = exc
+        for future in self._replies.values():
+            if not future.done():
+                future.set_exception(NodeStoppedError(f"the node stopped: {exc}"))
+        self._fail_appends(NotLeaderError(f"the node stopped: {exc}"))
+        self._state_changed.set()
 
     # -- background tasks --------------------------------------------------------------------------
 
@@ -456,8 +485,7 @@ class RaftNode:
                 if not getattr(job, "retryable", False) or not await self._retry_flush(job):
                     # The disk refused: nothing more may be acknowledged as durable.
                     log.critical("log flush failed: %s", exc)
-                    self._fatal = exc
-                    self._state_changed.set()
+                    self._go_fatal(exc)
                     return
             self.metrics.fsync_duration.observe(time.perf_counter() - started)
             self.log.complete_flush(job)

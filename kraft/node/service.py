@@ -9,7 +9,7 @@ import grpc
 
 from kraft.core.errors import Errors, NotLeaderError, RaftError
 from kraft.core.messages import QuorumDescription, ReplicaDescription, Request
-from kraft.node.raft_node import RaftNode
+from kraft.node.raft_node import NodeStoppedError, RaftNode
 from kraft.node.transport import sender_of
 from kraft.rpc import convert
 from kraft.rpc import raft_pb2 as pb
@@ -26,7 +26,11 @@ class RaftServicer(rpc.RaftServicer):
             remaining = context.time_remaining()
             await asyncio.sleep(remaining if remaining is not None else 1.0)
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "dropped by a test fault")
-        return convert.response_to_pb(await self.node.handle_request(request))
+        try:
+            response = await self.node.handle_request(request)
+        except NodeStoppedError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        return convert.response_to_pb(response)
 
     async def Vote(self, request, context):
         return await self._serve(convert.vote_request(request), context)

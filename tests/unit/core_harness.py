@@ -89,6 +89,7 @@ class Harness:
         if out.election_state is not None:
             self.persisted = out.election_state
             self.persist_log.append(out.election_state)
+            self.core.election_state_persisted(out.election_state)
         self.outbox.extend(out.requests)
         for reply in out.replies:
             assert reply.token not in self.replies, "two replies to one request"

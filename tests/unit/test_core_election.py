@@ -4,6 +4,8 @@ single voters, the fast-failover path and pre-vote keeping a stable leader."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from core_harness import (
     Harness,
@@ -233,16 +235,23 @@ def test_candidate_that_times_out_turns_prospective_in_the_same_epoch() -> None:
 
 
 @pytest.mark.parametrize("stage", ["prospective", "candidate"])
-def test_unanswered_vote_request_is_resent_after_the_request_timeout(stage: str) -> None:
-    h = candidate(request_timeout_ms=300) if stage == "candidate" else prospective(
-        request_timeout_ms=300
+@pytest.mark.parametrize("request_timeout_ms", [150, 3000])
+def test_unanswered_vote_request_is_resent_within_the_round(
+    stage: str, request_timeout_ms: int
+) -> None:
+    # A round lasts one election timeout: a lost Vote (or its answer) is asked again after a
+    # quarter of it, or after the request timeout if that is shorter (split_majority 1139).
+    h = candidate(request_timeout_ms=request_timeout_ms) if stage == "candidate" else (
+        prospective(request_timeout_ms=request_timeout_ms)
     )
+    timeout = min(request_timeout_ms, h.core.config.election_timeout_ms // 4)
+    assert all(o.timeout_ms == timeout for o in h.sent(VoteRequest))
     sent_at = h.now
     h.respond(h.only(VoteRequest, to=3), vote_response(h.epoch, False))
     h.clear_outbox()
-    h.advance_to(sent_at + 299)
+    h.advance_to(sent_at + timeout - 1)
     assert h.sent(VoteRequest) == []
-    h.advance_to(sent_at + 300)
+    h.advance_to(sent_at + timeout)
     (again,) = h.sent(VoteRequest)
     assert again.destination == 2  # the voter that answered is not asked twice
     assert again.request.replica_epoch == h.epoch
@@ -329,12 +338,18 @@ def test_refused_connection_to_the_leader_starts_a_pre_vote_within_the_jitter() 
     h.respond(fetch, fetch_response(1, EPOCH, high_watermark=0))
     h.advance_to(200)
     h.fail(h.only(FetchRequest, to=1), unreachable=True)
+    # One refusal may be a transient reset: the fetch is retried at once, and only a second
+    # refusal in a row confirms that the leader is gone.
+    assert h.state == "Follower"
+    h.fail(h.only(FetchRequest, to=1), unreachable=True)
     failed_at = h.now
     if h.state == "Follower":
         h.run_until(lambda: h.state != "Follower", limit_ms=50)
     assert h.now - failed_at <= 50
     assert (h.state, h.epoch) == ("Prospective", EPOCH)
-    assert {o.destination for o in h.sent(VoteRequest)} == {1, 3}
+    # The refusing leader is asked too, once its backoff (which survives the change) is over.
+    assert {o.destination for o in h.sent(VoteRequest)} == {3}
+    h.run_until(lambda: bool(h.sent(VoteRequest, to=1)), limit_ms=4 * h.config.retry_backoff_ms)
 
 
 def test_timed_out_fetch_does_not_shortcut_the_fetch_timeout() -> None:
@@ -358,7 +373,59 @@ def test_follower_with_unreachable_leader_grants_pre_votes() -> None:
     assert isinstance(reply, VoteResponse) and not reply.vote_granted  # leader alive
     h.fail(h.only(FetchRequest, to=1), unreachable=True)
     reply = h.deliver(pre)
+    assert isinstance(reply, VoteResponse) and not reply.vote_granted  # still confirming
+    h.fail(h.only(FetchRequest, to=1), unreachable=True)
+    reply = h.deliver(pre)
     assert isinstance(reply, VoteResponse) and reply.vote_granted
+
+
+def test_a_transient_reset_is_confirmed_by_an_immediate_retry_and_deposes_nobody() -> None:
+    # A middlebox RST hits the follower's Fetch stream; the leader is fine. The retry leaves
+    # at once (no backoff), succeeds, and the follower never stands for election.
+    h = Harness(2, persisted=ElectionState(EPOCH, leader_id=1), fast_failover_jitter_ms=0)
+    h.respond(h.only(FetchRequest, to=1), fetch_response(1, EPOCH, high_watermark=0))
+    h.fail(h.only(FetchRequest, to=1), unreachable=True)
+    retry = h.only(FetchRequest, to=1)  # sent in the same step: no backoff, no jitter
+    pre = vote_request(3, EPOCH, 0, 0, pre_vote=True, voter_id=2)
+    refused = h.deliver(pre)
+    assert isinstance(refused, VoteResponse) and not refused.vote_granted
+    h.respond(retry, fetch_response(1, EPOCH, high_watermark=0))
+    h.advance(500)
+    assert (h.state, h.epoch) == ("Follower", EPOCH)
+    assert h.sent(VoteRequest) == []
+
+
+def test_a_follower_that_never_reached_its_leader_waits_for_the_fetch_timeout() -> None:
+    # A connection that stays refused (a firewall, a bad certificate): a refusal tells this
+    # follower nothing new, so it stands once per fetch timeout, never tens of times a second.
+    h = Harness(2, persisted=ElectionState(EPOCH, leader_id=1), fast_failover_jitter_ms=0)
+    refusals = 0
+    while h.state == "Follower":
+        h.run_until(lambda: bool(h.sent(FetchRequest, to=1)) or h.state != "Follower")
+        if h.state == "Follower":
+            h.fail(h.only(FetchRequest, to=1), unreachable=True)
+            refusals += 1
+    assert h.state == "Prospective"
+    assert h.now >= h.config.fetch_timeout_ms
+    assert 3 <= refusals <= 10  # retried with a growing backoff, not hammered
+
+
+def test_the_backoff_to_a_refusing_peer_survives_a_state_change_and_grows() -> None:
+    h = Harness(2, persisted=ElectionState(EPOCH, leader_id=1), fast_failover_jitter_ms=0)
+    h.respond(h.only(FetchRequest, to=1), fetch_response(1, EPOCH, high_watermark=0))
+    h.fail(h.only(FetchRequest, to=1), unreachable=True)
+    h.fail(h.only(FetchRequest, to=1), unreachable=True)  # confirmed: stands at once
+    assert h.state == "Prospective"
+    # No pre-vote to the refusing leader yet: its backoff survived the state change.
+    assert h.sent(VoteRequest, to=1) == []
+    refusals_at: list[int] = []
+    for _ in range(4):
+        h.run_until(lambda: bool(h.sent(to=1)))
+        refusals_at.append(h.now)
+        h.fail(h.sent(to=1)[0], unreachable=True)
+    gaps = [b - a for a, b in itertools.pairwise(refusals_at)]
+    # Two failures before the loop, so the k-th gap waits at least base * 2^(k + 2).
+    assert all(gap >= h.config.retry_backoff_ms << (k + 2) for k, gap in enumerate(gaps)), gaps
 
 
 def test_fast_failover_elects_a_new_leader_when_the_old_one_dies() -> None:
@@ -426,6 +493,8 @@ def test_prospective_refused_by_its_live_leader_follows_it_again_at_once() -> No
     h = Harness(2, persisted=ElectionState(EPOCH, leader_id=1), fast_failover_jitter_ms=0)
     h.respond(h.only(FetchRequest, to=1), fetch_response(1, EPOCH, high_watermark=0))
     h.fail(h.only(FetchRequest, to=1), unreachable=True)
+    h.fail(h.only(FetchRequest, to=1), unreachable=True)
+    h.core.connections.clear_backoff(1)  # as if its backoff had run out
     h.advance(1)
     assert h.state == "Prospective"
     h.respond(h.only(VoteRequest, to=1), vote_response(EPOCH, False, leader_id=1))

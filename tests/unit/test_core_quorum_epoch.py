@@ -194,6 +194,8 @@ def test_end_quorum_epoch_is_retried_until_acknowledged() -> None:
     assert h.destinations(EndQuorumEpochRequest) == {3}
     h.fail(h.only(EndQuorumEpochRequest, to=3))
     h.advance(h.config.retry_backoff_ms)
+    assert h.sent(EndQuorumEpochRequest) == []  # a second failure in a row backs off twice as long
+    h.advance(h.config.retry_backoff_ms)
     h.respond(h.only(EndQuorumEpochRequest, to=3), end_epoch_response(1, h.epoch))
     h.advance(1000)
     assert h.sent(EndQuorumEpochRequest) == []

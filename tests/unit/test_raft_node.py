@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import random
 from pathlib import Path
 
 import pytest
 
+from kraft.core import rpc_vote
 from kraft.core.config import RaftConfig
-from kraft.core.errors import Errors, NotLeaderError, RaftError
+from kraft.core.errors import Errors, NotLeaderError, RaftError, RaftInvariantError
+from kraft.core.messages import VoteRequest, VoteResponse
+from kraft.election_state import ElectionState
 from kraft.log.quorum_state import QuorumStateStore
 from kraft.log.segmented import SegmentedLog
-from kraft.node.raft_node import RaftNode
+from kraft.node.raft_node import NodeStoppedError, RaftNode
 
 
 def single_voter(tmp_path: Path, fetch_max_bytes: int = 8 * 1024 * 1024) -> RaftNode:
@@ -82,6 +86,90 @@ def test_appends_fail_with_not_leader_after_resignation(tmp_path: Path) -> None:
         node.core.begin_shutdown(0)  # type: ignore[union-attr]
         with pytest.raises(NotLeaderError):
             await node.append([b"refused"])
+        await node.stop()
+
+    asyncio.run(scenario())
+
+
+# -- a node that cannot make its election state durable stops, and answers nothing ----------
+
+
+class FailingStore(QuorumStateStore):
+    """A quorum-state file on a disk that refuses writes (ENOSPC) once armed."""
+
+    armed = False
+
+    def write(self, state: ElectionState) -> None:
+        if self.armed:
+            raise OSError(errno.ENOSPC, "No space left on device", self.path)
+        super().write(state)
+
+
+def three_voter_node(tmp_path: Path) -> tuple[RaftNode, FailingStore]:
+    voters = {1: "127.0.0.1:1", 2: "127.0.0.1:2", 3: "127.0.0.1:3"}
+    config = RaftConfig("test-cluster", 1, voters, election_timeout_ms=60_000)
+    store = FailingStore(tmp_path / "quorum-state")
+    store.write(ElectionState(5, leader_id=3))  # a follower of 3 in epoch 5
+    node = RaftNode(config, SegmentedLog(tmp_path / "log"), store, rng=random.Random(1))
+    return node, store
+
+
+def vote_from(candidate: int, epoch: int) -> VoteRequest:
+    return VoteRequest("test-cluster", candidate, epoch, 0, 0, pre_vote=False, voter_id=1)
+
+
+def test_a_vote_whose_state_write_fails_is_never_granted(tmp_path: Path) -> None:
+    """The issue's sequence: the write of Voted(6, 2) fails, the candidate asks again; before,
+    the second ask was granted with nothing left to persist while the file said epoch 5."""
+
+    async def scenario() -> None:
+        node, store = three_voter_node(tmp_path)
+        await node.start()
+        store.armed = True
+        with pytest.raises(NodeStoppedError):
+            await node.handle_request(vote_from(2, 6))
+        assert isinstance(node.fatal_error, OSError)
+        with pytest.raises(NodeStoppedError):  # the retry: no grant, no answer at all
+            await node.handle_request(vote_from(2, 6))
+        with pytest.raises(NodeStoppedError):
+            await node.append([b"x"])
+        assert store.read() == ElectionState(5, leader_id=3)
+        await node.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_vote_is_answered_only_after_its_state_is_written(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node, store = three_voter_node(tmp_path)
+        await node.start()
+        response = await node.handle_request(vote_from(2, 6))
+        assert isinstance(response, VoteResponse) and response.vote_granted
+        assert store.read() == ElectionState(6, voted_id=2)
+        again = await node.handle_request(vote_from(2, 6))  # idempotent
+        assert isinstance(again, VoteResponse) and again.vote_granted
+        assert node.fatal_error is None
+        await node.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_broken_invariant_while_handling_a_request_stops_the_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(core: object, request: object, now: int) -> None:
+        raise RaftInvariantError("two leaders in epoch 6: 2 and 3")
+
+    async def scenario() -> None:
+        node, _ = three_voter_node(tmp_path)
+        await node.start()
+        monkeypatch.setattr(rpc_vote, "handle_request", broken)
+        with pytest.raises(NodeStoppedError):
+            await node.handle_request(vote_from(2, 6))
+        assert isinstance(node.fatal_error, RaftInvariantError)
+        monkeypatch.undo()
+        with pytest.raises(NodeStoppedError):  # answers nothing afterwards
+            await node.handle_request(vote_from(2, 6))
         await node.stop()
 
     asyncio.run(scenario())
