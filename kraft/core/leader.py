@@ -90,7 +90,13 @@ class LeaderState:
         return self._maybe_advance_high_watermark()
 
     def update_replica(self, replica_id: int, fetch_offset: int, now: int, leader_end: int) -> bool:
-        """A valid Fetch from `replica_id`; returns True when the HW advanced."""
+        """A valid Fetch from `replica_id`; returns True when the HW advanced. The leader's
+        own progress moves only by its flushes (`update_local`): a peer claiming the leader's
+        id (a node id configured twice) must never overwrite it."""
+        if replica_id == self.local_id:
+            raise ValueError(
+                f"replica {replica_id} is the leader itself; its progress is its flushed offset"
+            )
         if replica_id in self.voters:
             self.voters[replica_id].update(fetch_offset, now, leader_end)
             self.next_begin_epoch_ms[replica_id] = now + self.fetch_timeout_ms // 2

@@ -41,6 +41,12 @@ def handle_request(
     error = validate_leader_only(core, req.current_leader_epoch)
     if error is not None:
         return _error(core, error)
+    if req.replica_id >= 0 and req.replica_id == core.local_id:
+        log.error(
+            "a Fetch claims this leader's own node id %d: is node.id %d configured on two "
+            "nodes? Refused (INVALID_REQUEST)", req.replica_id, req.replica_id,
+        )
+        return _error(core, Errors.INVALID_REQUEST)
     leader = core.quorum.state
     assert isinstance(leader, LeaderState)
     leader.note_voter_contact(req.replica_id, now)

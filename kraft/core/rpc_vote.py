@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from kraft.core.errors import Errors
@@ -11,6 +12,8 @@ from kraft.core.states import CandidateState, ProspectiveState, UnattachedState
 if TYPE_CHECKING:
     from kraft.core.connections import InFlight
     from kraft.core.raft import RaftCore
+
+logger = logging.getLogger(__name__)
 
 
 def handle_request(core: RaftCore, req: VoteRequest, now: int) -> VoteResponse:
@@ -27,6 +30,12 @@ def handle_request(core: RaftCore, req: VoteRequest, now: int) -> VoteResponse:
         else req.last_offset_epoch >= req.replica_epoch
     )
     if illegal_epoch or req.last_offset < 0 or req.last_offset_epoch < 0 or req.replica_id < 0:
+        return answer(Errors.INVALID_REQUEST)
+    if req.replica_id == core.local_id:
+        logger.error(
+            "a Vote request claims this node's own id %d: is node.id %d configured on two "
+            "nodes? Refused (INVALID_REQUEST)", req.replica_id, req.replica_id,
+        )
         return answer(Errors.INVALID_REQUEST)
     if req.replica_epoch < core.epoch:
         return answer(Errors.FENCED_LEADER_EPOCH)

@@ -15,6 +15,7 @@ from core_harness import (
     make_log,
     offsets_in,
     route,
+    vote_request,
     vote_response,
 )
 
@@ -233,7 +234,7 @@ def test_parked_fetch_times_out_with_an_empty_response() -> None:
 
 @pytest.mark.parametrize("how", ["resign", "shutdown", "higher-epoch-vote", "begin-epoch"])
 def test_parked_fetch_fails_when_leadership_is_lost(how: str) -> None:
-    from core_harness import begin_epoch, vote_request
+    from core_harness import begin_epoch
 
     h, token = parked_leader()
     if how == "resign":
@@ -441,3 +442,24 @@ def test_replication_through_the_network() -> None:
         assert [r for b in f.log.batches(1, f.log.end_offset) for r in b.records] == [
             b"x", b"y", b"z",
         ]
+
+
+def test_a_fetch_claiming_the_leaders_own_id_is_refused_and_changes_nothing() -> None:
+    # A node id configured twice: the impostor's fetch offset must never overwrite the
+    # leader's own progress (which only its flushes move), so the HW cannot run ahead of it.
+    h = leader()
+    own = h.core.describe_quorum(h.now).voters[0]
+    reply = h.deliver(fetch_request(1, h.epoch, fetch_offset=1_000, last_fetched_epoch=1))
+    assert isinstance(reply, FetchResponse) and reply.error == Errors.INVALID_REQUEST
+    assert h.core.describe_quorum(h.now).voters[0] == own
+    leader_state = h.core.quorum.state
+    with pytest.raises(ValueError, match="the leader itself"):
+        leader_state.update_replica(1, 1_000, h.now, h.log.end_offset)  # type: ignore[union-attr]
+
+
+def test_a_vote_claiming_the_voters_own_id_is_refused() -> None:
+    h = leader()
+    epoch = h.epoch
+    reply = h.deliver(vote_request(1, epoch + 1, 1, 5, False, 1))
+    assert reply is not None and reply.error == Errors.INVALID_REQUEST
+    assert (h.state, h.epoch) == ("Leader", epoch)
