@@ -18,8 +18,21 @@ import grpc
 
 from kraft.server.admin_commands import AdminClient, CommandError
 from metadata.errors import ApiErrors
-from tests.chaos.checks import Check, Served, check_log, check_served
-from tests.chaos.committed import PARTITION_DIR, build_index, read_hw, read_node_log
+from tests.chaos.checks import (
+    Check,
+    Served,
+    check_floors,
+    check_log,
+    check_served,
+    floors,
+)
+from tests.chaos.committed import (
+    PARTITION_DIR,
+    CommittedIndex,
+    build_index,
+    read_hw,
+    read_node_log,
+)
 from tests.chaos.faults import FaultFiles, Injector, find_leader
 from tests.chaos.report import fault_timings, recovery_stats, summary_lines, write_counts
 from tests.chaos.schedule import KINDS, build_schedule
@@ -40,6 +53,10 @@ LEADER_BOUND_S = 30.0
 WRITE_BOUND_S = 30.0
 BROKERS_BOUND_S = 60.0
 CATCH_UP_BOUND_S = 60.0
+# A running node's log is read after its high-watermark file: records below that HW that it
+# had appended but not yet written out reach the file within milliseconds; re-read a log that
+# falls short of its HW for this long before calling it unreadable.
+READ_BOUND_S = 10.0
 SETUP_S = 60.0
 AUDIT_TIMEOUT_S = 900.0
 
@@ -115,12 +132,14 @@ class Campaign:
         return self.cluster.nodes[leader].endpoint
 
     def _timed(self, name: str, bound_s: float, condition: Callable[[], object],
-               start: float) -> bool:
-        """Wait for `condition` within `bound_s`; a liveness check either way."""
+               start: float, explain: Callable[[], str] | None = None) -> bool:
+        """Wait for `condition` within `bound_s`; a liveness check either way (`explain`
+        says what was still wrong when the bound passed)."""
         try:
             wait_for(condition, bound_s, name, poll_s=0.05)
         except AssertionError as exc:
-            self.checks.append(Check(f"liveness: {name}", False, str(exc)))
+            why = f": {explain()}" if explain is not None else ""
+            self.checks.append(Check(f"liveness: {name}", False, f"{exc}{why}"))
             return False
         took = time.monotonic() - start
         self.liveness[name] = f"{took:.2f} s (bound {bound_s:g} s)"
@@ -136,6 +155,8 @@ class Campaign:
                  f"{self.o.duration_s:g} s, work dir {self.root}")
         injector: Injector | None = None
         crashes: list[dict[str, object]] = []
+        served: list[Served] = []
+        index: CommittedIndex | None = None
         stop = threading.Event()
         try:
             self.cluster.format()
@@ -165,7 +186,8 @@ class Campaign:
                 self.writes.extend(writer.writes)
             if injector.error is not None:
                 raise RuntimeError(f"the fault injector failed: {injector.error!r}")
-            served = self._after_heal(t0 + healed_at)
+            served, index = self._after_heal(t0 + healed_at)
+            injector.confirm_file_faults()  # the nodes' confirmations, long written by now
             injector.check_crashes()
             crashes = [{"nodeId": c.node_id, "exitCode": c.exit_code, "atS": round(c.at_s, 2),
                         "logTail": c.log_tail} for c in injector.crashes]
@@ -174,7 +196,13 @@ class Campaign:
             if injector is not None:
                 injector.stop()
             self.cluster.stop_all()
-        self._check_logs(served)
+        if index is None:  # the cluster never converged: read what the files hold now
+            index = self._read_logs(retry=False)
+        self._check_logs(index, served)
+        applied = len(injector.applied())
+        acked = sum(w.acked for w in self.writes if w.writer >= 0 and w.seq >= 0)
+        self.checks.extend(check_floors(applied, acked, self.o.duration_s, self.o.lanes,
+                                        self.o.writers))
         self.checks.append(Check("no node exited by itself", not crashes,
                                  f"{len(crashes)} unexpected exit(s)" if crashes else
                                  "every exit was an injected kill"))
@@ -186,6 +214,10 @@ class Campaign:
             "writers": self.o.writers, "lanes": self.o.lanes,
             "ok": all(c.ok for c in self.checks),
             "faults": fault_timings(injector.records, self.writes),
+            "faultsApplied": applied,
+            "floors": dict(zip(("faults", "writes"),
+                               floors(self.o.duration_s, self.o.lanes, self.o.writers),
+                               strict=True)),
             "writes": write_counts(self.writes),
             "recovery": {}, "liveness": self.liveness,
             "checks": [c.to_json() for c in self.checks], "crashes": crashes,
@@ -233,26 +265,72 @@ class Campaign:
             if injector.error is not None:
                 raise RuntimeError(f"the fault injector failed: {injector.error!r}")
 
-    def _after_heal(self, healed: float) -> list[Served]:
-        """Liveness within bounds, then what every node serves once all caught up."""
+    def _after_heal(self, healed: float) -> tuple[list[Served], CommittedIndex | None]:
+        """Liveness within bounds; once every node has caught up with the leader, every
+        node's committed log and what every node serves."""
         if not self._timed("leader elected", LEADER_BOUND_S,
                            lambda: self.cluster.leader(among=set(self.controllers)), healed):
-            return []
-        probe_offset = self._probe(healed)
-        if probe_offset is None:
-            return []
+            return [], None
+        if not self._probe(healed):
+            return [], None
         self._timed("brokers unfenced", BROKERS_BOUND_S,
                     lambda: unfenced_brokers(self.active_endpoint()) == set(self.brokers),
                     healed)
+        if not self._caught_up(healed):
+            return [], None
+        index = self._read_logs(retry=True)
+        return self._served(index), index
+
+    def _caught_up(self, healed: float) -> bool:
+        """Every node's high-watermark file reaches the leader's high watermark, taken once
+        the probe was acknowledged and the brokers unfenced: then each node's committed log
+        holds every acknowledged write (all were committed below it)."""
         partitions = {n: node.config_path.parent / f"node-{n}" / PARTITION_DIR
                       for n, node in self.cluster.nodes.items()}
-        self._timed("every node's high-watermark file covers the probe", CATCH_UP_BOUND_S,
-                    lambda: all((read_hw(p) or 0) > probe_offset for p in partitions.values()),
-                    healed)
-        return self._served()
+        target = -1
 
-    def _probe(self, healed: float) -> int | None:
-        """A write after healing; returns the leader's HW once it is acknowledged."""
+        def leader_hw() -> int | None:
+            leader = find_leader(self.cluster, self.controllers)
+            try:
+                return None if leader is None else self.cluster.status(leader).high_watermark
+            except grpc.RpcError:
+                return None
+
+        def lagging() -> dict[int, int | None]:
+            hws = {n: read_hw(p) for n, p in partitions.items()}
+            return {n: hw for n, hw in hws.items() if hw is None or hw < target}
+
+        def explain() -> str:
+            return ", ".join(f"node {n} at {hw}" for n, hw in sorted(lagging().items()))
+
+        try:
+            target = wait_for(leader_hw, LEADER_BOUND_S, "the leader's high watermark")
+        except AssertionError as exc:
+            self.checks.append(Check("liveness: every node caught up with the leader", False,
+                                     str(exc)))
+            return False
+        self.say(f"waiting for every node's high-watermark file to reach the leader's, {target}")
+        return self._timed("every node caught up with the leader", CATCH_UP_BOUND_S,
+                           lambda: not lagging(), healed,
+                           lambda: f"the leader's high watermark is {target}; lagging: "
+                                   f"{explain()}")
+
+    def _read_logs(self, retry: bool) -> CommittedIndex:
+        """Every node's committed log; while the nodes run (`retry`), a log that cannot be read
+        up to its high watermark is read again for up to READ_BOUND_S (see there)."""
+        dirs = {n: node.config_path.parent / f"node-{n}" for n, node in self.cluster.nodes.items()}
+        logs = {n: read_node_log(d, n) for n, d in dirs.items()}
+        deadline = time.monotonic() + READ_BOUND_S
+        while retry and time.monotonic() < deadline:
+            short = [n for n, log in logs.items() if log.problems and self.cluster.nodes[n].alive]
+            if not short:
+                break
+            threading.Event().wait(0.2)  # polling interval of a bounded wait
+            logs.update({n: read_node_log(dirs[n], n) for n in short})
+        return build_index(logs, self.prefix, CONFIG_KEY)
+
+    def _probe(self, healed: float) -> bool:
+        """A write after healing, acknowledged within the bound."""
         client = AdminClient(self.servers())
         attempt = 0
 
@@ -272,13 +350,13 @@ class Campaign:
             probe.acked = True
             return True
 
-        if not self._timed("a write acknowledged", WRITE_BOUND_S, write, healed):
-            return None
-        leader = find_leader(self.cluster, self.controllers)
-        return None if leader is None else self.cluster.status(leader).high_watermark - 1
+        return self._timed("a write acknowledged", WRITE_BOUND_S, write, healed)
 
-    def _served(self) -> list[Served]:
-        topics = [config_topic(self.prefix, k) for k in range(self.o.writers)]
+    def _served(self, index: CommittedIndex) -> list[Served]:
+        # Configs are asked for the writers' topics and any other topic with a committed
+        # config (describing every topic would cost seconds per node).
+        topics = sorted({config_topic(self.prefix, k) for k in range(self.o.writers)}
+                        | {topic for topic, _ in index.config_history})
 
         def views() -> list[Served]:
             # Every controller answers reads from its own committed image, a broker from its
@@ -289,7 +367,7 @@ class Campaign:
         def converged() -> list[Served] | None:
             try:
                 got = views()
-            except AssertionError:
+            except (grpc.RpcError, AssertionError):
                 return None  # a broker not serving yet
             same = all(v.topics == got[0].topics and v.configs == got[0].configs for v in got)
             return got if same else None
@@ -302,13 +380,10 @@ class Campaign:
             except (grpc.RpcError, AssertionError):
                 return []
 
-    def _check_logs(self, served: list[Served]) -> None:
+    def _check_logs(self, index: CommittedIndex, served: list[Served]) -> None:
         dirs = {n: node.config_path.parent / f"node-{n}" for n, node in self.cluster.nodes.items()}
-        logs = {n: read_node_log(d, n) for n, d in dirs.items()}
-        index = build_index(logs, self.prefix, CONFIG_KEY)
         self.checks.extend(check_log(self.writes, index))
-        self.checks.append(snapshot_check(dirs, logs, logs[index.reference], self.prefix,
-                                          CONFIG_KEY))
+        self.checks.append(snapshot_check(dirs, index))
         if served:
             self.checks.append(check_served(served, self.writes, index))
         else:

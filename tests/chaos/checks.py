@@ -1,14 +1,21 @@
-"""The safety checks: the writes the clients saw acknowledged against the committed log and
-against what the nodes serve."""
+"""The safety checks: the writes the clients saw acknowledged against **every** node's
+committed log and against what the nodes serve, and the campaign's own intensity floors."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from tests.chaos.committed import CommittedIndex
-from tests.chaos.writers import Write
+from tests.chaos.committed import ChaosState, CommittedIndex, NodeIndex, NodeLog
+from tests.chaos.writers import CONFIG_KEY, Write
 
 MAX_DETAILS = 10
+
+# Floors on a campaign's intensity, from measured runs (docs/chaos.md, "Floors"): about half
+# of the rates measured on the shared 2-core machine. A schedule's lane holds one fault per
+# 4.75 s on average (1-5 s long, 0.5-3 s apart); a writer acknowledged 4-8 writes per second.
+FAULTS_PER_LANE_S = 0.1
+WRITES_PER_WRITER_S = 2.0
 
 
 @dataclass
@@ -29,46 +36,133 @@ def _check(name: str, problems: list[str], summary: str) -> Check:
     return Check(name, True, summary)
 
 
-def offsets_of(write: Write, index: CommittedIndex) -> list[int]:
+def offsets_of(write: Write, index: NodeIndex) -> list[int]:
     if write.kind == "create":
         return [offset for offset, _ in index.topics.get(write.topic, [])]
     return index.configs.get((write.topic, write.value), [])
 
 
+def _describe(write: Write) -> str:
+    what = f"{write.kind} {write.topic}" + (f" {write.value}" if write.value else "")
+    acked = f", acked at {write.end_s:.3f} s" if write.acked and write.end_s is not None else ""
+    return f"{what} (writer {write.writer} #{write.seq}{acked})"
+
+
+def _in_base(write: Write, base: ChaosState | None) -> bool:
+    if base is None:
+        return False
+    if write.kind == "create":
+        return write.topic in base.topics
+    return base.config(write.topic, CONFIG_KEY) == write.value
+
+
+def _missing_on_node(write: Write, log: NodeLog, base: ChaosState | None,
+                     index: CommittedIndex) -> str | None:
+    """Why an acknowledged write that the node's log does not hold is not on the node, or
+    None when its snapshot covers it (a fetched snapshot replaced the log below `start`)."""
+    found = offsets_of(write, index.canonical)
+    at = found[0] if found else None
+    where = (f"node {log.node_id} (log {log.start}..{log.committed_end - 1}, high-watermark "
+             f"file {log.hw_file})")
+    if at is not None and base is not None and at < log.start:
+        snapshot = log.base_snapshot or f"the snapshot at {log.start}"
+        if write.kind == "create":
+            committed_id = index.canonical.topics[write.topic][0][1]
+            if base.topics.get(write.topic) == committed_id:
+                return None
+            return (f"acknowledged {_describe(write)}, committed at offset {at}, is not in "
+                    f"{where}: {snapshot} lacks it (or holds another id)")
+        last = index.last_config_below(write.topic, CONFIG_KEY, log.start)
+        expected = None if last is None else last[1]
+        if base.config(write.topic, CONFIG_KEY) == expected:
+            return None  # overwritten below the snapshot, which holds the last value
+        return (f"acknowledged {_describe(write)}, committed at offset {at}: {snapshot} of "
+                f"node {log.node_id} holds {CONFIG_KEY}="
+                f"{base.config(write.topic, CONFIG_KEY)}, the log's last value below "
+                f"{log.start} is {expected}")
+    if at is None:
+        return f"acknowledged {_describe(write)} is not in {where} (nor in any node's log)"
+    if at >= log.committed_end:
+        return (f"acknowledged {_describe(write)}, committed at offset {at}, is not in "
+                f"{where}: the node has not caught up to it")
+    return f"acknowledged {_describe(write)}, committed at offset {at}, is not in {where}"
+
+
 def check_log(writes: list[Write], index: CommittedIndex) -> list[Check]:
-    """Every acknowledged write exactly once, any other at most once, nothing nobody wrote,
-    and acknowledgement order for writes that did not overlap in time."""
-    missing, duplicated, phantom = [], [], []
-    placed: list[tuple[Write, int]] = []
-    for write in writes:
-        found = offsets_of(write, index)
-        if write.acked and not found:
-            missing.append(f"acknowledged {write.kind} {write.topic} {write.value} "
-                           f"(writer {write.writer} #{write.seq}, acked at "
-                           f"{write.end_s:.3f} s) is not in the committed log")
-        if len(found) > 1:
-            duplicated.append(f"{write.kind} {write.topic} {write.value} is committed "
-                              f"{len(found)} times, at offsets {found}")
-        if write.acked and len(found) == 1:
-            placed.append((write, found[0]))
-    attempted_topics = {w.topic for w in writes if w.kind == "create"}
-    attempted_values = {(w.topic, w.value) for w in writes if w.kind == "config"}
-    phantom += [f"topic {name} is committed but was never written" for name in index.topics
-                if name not in attempted_topics]
-    phantom += [f"{topic} {value} is committed but was never written"
-                for topic, value in index.configs if (topic, value) not in attempted_values]
+    """Every acknowledged write exactly once in every node's committed log (its log up to
+    its high watermark, and the snapshot its log starts at); any other write at most once
+    anywhere; nothing nobody wrote; acknowledgement order for writes that did not overlap in
+    time; every log readable up to its high watermark; the nodes agreeing."""
+    unreadable = [p for n in sorted(index.nodes) for p in index.nodes[n].problems]
+    missing, duplicated = [], []
+    covered = 0
+    for node_id in sorted(index.nodes):
+        log, node_index = index.nodes[node_id], index.per_node[node_id]
+        base = log.base_state(index.prefix)
+        for write in writes:
+            found = offsets_of(write, node_index)
+            below = _in_base(write, base)
+            if len(found) + below > 1:
+                where = f"offsets {found}" + (f" and below its snapshot at {log.start}"
+                                              if below else "")
+                duplicated.append(f"{_describe(write)} is committed {len(found) + below} "
+                                  f"times on node {node_id}: {where}")
+            if write.acked and not found and not below:
+                reason = _missing_on_node(write, log, base, index)
+                if reason is None:
+                    covered += 1
+                else:
+                    missing.append(reason)
+    placed = [(w, found[0]) for w in writes
+              if w.acked and len(found := offsets_of(w, index.canonical)) == 1]
     acked = sum(w.acked for w in writes)
+    nodes = len(index.nodes)
+    starts = {n: log.start for n, log in index.nodes.items() if log.start > 0}
+    via = (f" ({covered} checked through the snapshot that replaced the log below "
+           f"{starts} on node(s) {sorted(starts)})" if covered else "")
     return [
+        _check("every node's log is readable up to its high watermark", unreadable,
+               f"{nodes} nodes: every log reads without a gap or a bad batch up to its "
+               "high-watermark file"),
         _check("acknowledged writes are committed", missing,
-               f"all {acked} acknowledged writes are in the committed log of node "
-               f"{index.reference} (offsets < {index.end})"),
-        _check("no write is committed twice", duplicated, "every write at most once"),
-        _check("nothing committed that nobody wrote", phantom, "no phantom records"),
+               f"all {acked} acknowledged writes are in the committed log of every one of "
+               f"the {nodes} nodes{via}"),
+        _check("no write is committed twice", duplicated,
+               "every write at most once on every node"),
+        _check("nothing committed that nobody wrote", phantoms(writes, index),
+               "no phantom records"),
         _check("acknowledgement order", order_violations(placed),
                f"{len(placed)} acknowledged writes: non-overlapping ones committed in order"),
         _check("nodes agree on committed records", index.disagreements,
-               "every node's committed records equal the reference node's"),
+               "every offset any two nodes hold committed is the same record on both"),
     ]
+
+
+def phantoms(writes: list[Write], index: CommittedIndex) -> list[str]:
+    attempted_topics = {w.topic for w in writes if w.kind == "create"}
+    attempted_values = {(w.topic, w.value) for w in writes if w.kind == "config"}
+    where: dict[str, set[int]] = {}  # what -> the nodes whose committed log holds it
+    for node_id, node_index in index.per_node.items():
+        for name in node_index.topics:
+            if name not in attempted_topics:
+                where.setdefault(f"topic {name}", set()).add(node_id)
+        for topic, value in node_index.configs:
+            if (topic, value) not in attempted_values:
+                where.setdefault(f"{topic} {CONFIG_KEY}={value}", set()).add(node_id)
+    out = [f"{what} is committed on node(s) {sorted(nodes)} but was never written"
+           for what, nodes in sorted(where.items())]
+    out += [f"{topic} {key} is committed but no writer sets that key"
+            for topic, key in index.config_history if key != CONFIG_KEY]
+    for node_id, log in sorted(index.nodes.items()):
+        base = log.base_state(index.prefix)
+        if base is None:
+            continue
+        out += [f"topic {name} is in node {node_id}'s snapshot at {log.start} but was never "
+                "written" for name in base.topics if name not in attempted_topics]
+        out += [f"{topic} {key}={value} is in node {node_id}'s snapshot at {log.start} but "
+                "was never written" for (topic, key), value in base.configs.items()
+                if key != CONFIG_KEY or (topic, value) not in attempted_values]
+    return out
 
 
 def order_violations(placed: list[tuple[Write, int]]) -> list[str]:
@@ -95,33 +189,72 @@ def order_violations(placed: list[tuple[Write, int]]) -> list[str]:
 
 @dataclass
 class Served:
-    """What one node answers: chaos topics (name -> id) and writer topics' config values."""
+    """What one node answers: chaos topics (name -> id) and, for the topics it was asked
+    about (`described`), every dynamic topic config ((topic, key) -> value)."""
 
     node_id: int
     topics: dict[str, str]
-    configs: dict[str, str | None]
+    configs: dict[tuple[str, str], str | None]
+    described: frozenset[str] = frozenset()
 
 
 def check_served(served: list[Served], writes: list[Write], index: CommittedIndex) -> Check:
+    """Both ways: everything committed (and every acknowledged topic) is served, and nothing
+    is served that is not committed — topics with their ids, config keys with their values."""
     problems = []
+    committed = index.state_below(index.end, index.prefix)
     acked_topics = {w.topic for w in writes if w.acked and w.kind == "create"}
     for view in served:
+        n = view.node_id
         for name in sorted(acked_topics - view.topics.keys()):
-            problems.append(f"node {view.node_id} does not serve acknowledged topic {name}")
-        for name, topic_id in view.topics.items():
-            committed = index.topics.get(name)
-            if not committed:
-                problems.append(f"node {view.node_id} serves topic {name}, which is not in "
-                                "the committed log")
-            elif committed[0][1] != topic_id:
-                problems.append(f"node {view.node_id} serves {name} as {topic_id}, the log "
-                                f"has {committed[0][1]}")
-        for topic, value in view.configs.items():
-            last = index.last_config.get(topic)
-            if last is not None and last[1] != value:
-                problems.append(f"node {view.node_id} serves {topic} retention.ms={value}, "
-                                f"the last committed value is {last[1]}")
+            problems.append(f"node {n} does not serve acknowledged topic {name}")
+        for name in sorted(committed.topics.keys() - view.topics.keys() - acked_topics):
+            problems.append(f"node {n} does not serve topic {name}, which is committed")
+        for name, topic_id in sorted(view.topics.items()):
+            if name not in committed.topics:
+                problems.append(f"node {n} serves topic {name}, which is not in the committed "
+                                "log")
+            elif committed.topics[name] != topic_id:
+                problems.append(f"node {n} serves {name} as {topic_id}, the log has "
+                                f"{committed.topics[name]}")
+        want = {k: v for k, v in committed.configs.items() if k[0] in view.described}
+        for (topic, key), value in sorted(want.items()):
+            got = view.configs.get((topic, key))
+            if (topic, key) not in view.configs:
+                problems.append(f"node {n} serves no {key} for {topic}, the last committed "
+                                f"value is {value}")
+            elif got != value:
+                problems.append(f"node {n} serves {topic} {key}={got}, the last committed "
+                                f"value is {value}")
+        for (topic, key), value in sorted(view.configs.items()):
+            if (topic, key) not in want:
+                problems.append(f"node {n} serves {topic} {key}={value}, which is not in the "
+                                "committed log")
     nodes = ",".join(str(v.node_id) for v in served)
+    described = max((len(v.described) for v in served), default=0)
     return _check("served metadata equals the committed log", problems,
-                  f"nodes {nodes} serve every acknowledged topic and the last committed "
-                  "config values")
+                  f"nodes {nodes} serve exactly the {len(committed.topics)} committed chaos "
+                  f"topics, and exactly the committed configs of the {described} topics that "
+                  "have any")
+
+
+def floors(duration_s: float, lanes: int, writers: int) -> tuple[int, int]:
+    """(faults, writes): the least a campaign of this length must apply and acknowledge."""
+    return (math.floor(FAULTS_PER_LANE_S * lanes * duration_s),
+            math.floor(WRITES_PER_WRITER_S * writers * duration_s))
+
+
+def check_floors(applied_faults: int, acked_writes: int, duration_s: float, lanes: int,
+                 writers: int) -> list[Check]:
+    """A campaign too gentle to prove anything fails: fewer confirmed faults or fewer
+    acknowledged writes than its floors."""
+    fault_floor, write_floor = floors(duration_s, lanes, writers)
+    return [
+        Check("enough faults applied", applied_faults >= fault_floor,
+              f"{applied_faults} faults confirmed applied; the floor for {duration_s:g} s "
+              f"and {lanes} lane(s) is {fault_floor} ({FAULTS_PER_LANE_S:g} per lane-second)"),
+        Check("enough writes acknowledged", acked_writes >= write_floor,
+              f"{acked_writes} writes acknowledged; the floor for {duration_s:g} s and "
+              f"{writers} writer(s) is {write_floor} ({WRITES_PER_WRITER_S:g} per "
+              "writer-second)"),
+    ]

@@ -1,8 +1,15 @@
 """Running the schedule against real processes: signals for kill/pause, and the files the
-product's fault injector watches (kraft/node/faults.py) for everything else."""
+product's fault injector watches (kraft/node/faults.py) for everything else.
+
+A fault counts as **applied** only when it is confirmed: a kill when `waitpid` reports the
+process killed by SIGKILL, a pause when /proc shows the process stopped (state `T`), a file
+fault when the node's `applied` file confirms a generation in which the fault was active with
+exactly the state the harness wrote for it (on one whole side of a partition: each node drops
+traffic both ways, so one side applying it cuts every link across)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -20,12 +27,19 @@ from tests.chaos.schedule import Fault
 from tests.integration.cluster import ProcessCluster
 
 LEADER_WAIT_S = 3.0
+PAUSE_CONFIRM_S = 2.0  # SIGSTOP takes effect at once; /proc shows it within microseconds
+APPLIED_FILE = "applied"  # kraft/node/faults.py APPLIED_FILE
+
+
+Generations = dict[int, int]  # node -> the generation a change of its files was written as
 
 
 class FaultFiles:
     """Each node's fault files as the union of the faults active on it: overlapping
     partitions add up, any disk-full fills the disk, the slowest fsync and the sum of the
-    clock offsets win."""
+    clock offsets win. Every write of a node's files is a new *generation*: the `generation`
+    file is written last, and `written[node][generation]` remembers the state written then,
+    in the form the node confirms it (kraft/node/faults.py `FaultState.confirmation`)."""
 
     def __init__(self, dirs: dict[int, Path]) -> None:
         self.dirs = dirs
@@ -33,8 +47,11 @@ class FaultFiles:
         self.disk_full: dict[int, set[int]] = defaultdict(set)
         self.fsync_ms: dict[int, dict[int, int]] = defaultdict(dict)
         self.clock_ms: dict[int, dict[int, int]] = defaultdict(dict)
+        self.generation: dict[int, int] = defaultdict(int)
+        self.written: dict[int, dict[int, dict[str, object]]] = defaultdict(dict)
 
-    def add(self, fault: Fault, targets: list[int], other_side: list[int]) -> None:
+    def add(self, fault: Fault, targets: list[int], other_side: list[int]) -> Generations:
+        """Returns the generation of each node's files that holds the fault."""
         i = fault.index
         if fault.kind in ("partition", "isolate-leader"):
             for a in targets:
@@ -48,11 +65,12 @@ class FaultFiles:
                 self.fsync_ms[node][i] = fault.value
             elif fault.kind == "clock-jump":
                 self.clock_ms[node][i] = fault.value
-        for node in {*targets, *other_side}:
-            self.write(node)
+        return {node: self.write(node) for node in sorted({*targets, *other_side})}
 
-    def remove(self, fault: Fault) -> None:
+    def remove(self, fault: Fault) -> Generations:
+        """Returns the generation of each node's files that no longer holds the fault."""
         i = fault.index
+        out = {}
         for node in self.dirs:
             touched = [self.blocked[node].pop(i, None), self.fsync_ms[node].pop(i, None),
                        self.clock_ms[node].pop(i, None)]
@@ -60,25 +78,78 @@ class FaultFiles:
                 self.disk_full[node].discard(i)
                 touched.append(True)
             if any(t is not None for t in touched):
-                self.write(node)
+                out[node] = self.write(node)
+        return out
 
-    def clear(self) -> None:
+    def clear(self) -> Generations:
         for table in (self.blocked, self.disk_full, self.fsync_ms, self.clock_ms):
             table.clear()
-        for node in self.dirs:
-            self.write(node)
+        return {node: self.write(node) for node in self.dirs}
 
-    def write(self, node: int) -> None:
+    def write(self, node: int) -> int:
         directory = self.dirs[node]
         blocked = set().union(*self.blocked[node].values()) if self.blocked[node] else set()
+        fsync_ms = max(self.fsync_ms[node].values(), default=0)
+        clock_ms = sum(self.clock_ms[node].values())
         _put(directory / "blocked", ",".join(map(str, sorted(blocked))))
-        _put(directory / "fsync-delay-ms", str(max(self.fsync_ms[node].values(), default=0)))
-        _put(directory / "clock-offset-ms", str(sum(self.clock_ms[node].values())))
+        _put(directory / "fsync-delay-ms", str(fsync_ms))
+        _put(directory / "clock-offset-ms", str(clock_ms))
         full = directory / "disk-full"
         if self.disk_full[node]:
             full.touch()
         else:
             full.unlink(missing_ok=True)
+        self.generation[node] += 1
+        generation = self.generation[node]
+        self.written[node][generation] = {
+            "generation": generation, "blocked": sorted(blocked),
+            "diskFull": bool(self.disk_full[node]), "fsyncDelayMs": fsync_ms,
+            "clockOffsetMs": clock_ms}
+        _put(directory / "generation", str(generation))  # last: names the files above
+        return generation
+
+
+def read_confirmations(directory: Path) -> list[dict[str, object]]:
+    """The node's `applied` lines (a torn last line, from a kill inside the write, skipped)."""
+    try:
+        text = (directory / APPLIED_FILE).read_text()
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            out.append(entry)
+    return out
+
+
+def confirmed_at(confirmations: list[dict[str, object]], written: dict[int, dict[str, object]],
+                 first: int, end: int | None) -> float | None:
+    """The earliest wall time at which the node confirmed a generation in [first, end) with
+    exactly the state written for it; None if it never did."""
+    times = []
+    for entry in confirmations:
+        generation = entry.get("generation")
+        if not isinstance(generation, int) or generation < first or (
+                end is not None and generation >= end):
+            continue
+        expected = written.get(generation)
+        if expected is not None and all(entry.get(k) == v for k, v in expected.items()):
+            times.append(float(entry.get("wallTime", 0.0)))  # type: ignore[arg-type]
+    return min(times) if times else None
+
+
+def process_state(pid: int) -> str | None:
+    """The one-letter state of /proc/<pid>/stat (R, S, D, T, Z, ...), None when unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # after the command name, which may hold spaces
+    return fields[0] if fields else None
 
 
 def _put(path: Path, text: str) -> None:
@@ -116,13 +187,50 @@ class FaultRecord:
     started_s: float | None = None
     ended_s: float | None = None
     skipped: str = ""
+    # File faults: node -> [the generation that added the fault, the one that removed it].
+    generations: dict[int, list[int | None]] = field(default_factory=dict)
+    confirmed_s: float | None = None  # when the node (or the OS) confirmed it in effect
+    unconfirmed: str = ""  # why a started fault was not confirmed
+
+    @property
+    def applied(self) -> bool:
+        return self.started_s is not None and self.confirmed_s is not None
 
     def to_json(self) -> dict[str, object]:
         return {"index": self.fault.index, "kind": self.fault.kind, "targets": self.targets,
                 "otherSide": self.other_side, "valueMs": self.fault.value,
                 "scheduledS": [round(self.fault.start_s, 2), round(self.fault.end_s, 2)],
                 "startedS": _round(self.started_s), "endedS": _round(self.ended_s),
-                "skipped": self.skipped or None}
+                "applied": self.applied, "confirmedS": _round(self.confirmed_s),
+                "unconfirmed": self.unconfirmed or None, "skipped": self.skipped or None}
+
+
+def confirm_file_fault(record: FaultRecord, files: FaultFiles,
+                       confirmations: dict[int, list[dict[str, object]]],
+                       wall_t0: float) -> None:
+    """Set `confirmed_s` from the nodes' `applied` lines: the moment every node of one side
+    of a partition (every target of any other file fault) had applied it."""
+    def node_time(node: int) -> float | None:
+        first, end = record.generations.get(node, [None, None])
+        if first is None:
+            return None
+        at = confirmed_at(confirmations.get(node, []), files.written[node], first, end)
+        return None if at is None else at - wall_t0
+
+    def side_time(nodes: list[int]) -> float | None:
+        times = [node_time(n) for n in nodes]
+        return None if not nodes or any(t is None for t in times) else max(
+            t for t in times if t is not None)
+
+    sides = [record.targets]
+    if record.fault.kind in ("partition", "isolate-leader"):
+        sides.append(record.other_side)
+    done = [t for t in map(side_time, sides) if t is not None]
+    if done:
+        record.confirmed_s = min(done)
+    else:
+        waiting = [n for n in record.targets if node_time(n) is None]
+        record.unconfirmed = f"node(s) {waiting} never confirmed it while it was active"
 
 
 def _round(value: float | None) -> float | None:
@@ -147,6 +255,8 @@ class Injector:
         self.controllers = controllers
         self.files = files
         self.t0 = t0
+        # The wall clock at t0: the nodes stamp their confirmations with time.time().
+        self.wall_t0 = time.time() - (time.monotonic() - t0)
         self.records = [FaultRecord(f) for f in schedule]
         self.killed: set[int] = set()
         self.paused: set[int] = set()
@@ -219,16 +329,40 @@ class Injector:
         record.targets, record.other_side = targets, other
         record.started_s = self.now()
         if fault.kind in ("kill", "kill-leader"):
-            self.cluster.kill(targets[0])
-            self.killed.add(targets[0])
+            self._kill(record, targets[0])
         elif fault.kind == "pause":
-            self.cluster.signal(targets[0], signal.SIGSTOP)
-            self.paused.add(targets[0])
+            self._pause(record, targets[0])
         else:
-            self.files.add(fault, targets, other)
+            record.generations = {n: [g, None] for n, g in
+                                  self.files.add(fault, targets, other).items()}
         self.say(f"{record.started_s:8.2f} s  start {fault.kind} on {targets}"
                  + (f" | {other}" if other else "") + (f" ({fault.value} ms)" if fault.value
                                                       else ""))
+
+    def _kill(self, record: FaultRecord, node_id: int) -> None:
+        """kill -9, confirmed by waitpid: the process ended by SIGKILL."""
+        self.cluster.signal(node_id, signal.SIGKILL)
+        code = self.cluster.wait_exit(node_id, 10)
+        self.killed.add(node_id)
+        if code == -signal.SIGKILL:
+            record.confirmed_s = self.now()
+        else:
+            record.unconfirmed = f"node {node_id} exited with code {code}, not by SIGKILL"
+
+    def _pause(self, record: FaultRecord, node_id: int) -> None:
+        """SIGSTOP, confirmed by /proc/<pid>/stat showing the process stopped (T)."""
+        self.cluster.signal(node_id, signal.SIGSTOP)
+        self.paused.add(node_id)
+        process = self.cluster.nodes[node_id].process
+        assert process is not None
+        deadline = time.monotonic() + PAUSE_CONFIRM_S
+        while (state := process_state(process.pid)) != "T":
+            if time.monotonic() >= deadline:
+                record.unconfirmed = (f"node {node_id} (pid {process.pid}) in state {state}, "
+                                      f"not stopped, {PAUSE_CONFIRM_S:g} s after SIGSTOP")
+                return
+            self._stop.wait(0.005)  # polling interval of a bounded wait
+        record.confirmed_s = self.now()
 
     def _end(self, record: FaultRecord) -> None:
         if record.started_s is None or record.ended_s is not None:
@@ -243,7 +377,9 @@ class Injector:
                 self.cluster.signal(node_id, signal.SIGCONT)
                 self.paused.discard(node_id)
         else:
-            self.files.remove(fault)
+            for node, generation in self.files.remove(fault).items():
+                if node in record.generations:
+                    record.generations[node][1] = generation
         record.ended_s = self.now()
         self.say(f"{record.ended_s:8.2f} s  end   {fault.kind} on {record.targets}")
 
@@ -267,7 +403,11 @@ class Injector:
         that was done (campaign time)."""
         self.stop()
         with self._lock:
-            self.files.clear()
+            cleared = self.files.clear()
+            for record in self.records:
+                for node, span in record.generations.items():
+                    if span[1] is None:
+                        span[1] = cleared[node]
             for node_id in sorted(self.paused):
                 self.cluster.signal(node_id, signal.SIGCONT)
             for node_id in sorted(self.killed):
@@ -280,3 +420,13 @@ class Injector:
             self.paused.clear()
             self.killed.clear()
         return healed
+
+    def confirm_file_faults(self) -> None:
+        """After the heal: which file faults the nodes confirmed (their `applied` lines)."""
+        confirmations = {n: read_confirmations(d) for n, d in self.files.dirs.items()}
+        for record in self.records:
+            if record.started_s is not None and record.generations:
+                confirm_file_fault(record, self.files, confirmations, self.wall_t0)
+
+    def applied(self) -> list[FaultRecord]:
+        return [r for r in self.records if r.applied]

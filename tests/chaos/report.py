@@ -31,13 +31,16 @@ class AckTimeline:
 
 
 def fault_timings(records: list[FaultRecord], writes: list[Write]) -> list[dict[str, object]]:
-    """Per injected fault: `recoveredS`, from the fault's end to the first acknowledgement
+    """Per applied fault: `recoveredS`, from the fault's end to the first acknowledgement
     of a write started after it; for faults on the leader also `unavailableS`, from the
     fault's start to the first acknowledgement of a write started after that."""
     timeline = AckTimeline(writes)
     out = []
     for record in records:
         row = record.to_json()
+        if not record.applied:
+            out.append(row)
+            continue  # never in effect: no recovery to time
         if record.ended_s is not None:
             ack = timeline.first_ack_after(record.ended_s)
             row["recoveredS"] = None if ack is None else round(ack - record.ended_s, 3)
@@ -79,14 +82,21 @@ def summary_lines(report: dict) -> list[str]:  # type: ignore[type-arg]
         f"controllers={report['controllers']} brokers={report['brokers']} "
         f"writers={report['writers']}: {'PASS' if report['ok'] else 'FAIL'}",
     ]
-    injected = [f for f in report["faults"] if not f["skipped"]]
-    kinds = Counter(f["kind"] for f in injected)
+    applied = [f for f in report["faults"] if f["applied"]]
+    kinds = Counter(f["kind"] for f in applied)
     per_kind = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
-    lines.append(f"faults: {len(injected)} injected ({per_kind}), "
-                 f"{len(report['faults']) - len(injected)} skipped")
+    unconfirmed = [f for f in report["faults"] if not f["skipped"] and not f["applied"]]
+    skipped = [f for f in report["faults"] if f["skipped"]]
+    lines.append(f"faults: {len(applied)} applied, confirmed by the node or the OS "
+                 f"({per_kind}); {len(unconfirmed)} started but not confirmed, "
+                 f"{len(skipped)} skipped")
     for f in report["faults"]:
         if f["skipped"]:
             lines.append(f"  #{f['index']:<3} {f['kind']:<14} skipped: {f['skipped']}")
+            continue
+        if not f["applied"]:
+            lines.append(f"  #{f['index']:<3} {f['kind']:<14} {f['targets']} NOT CONFIRMED: "
+                         f"{f['unconfirmed']}")
             continue
         extra = ""
         if f.get("unavailableS") is not None:
@@ -95,8 +105,9 @@ def summary_lines(report: dict) -> list[str]:  # type: ignore[type-arg]
             extra += f" recovered {f['recoveredS']:.2f} s after"
         other = f" | {f['otherSide']}" if f["otherSide"] else ""
         value = f" {f['valueMs']} ms" if f["valueMs"] else ""
+        lag = f" (confirmed +{f['confirmedS'] - f['startedS']:.3f} s)"
         lines.append(f"  #{f['index']:<3} {f['kind']:<14} {f['targets']}{other}{value} "
-                     f"{f['startedS']:.2f}-{f['endedS']:.2f} s{extra}")
+                     f"{f['startedS']:.2f}-{f['endedS']:.2f} s{lag}{extra}")
     w = report["writes"]
     lines.append(f"writes: {w['attempted']} attempted, {w['acknowledged']} acknowledged "
                  f"({w['topicsCreatedAcked']} topics, {w['configsSetAcked']} configs), "

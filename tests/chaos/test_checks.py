@@ -1,56 +1,135 @@
-"""The campaign's own machinery, without processes: the checks catch a lost, duplicated,
-phantom or reordered write; the schedule is a function of the seed; fault files compose."""
+"""The campaign's own machinery, without processes: the checks catch a lost (on any one node),
+duplicated, phantom or reordered write, an unreadable log, a snapshot or a served view that
+differs from the committed log, a campaign below its floors; faults count only once the node
+confirms them; the schedule is a function of the seed; fault files compose."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from kraft.log.base import OffsetAndEpoch
 from kraft.log.codec import encode_batch
+from kraft.log.segmented import LogFaults
 from kraft.log.snapshots import FileSnapshotStore, SnapshotBuilder
+from kraft.node.faults import FaultInjector, read_faults
 from metadata.records import ConfigRecord, ConfigResourceType, TopicRecord, encode_record
-from tests.chaos.checks import check_log, order_violations
-from tests.chaos.committed import PARTITION_DIR, CommittedIndex, build_index, read_node_log
-from tests.chaos.faults import FaultFiles
+from tests.chaos.checks import (
+    Served,
+    check_floors,
+    check_log,
+    check_served,
+    floors,
+    order_violations,
+)
+from tests.chaos.committed import PARTITION_DIR, CommittedIndex, NodeLog, build_index, read_node_log
+from tests.chaos.faults import (
+    FaultFiles,
+    FaultRecord,
+    confirm_file_fault,
+    process_state,
+    read_confirmations,
+)
 from tests.chaos.schedule import PROCESS_KINDS, Fault, build_schedule
 from tests.chaos.snapshots import to_check as snapshot_check
 from tests.chaos.writers import Write
 
 ID = "AAAAAAAAAAAAAAAAAAAAAA"
+OTHER_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
+KEY = "retention.ms"
 
 
-def index(topics: dict[str, list[int]], configs: dict[tuple[str, str], list[int]]
-          ) -> CommittedIndex:
-    return CommittedIndex(1, 100, {n: [(o, ID) for o in offs] for n, offs in topics.items()},
-                          configs, {}, [])
+def topic(name: str, topic_id: str = ID) -> bytes:
+    return encode_record(TopicRecord(name, topic_id))
 
 
-def create(topic: str, start: float, end: float, acked: bool = True) -> Write:
-    return Write(0, 0, "create", topic, "", start, end, acked)
+def config(name: str, value: str | None, key: str = KEY) -> bytes:
+    return encode_record(ConfigRecord(ConfigResourceType.TOPIC, name, key, value))
+
+
+def node_log(node_id: int, records: list[bytes], hw: int | None = None, start: int = 0,
+             base: list[bytes] | None = None) -> NodeLog:
+    """A node's committed log as read_node_log builds it: `records` from `start`, committed
+    below `hw` (all of them by default), on the snapshot `base` when start > 0."""
+    end = start + len(records)
+    hw = end if hw is None else hw
+    log = NodeLog(node_id, start, min(hw, end), hw, base_records=base or [],
+                  base_snapshot=f"snapshot-{start}" if start else "")
+    for i, data in enumerate(records):
+        if start + i < hw:
+            log.records[start + i] = (1, data)
+    return log
+
+
+def create(name: str, start: float, end: float, acked: bool = True) -> Write:
+    return Write(0, 0, "create", name, "", start, end, acked)
+
+
+def setting(value: str, start: float, end: float, acked: bool = True) -> Write:
+    return Write(0, 1, "config", "p-cfg", value, start, end, acked)
+
+
+# A faithful history: four acknowledged writes and one with an unknown outcome that landed.
+LOG = [topic("p-cfg"), topic("p-a"), config("p-cfg", "7"), topic("p-b"), config("p-cfg", "8"),
+       topic("p-c")]
+WRITES = [create("p-cfg", 0, 0.5), create("p-a", 1, 2), setting("7", 3, 4),
+          create("p-b", 5, 6), setting("8", 7, 8), create("p-c", 9, 10, acked=False)]
+
+
+def index_of(*logs: NodeLog) -> CommittedIndex:
+    return build_index({log.node_id: log for log in logs}, "p-", KEY)
 
 
 def failed(checks: list) -> set[str]:  # type: ignore[type-arg]
     return {c.name for c in checks if not c.ok}
 
 
-def test_every_check_passes_on_a_faithful_log() -> None:
-    writes = [create("t-a", 0, 1), create("t-b", 2, 3), create("t-c", 2.5, 4, acked=False),
-              Write(0, 1, "config", "cfg", "7", 5, 6, True)]
-    idx = index({"t-a": [3], "t-b": [9]}, {("cfg", "7"): [12]})
-    assert failed(check_log(writes, idx)) == set()
+def problems(checks: list, name: str) -> list[str]:  # type: ignore[type-arg]
+    return next(c.details for c in checks if c.name == name)
 
 
-def test_a_lost_acknowledged_write_fails() -> None:
-    writes = [create("t-a", 0, 1), Write(0, 1, "config", "cfg", "7", 5, 6, True)]
-    assert failed(check_log(writes, index({"t-a": [3]}, {}))) == {
-        "acknowledged writes are committed"}
+def test_every_check_passes_on_a_faithful_log_on_every_node() -> None:
+    idx = index_of(node_log(1, LOG), node_log(2, LOG), node_log(3, LOG))
+    assert failed(check_log(WRITES, idx)) == set()
 
 
-def test_a_write_committed_twice_and_a_phantom_fail() -> None:
-    writes = [create("t-a", 0, 1, acked=False)]
-    idx = index({"t-a": [3, 8], "t-nobody": [9]}, {("cfg", "1"): [10]})
-    assert failed(check_log(writes, idx)) == {"no write is committed twice",
-                                              "nothing committed that nobody wrote"}
+def test_a_write_missing_on_one_follower_that_has_not_caught_up_fails() -> None:
+    # Node 3 (not the leader) stops at offset 3: p-b and the second config are not there.
+    idx = index_of(node_log(1, LOG), node_log(2, LOG), node_log(3, LOG, hw=3))
+    checks = check_log(WRITES, idx)
+    assert failed(checks) == {"acknowledged writes are committed"}
+    details = problems(checks, "acknowledged writes are committed")
+    assert len(details) == 2 and all("node 3" in d for d in details)
+    assert "has not caught up" in details[0] and "offset 3" in details[0]
+
+
+def test_a_write_missing_inside_one_nodes_committed_log_fails() -> None:
+    # Node 2 committed something else at offset 1 where the others hold p-a.
+    other = [*LOG[:1], topic("p-zzz"), *LOG[2:]]
+    idx = index_of(node_log(1, LOG), node_log(2, other), node_log(3, LOG))
+    checks = check_log(WRITES, idx)
+    assert failed(checks) == {"acknowledged writes are committed", "nodes agree on committed "
+                              "records", "nothing committed that nobody wrote"}
+    [lost] = problems(checks, "acknowledged writes are committed")
+    assert "create p-a" in lost and "node 2" in lost and "offset 1" in lost
+
+
+def test_a_write_committed_twice_on_one_node_fails() -> None:
+    twice = [*LOG, topic("p-a")]
+    idx = index_of(node_log(1, [*LOG, topic("p-x")]), node_log(2, twice))
+    checks = check_log([*WRITES, create("p-x", 11, 12, acked=False)], idx)
+    assert "no write is committed twice" in failed(checks)
+    [dup] = problems(checks, "no write is committed twice")
+    assert "node 2" in dup and "[1, 6]" in dup
+
+
+def test_a_phantom_fails() -> None:
+    idx = index_of(node_log(1, [*LOG, topic("p-nobody"), config("p-cfg", "99")]))
+    assert failed(check_log(WRITES, idx)) == {"nothing committed that nobody wrote"}
 
 
 def test_order_is_checked_only_between_writes_that_did_not_overlap() -> None:
@@ -60,20 +139,141 @@ def test_order_is_checked_only_between_writes_that_did_not_overlap() -> None:
     assert not order_violations([(first, 5), (second, 10), (overlapping, 7)])
 
 
-def test_the_index_reads_committed_records_only(tmp_path: Path) -> None:
+def test_a_log_replaced_by_a_snapshot_is_checked_through_the_snapshot() -> None:
+    # Node 3 fetched the snapshot at offset 5 (p-cfg, p-a, p-b, retention.ms=8): the first
+    # config value, 7, was overwritten below it; nothing is missing.
+    snapshot = [topic("p-cfg"), topic("p-a"), topic("p-b"), config("p-cfg", "8")]
+    idx = index_of(node_log(1, LOG), node_log(3, LOG[5:], start=5, base=snapshot))
+    assert failed(check_log(WRITES, idx)) == set()
+    # The same snapshot without p-a, or with the overwritten value: the write is missing.
+    for bad in ([topic("p-cfg"), topic("p-b"), config("p-cfg", "8")],
+                [topic("p-cfg"), topic("p-a"), topic("p-b"), config("p-cfg", "7")]):
+        idx = index_of(node_log(1, LOG), node_log(3, LOG[5:], start=5, base=bad))
+        checks = check_log(WRITES, idx)
+        assert "acknowledged writes are committed" in failed(checks)
+        assert all("node 3" in d for d in problems(checks, "acknowledged writes are committed"))
+    # A snapshot holding p-b while the log above it holds p-b again: committed twice.
+    idx = index_of(node_log(1, LOG), node_log(3, LOG[3:], start=3, base=snapshot))
+    assert "no write is committed twice" in failed(check_log(WRITES, idx))
+
+
+def write_segment(partition: Path, base: int, records: list[bytes]) -> Path:
+    path = partition / f"{base:020d}.log"
+    path.write_bytes(b"".join(encode_batch(base + i, 1, [r], 1000)
+                              for i, r in enumerate(records)))
+    return path
+
+
+def test_the_log_is_read_up_to_the_high_watermark_only(tmp_path: Path) -> None:
     partition = tmp_path / "node-1" / PARTITION_DIR
     partition.mkdir(parents=True)
-    records = [encode_record(TopicRecord("p-t1", ID)),
-               encode_record(ConfigRecord(ConfigResourceType.TOPIC, "p-t1", "retention.ms", "5")),
-               encode_record(TopicRecord("p-t2", ID))]
-    data = b"".join(encode_batch(i, 1, [r], 1000) for i, r in enumerate(records))
-    (partition / "00000000000000000000.log").write_bytes(data)
+    path = write_segment(partition, 0, [topic("p-t1"), config("p-t1", "5"), topic("p-t2")])
+    with path.open("ab") as file:
+        file.write(b"\x00\x00\x01")  # a torn tail above the HW: what kill -9 leaves
     (partition / "high-watermark").write_text("2\n")  # the last record is not committed
     log = read_node_log(tmp_path / "node-1", 1)
-    assert (log.start, log.committed_end, sorted(log.records)) == (0, 2, [0, 1])
-    idx = build_index({1: log}, "p-", "retention.ms")
-    assert idx.topics == {"p-t1": [(0, ID)]}
-    assert idx.configs == {("p-t1", "5"): [1]}
+    assert (log.start, log.committed_end, sorted(log.records), log.problems) == (0, 2, [0, 1],
+                                                                                 [])
+    idx = build_index({1: log}, "p-", KEY)
+    assert idx.canonical.topics == {"p-t1": [(0, ID)]}
+    assert idx.canonical.configs == {("p-t1", "5"): [1]}
+
+
+def test_a_log_that_cannot_be_read_below_its_high_watermark_fails(tmp_path: Path) -> None:
+    partition = tmp_path / "node-2" / PARTITION_DIR
+    partition.mkdir(parents=True)
+    first = write_segment(partition, 0, LOG[:3])
+    write_segment(partition, 3, LOG[3:])
+    (partition / "high-watermark").write_text("6\n")
+    good = read_node_log(tmp_path / "node-2", 2)
+    assert good.problems == [] and good.committed_end == 6
+    data = bytearray(first.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a flipped bit in the second batch of the first segment
+    first.write_bytes(bytes(data))
+    bad = read_node_log(tmp_path / "node-2", 2)
+    [problem] = bad.problems
+    assert str(first) in problem and "offset 1" in problem and "high watermark 6" in problem
+    checks = check_log(WRITES, index_of(node_log(1, LOG), bad))
+    assert "every node's log is readable up to its high watermark" in failed(checks)
+    assert "acknowledged writes are committed" in failed(checks)
+    # A missing segment below the HW, and a log that ends short of its HW, fail too.
+    first.unlink()
+    write_segment(partition, 0, LOG[:2])
+    [gap] = read_node_log(tmp_path / "node-2", 2).problems
+    assert "jumps from offset 2 to 3" in gap and "00000000000000000003.log" in gap
+    (partition / "00000000000000000003.log").unlink()
+    [short] = read_node_log(tmp_path / "node-2", 2).problems
+    assert "ends at offset 2, below its high watermark 6" in short
+
+
+def test_a_log_above_zero_needs_the_snapshot_it_starts_at(tmp_path: Path) -> None:
+    partition = tmp_path / "node-3" / PARTITION_DIR
+    partition.mkdir(parents=True)
+    write_segment(partition, 5, LOG[5:])
+    (partition / "high-watermark").write_text("6\n")
+    [problem] = read_node_log(tmp_path / "node-3", 3).problems
+    assert "starts at offset 5 but no snapshot ends there" in problem
+    _snapshot(partition, 5, LOG[:5])
+    log = read_node_log(tmp_path / "node-3", 3)
+    assert log.problems == [] and log.start == 5 and log.base_snapshot
+    assert failed(check_log(WRITES, index_of(node_log(1, LOG), log))) == set()
+
+
+def _snapshot(partition: Path, end: int, records: list[bytes]) -> None:
+    builder = SnapshotBuilder(FileSnapshotStore(str(partition)), OffsetAndEpoch(end, 1), 1000)
+    builder.append(records)
+    builder.freeze()
+
+
+def test_a_snapshot_that_differs_from_the_log_fails(tmp_path: Path) -> None:
+    partition = tmp_path / "node-1" / PARTITION_DIR
+    partition.mkdir(parents=True)
+    t1, cfg, t2 = topic("p-t1"), config("p-t1", "5"), topic("p-t2")
+    write_segment(partition, 0, [t1, cfg, t2])
+    (partition / "high-watermark").write_text("3\n")
+    _snapshot(partition, 2, [t1, cfg])
+    dirs = {1: tmp_path / "node-1"}
+    idx = build_index({1: read_node_log(dirs[1], 1)}, "p-", KEY)
+    assert snapshot_check(dirs, idx).ok
+    _snapshot(partition, 3, [t1])  # the newest one lost the config and topic p-t2
+    check = snapshot_check(dirs, idx)
+    assert not check.ok and "00000000000000000003" in check.summary
+
+
+def served(node_id: int, topics: dict[str, str], configs: dict[tuple[str, str], str | None]
+           ) -> Served:
+    return Served(node_id, topics, configs, frozenset({"p-cfg"}))
+
+
+def test_served_metadata_is_compared_both_ways() -> None:
+    idx = index_of(node_log(1, LOG), node_log(2, LOG))
+    topics = {"p-cfg": ID, "p-a": ID, "p-b": ID, "p-c": ID}
+    good = [served(1, topics, {("p-cfg", KEY): "8"}), served(2, topics, {("p-cfg", KEY): "8"})]
+    assert check_served(good, WRITES, idx).ok
+    bad_views = {
+        "an extra config key": {("p-cfg", KEY): "8", ("p-cfg", "cleanup.policy"): "compact"},
+        "a config not served": {},
+        "an older value": {("p-cfg", KEY): "7"},
+    }
+    for what, configs in bad_views.items():
+        check = check_served([good[0], served(2, topics, configs)], WRITES, idx)
+        assert not check.ok and all("node 2" in d for d in check.details), what
+    extra_topic = served(2, {**topics, "p-extra": ID}, {("p-cfg", KEY): "8"})
+    lost_topic = served(2, {k: v for k, v in topics.items() if k != "p-c"}, {("p-cfg", KEY): "8"})
+    other_id = served(2, {**topics, "p-a": OTHER_ID}, {("p-cfg", KEY): "8"})
+    for view in (extra_topic, lost_topic, other_id):
+        assert not check_served([good[0], view], WRITES, idx).ok, view
+
+
+def test_a_campaign_below_its_floors_fails() -> None:
+    fault_floor, write_floor = floors(300, 2, 4)
+    assert (fault_floor, write_floor) == (60, 2400)
+    assert failed(check_floors(fault_floor, write_floor, 300, 2, 4)) == set()
+    assert failed(check_floors(fault_floor - 1, write_floor, 300, 2, 4)) == {
+        "enough faults applied"}
+    assert failed(check_floors(fault_floor, write_floor - 1, 300, 2, 4)) == {
+        "enough writes acknowledged"}
+    assert floors(40, 2, 3) == (8, 240)  # scaled with the duration, lanes and writers
 
 
 def test_the_schedule_is_a_function_of_the_seed() -> None:
@@ -99,11 +299,12 @@ def test_fault_files_are_the_union_of_active_faults(tmp_path: Path) -> None:
     cut = Fault(0, "partition", 0, 1, [1], [2, 3])
     other = Fault(1, "partition", 0, 1, [2], [3])
     slow = Fault(2, "slow-fsync", 0, 1, [3], value=250)
-    files.add(cut, cut.targets, cut.other_side)
+    assert files.add(cut, cut.targets, cut.other_side) == {1: 1, 2: 1, 3: 1}
     files.add(other, other.targets, other.other_side)
     files.add(slow, slow.targets, [])
     assert (dirs[3] / "blocked").read_text() == "1,2"
     assert (dirs[3] / "fsync-delay-ms").read_text() == "250"
+    assert (dirs[3] / "generation").read_text() == "3"
     files.remove(cut)
     assert (dirs[1] / "blocked").read_text() == ""
     assert (dirs[3] / "blocked").read_text() == "2"
@@ -112,25 +313,81 @@ def test_fault_files_are_the_union_of_active_faults(tmp_path: Path) -> None:
                for d in dirs.values())
 
 
-def _snapshot(partition: Path, end: int, records: list[bytes]) -> None:
-    builder = SnapshotBuilder(FileSnapshotStore(str(partition)), OffsetAndEpoch(end, 1), 1000)
-    builder.append(records)
-    builder.freeze()
+class _Node:
+    """What FaultInjector touches of a RaftNode."""
+
+    def __init__(self) -> None:
+        self.transport = SimpleNamespace(blocked=frozenset())
+        self.core = SimpleNamespace(wall_clock_offset_ms=0)
 
 
-def test_a_snapshot_that_differs_from_the_log_fails(tmp_path: Path) -> None:
-    partition = tmp_path / "node-1" / PARTITION_DIR
-    partition.mkdir(parents=True)
-    t1 = encode_record(TopicRecord("p-t1", ID))
-    cfg = encode_record(ConfigRecord(ConfigResourceType.TOPIC, "p-t1", "retention.ms", "5"))
-    t2 = encode_record(TopicRecord("p-t2", ID))
-    data = b"".join(encode_batch(i, 1, [r], 1000) for i, r in enumerate([t1, cfg, t2]))
-    (partition / "00000000000000000000.log").write_bytes(data)
-    (partition / "high-watermark").write_text("3\n")
-    _snapshot(partition, 2, [t1, cfg])
-    dirs = {1: tmp_path / "node-1"}
-    logs = {1: read_node_log(dirs[1], 1)}
-    assert snapshot_check(dirs, logs, logs[1], "p-", "retention.ms").ok
-    _snapshot(partition, 3, [t1])  # the newest one lost the config and topic p-t2
-    check = snapshot_check(dirs, logs, logs[1], "p-", "retention.ms")
-    assert not check.ok and "00000000000000000003" in check.summary
+def test_a_file_fault_counts_once_the_node_confirms_it(tmp_path: Path) -> None:
+    dirs = {n: tmp_path / str(n) for n in (1, 2)}
+    for d in dirs.values():
+        d.mkdir()
+    files = FaultFiles(dirs)
+    full = Fault(0, "disk-full", 0, 1, [1])
+    record = FaultRecord(full, targets=[1], started_s=0.0)
+    record.generations = {n: [g, None] for n, g in files.add(full, [1], []).items()}
+    injectors = {n: FaultInjector(str(d), _Node(), LogFaults()) for n, d in dirs.items()}  # type: ignore[arg-type]
+
+    def confirm() -> FaultRecord:
+        out = FaultRecord(full, targets=[1], started_s=0.0, generations=record.generations)
+        confirm_file_fault(out, files, {n: read_confirmations(d) for n, d in dirs.items()}, 0.0)
+        return out
+
+    assert not confirm().applied  # written, not yet confirmed
+    injectors[1].apply(read_faults(str(dirs[1])))
+    assert injectors[1].log_faults.disk_full
+    assert confirm().applied
+    # Removed before the node saw it: the node only ever confirms the state without it.
+    for node, generation in files.remove(full).items():
+        record.generations[node][1] = generation
+    (dirs[1] / "applied").unlink()
+    injectors[1].apply(read_faults(str(dirs[1])))
+    late = confirm()
+    assert not late.applied and "never confirmed" in late.unconfirmed
+    # A confirmation whose state does not match what was written for its generation (a read
+    # that caught the files half-way through a change) does not count.
+    entry = {**files.written[1][1], "diskFull": False, "wallTime": 1.0}
+    (dirs[1] / "applied").write_text(json.dumps(entry) + "\n" + '{"generation": 1, "di')
+    assert not confirm().applied
+
+
+def test_a_partition_counts_once_one_whole_side_confirms_it(tmp_path: Path) -> None:
+    dirs = {n: tmp_path / str(n) for n in (1, 2, 3)}
+    for d in dirs.values():
+        d.mkdir()
+    files = FaultFiles(dirs)
+    cut = Fault(0, "partition", 0, 1, [1], [2, 3])
+    generations = {n: [g, None] for n, g in files.add(cut, [1], [2, 3]).items()}
+    injectors = {n: FaultInjector(str(d), _Node(), LogFaults()) for n, d in dirs.items()}  # type: ignore[arg-type]
+
+    def applied() -> bool:
+        record = FaultRecord(cut, targets=[1], other_side=[2, 3], started_s=0.0,
+                             generations=generations)
+        confirm_file_fault(record, files, {n: read_confirmations(d) for n, d in dirs.items()},
+                           0.0)
+        return record.applied
+
+    injectors[2].apply(read_faults(str(dirs[2])))
+    assert not applied()  # node 3 still talks to node 1
+    injectors[3].apply(read_faults(str(dirs[3])))
+    assert applied()
+    assert injectors[3].node.transport.blocked == frozenset({1})
+
+
+def test_a_paused_process_shows_as_stopped() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert process_state(child.pid) in ("R", "S")
+        child.send_signal(signal.SIGSTOP)
+        for _ in range(200):
+            if process_state(child.pid) == "T":
+                break
+            subprocess.run(["true"], check=True)  # a moment for the signal to land
+        assert process_state(child.pid) == "T"
+    finally:
+        child.kill()
+        child.wait()
+    assert process_state(child.pid) is None
