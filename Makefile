@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SEEDS ?= 10000
+SEED_START ?= 0
+SIM_JOBS ?= 2
 # make chaos DURATION=300 SEED=42 CONTROLLERS=5 CHAOS_ARGS=--no-audit
 DURATION ?= 300
 SEED ?=
@@ -35,7 +37,7 @@ audit-demo: $(STAMP)
 	$(PY) -m tests.audit.demo build/audit-demo
 
 sim: $(STAMP)
-	$(PY) -m kraft.sim --seeds $(SEEDS)
+	$(PY) -m kraft.sim --seeds $(SEEDS) --seed $(SEED_START) --jobs $(SIM_JOBS)
 
 chaos: $(STAMP)
 	$(PY) -m tests.chaos --duration $(DURATION) --controllers $(CONTROLLERS) \

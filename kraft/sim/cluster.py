@@ -16,12 +16,18 @@ from typing import Any
 
 from kraft.core.config import RaftConfig
 from kraft.core.errors import NotLeaderError, RaftError
-from kraft.core.messages import OutboundRequest, Request, Response
+from kraft.core.messages import (
+    FetchRequest,
+    OutboundRequest,
+    Request,
+    Response,
+)
 from kraft.core.raft import RaftCore
+from kraft.core.states import ProspectiveState
 from kraft.log.base import FlushJob, OffsetAndEpoch
 from kraft.log.memory import MemoryLog
-from kraft.log.quorum_state import MemoryQuorumStateStore
 from kraft.log.snapshots import MemorySnapshotStore, align_log_with_snapshots
+from kraft.sim.faults import FaultyQuorumStateStore, NodeClock
 from kraft.sim.invariants import InvariantChecker, SimViolation
 from kraft.sim.network import NetworkProfile, SimNetwork
 from kraft.sim.state_machine import SimStateMachine
@@ -51,7 +57,8 @@ class SimNode:
     node_id: int
     config: RaftConfig
     log: MemoryLog = field(default_factory=MemoryLog)
-    store: MemoryQuorumStateStore = field(default_factory=MemoryQuorumStateStore)
+    store: FaultyQuorumStateStore = field(default_factory=FaultyQuorumStateStore)
+    clock: NodeClock = field(default_factory=NodeClock)
     snapshots: MemorySnapshotStore = field(default_factory=MemorySnapshotStore)
     state_machine: SimStateMachine = field(default_factory=SimStateMachine)
     core: RaftCore | None = None
@@ -60,7 +67,10 @@ class SimNode:
     flush_job: FlushJob | None = None  # the flush in flight, if any
     next_token: int = 1
     inbound: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    inbound_requests: dict[int, Request] = field(default_factory=dict)  # by token
     pending_appends: list[PendingAppend] = field(default_factory=list)
+    last_state: object = None
+    prospective_entries: int = 0  # how often it stood for election (pre-vote rounds)
 
     @property
     def alive(self) -> bool:
@@ -72,6 +82,11 @@ class SimNode:
 
 
 class SimCluster:
+    # The driver rule for a failed quorum-state write: the node stops (True). False models the
+    # driver before the fix (the step's output is lost, the node runs on); it exists so that a
+    # test can show the checker catches what that driver allowed.
+    stop_on_store_failure = True
+
     def __init__(
         self,
         seed: int,
@@ -79,7 +94,9 @@ class SimCluster:
         observers: int = 0,
         timing: SimTiming | None = None,
         network: NetworkProfile | None = None,
+        clock_drift: float = 0.0,
     ) -> None:
+        """`clock_drift`: each node's timers run at a rate drawn from [1 - d, 1 + d]."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.timing = timing or SimTiming()
@@ -102,12 +119,15 @@ class SimCluster:
                 request_timeout_ms=self.timing.request_timeout_ms,
                 fetch_max_wait_ms=self.timing.fetch_max_wait_ms,
             )
-            self.nodes[node_id] = SimNode(node_id, config)
+            rate = 1.0 + self.rng.uniform(-clock_drift, clock_drift) if clock_drift else 1.0
+            self.nodes[node_id] = SimNode(node_id, config, clock=NodeClock(rate))
         self.voter_ids = frozenset(voter_ids)
         self.checker = InvariantChecker(self)
         self.acknowledged: dict[int, bytes] = {}  # offset -> payload reported committed
         self.verified_acks = 0  # acknowledged appends found committed
         self._append_seq = 0
+        self.refused: set[tuple[int, int]] = set()  # (source, destination): connect refused
+        self.fetch_resets = 0
 
     # -- scheduling --------------------------------------------------------------------------
 
@@ -129,10 +149,12 @@ class SimCluster:
         node.tick_at = float("inf")
         node.flush_job = None
         node.inbound.clear()
+        node.inbound_requests.clear()
         node.pending_appends.clear()
+        node.last_state = None
         align_log_with_snapshots(node.log, node.snapshots)
         node.core = RaftCore(
-            node.config, node.log, node.store.read(), self.now,
+            node.config, node.log, node.store.read(), node.clock.local(self.now),
             random.Random(self.rng.random()), node.snapshots,
         )
         # As the real driver does: the state machine starts from the newest snapshot.
@@ -166,6 +188,7 @@ class SimCluster:
         for source, source_inc, cid in node.inbound.values():
             self._send_failure(node_id, source, source_inc, cid)
         node.inbound.clear()
+        node.inbound_requests.clear()
 
     def wipe(self, node_id: int) -> None:
         """The loss of a node's whole disk (it must be down)."""
@@ -173,7 +196,7 @@ class SimCluster:
         assert not node.alive
         node.log.wipe()
         node.snapshots.wipe()
-        node.store = MemoryQuorumStateStore()
+        node.store = FaultyQuorumStateStore()
         self.checker.on_wipe(node)
 
     def shutdown(self, node_id: int) -> None:
@@ -181,8 +204,36 @@ class SimCluster:
         node = self.nodes[node_id]
         if node.core is None:
             return
-        node.core.begin_shutdown(self.now)
+        node.core.begin_shutdown(node.clock.local(self.now))
         self._drain(node)
+
+    # -- faults ----------------------------------------------------------------------------------
+
+    def reset_fetch_streams(self, leader_id: int) -> int:
+        """A transient reset of every Fetch stream parked at `leader_id` (a middlebox RST, a
+        conntrack flush): each fetcher sees its connection reset, the leader lives on and its
+        late answers are lost. Returns how many streams were reset."""
+        node = self.nodes[leader_id]
+        reset = 0
+        for token, request in list(node.inbound_requests.items()):
+            if not isinstance(request, FetchRequest):
+                continue
+            source, source_inc, cid = node.inbound.pop(token)
+            del node.inbound_requests[token]
+            delay = self.rng.randint(self.network.profile.min_delay_ms,
+                                     self.network.profile.max_delay_ms)
+            self.schedule(delay, ("failure", source, source_inc, cid))
+            reset += 1
+        self.fetch_resets += reset
+        return reset
+
+    def refuse(self, source: int, destination: int) -> None:
+        """Connections from `source` to `destination` are refused (a firewall, a bad
+        certificate) until `heal_refusals`."""
+        self.refused.add((source, destination))
+
+    def heal_refusals(self) -> None:
+        self.refused.clear()
 
     # -- the workload ---------------------------------------------------------------------------
 
@@ -193,7 +244,7 @@ class SimCluster:
         self._append_seq += 1
         payload = f"r{self._append_seq}".encode()
         try:
-            offset = leader.core.append([payload], self.now)
+            offset = leader.core.append([payload], leader.clock.local(self.now))
         except (NotLeaderError, RaftError):
             return False
         leader.pending_appends.append(PendingAppend(leader.core.epoch, offset, payload))
@@ -282,7 +333,8 @@ class SimCluster:
         token = node.next_token
         node.next_token += 1
         node.inbound[token] = (source, source_inc, cid)
-        node.core.handle_request(token, request, self.now)
+        node.inbound_requests[token] = request
+        node.core.handle_request(token, request, node.clock.local(self.now))
         return node
 
     def _on_response(
@@ -291,14 +343,16 @@ class SimCluster:
         node = self._live(dest, dest_inc)
         if node is None:
             return None
-        node.core.handle_response(cid, response, self.now)  # type: ignore[union-attr]
+        node.core.handle_response(cid, response, node.clock.local(self.now))  # type: ignore[union-attr]
         return node
 
     def _on_failure(self, dest: int, dest_inc: int, cid: int) -> SimNode | None:
         node = self._live(dest, dest_inc)
         if node is None:
             return None
-        node.core.handle_failure(cid, self.now, unreachable=True)  # type: ignore[union-attr]
+        node.core.handle_failure(  # type: ignore[union-attr]
+            cid, node.clock.local(self.now), unreachable=True
+        )
         return node
 
     def _on_tick(self, node_id: int, incarnation: int, at: float) -> SimNode | None:
@@ -306,7 +360,7 @@ class SimCluster:
         if node is None or node.tick_at != at:
             return None
         node.tick_at = float("inf")
-        node.core.poll(self.now)  # type: ignore[union-attr]
+        node.core.poll(node.clock.local(self.now))  # type: ignore[union-attr]
         return node
 
     def _on_flush(self, node_id: int, incarnation: int, job: FlushJob) -> SimNode | None:
@@ -316,7 +370,7 @@ class SimCluster:
         job.run()
         node.log.complete_flush(job)
         node.flush_job = None
-        node.core.on_log_flushed(self.now)  # type: ignore[union-attr]
+        node.core.on_log_flushed(node.clock.local(self.now))  # type: ignore[union-attr]
         return node
 
     def _send_failure(self, dead: int, source: int, source_inc: int, cid: int) -> None:
@@ -330,13 +384,29 @@ class SimCluster:
         if core is None:
             return
         out = core.take_output()
+        self._count_transitions(node)
+        sendable = True
         if out.election_state is not None:
-            node.store.write(out.election_state)
-        for request in out.requests:
-            self._route_request(node, request)
+            try:
+                node.store.write(out.election_state)
+            except OSError:
+                if self.stop_on_store_failure:
+                    self.crash(node.node_id)  # the real node goes fatal and exits
+                    return
+                sendable = False  # the pre-fix driver: this step's output is lost
+            else:
+                core.election_state_persisted(out.election_state)
+        if sendable:
+            self.checker.check_durable_before_sending(node, out)
+            for request in out.requests:
+                self._route_request(node, request)
         for reply in out.replies:
-            source, source_inc, cid = node.inbound.pop(reply.token)
-            for delay in self.network.delays(node.node_id, source):
+            node.inbound_requests.pop(reply.token, None)
+            origin = node.inbound.pop(reply.token, None)
+            if origin is None:
+                continue  # its connection was reset: the answer is lost
+            source, source_inc, cid = origin
+            for delay in self.network.delays(node.node_id, source) if sendable else []:
                 self.schedule(delay, ("response", source, source_inc, cid, reply.response))
         self._apply(node, out.snapshot_loaded)
         if node.flush_job is None:
@@ -352,7 +422,17 @@ class SimCluster:
         deadline = core.next_deadline()
         if deadline < node.tick_at:
             node.tick_at = deadline
-            self.schedule(deadline - self.now, ("tick", node.node_id, node.incarnation, deadline))
+            self.schedule(
+                node.clock.global_delay(deadline, self.now),
+                ("tick", node.node_id, node.incarnation, deadline),
+            )
+
+    def _count_transitions(self, node: SimNode) -> None:
+        state = node.core.state if node.core is not None else None
+        if state is not node.last_state:
+            node.last_state = state
+            if isinstance(state, ProspectiveState):
+                node.prospective_entries += 1
 
     def _apply(self, node: SimNode, snapshot_loaded: OffsetAndEpoch | None) -> None:
         """The state machine follows the log: a snapshot first, then what is committed."""
@@ -382,6 +462,13 @@ class SimCluster:
     def _route_request(self, node: SimNode, request: OutboundRequest) -> None:
         dest = request.destination
         if dest not in self.nodes:
+            return
+        if (node.node_id, dest) in self.refused:
+            # Connection refused by the destination's host while its process lives on.
+            delay = self.rng.randint(self.network.profile.min_delay_ms,
+                                     self.network.profile.max_delay_ms)
+            self.schedule(delay, ("failure", node.node_id, node.incarnation,
+                                  request.correlation_id))
             return
         for delay in self.network.delays(node.node_id, dest):
             self.schedule(

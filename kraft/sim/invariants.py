@@ -7,6 +7,8 @@
 - no two nodes disagree on a committed offset, and a committed record never changes;
 - a new leader's log holds every committed record;
 - every append a leader reported committed is the committed record at its offset;
+- a vote is granted, and a leader speaks for its epoch, only once its quorum-state store
+  durably says so (a failed write must never let the grant or the leadership out);
 - a snapshot covers every node's log start, a leader never loads a snapshot, and a state
   machine that loaded a snapshot agrees with every one that replayed to the same offset.
 
@@ -20,7 +22,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kraft.core.errors import Errors
+from kraft.core.messages import BeginQuorumEpochRequest, FetchResponse, VoteRequest, VoteResponse
+
 if TYPE_CHECKING:
+    from kraft.core.raft import Output
     from kraft.log.memory import MemoryLog
     from kraft.sim.cluster import SimCluster, SimNode
 
@@ -117,6 +123,36 @@ class InvariantChecker:
                 self._fail(
                     f"node {node.node_id} leads epoch {core.epoch} without committed offset "
                     f"{p.matched} (committed end {self.committed_end})"
+                )
+
+    def check_durable_before_sending(self, node: SimNode, out: Output) -> None:
+        """Called as a node's output is about to leave, after the driver persisted it."""
+        durable = node.store.read()
+        for reply in out.replies:
+            response, request = reply.response, node.inbound_requests.get(reply.token)
+            if (
+                isinstance(response, VoteResponse) and response.vote_granted
+                and isinstance(request, VoteRequest) and not request.pre_vote
+                and (durable.epoch, durable.voted_id)
+                != (request.replica_epoch, request.replica_id)
+            ):
+                self._fail(
+                    f"node {node.node_id} grants its epoch-{request.replica_epoch} vote to "
+                    f"{request.replica_id} while its quorum state says {durable}"
+                )
+        leading = {
+            o.request.leader_epoch for o in out.requests
+            if isinstance(o.request, BeginQuorumEpochRequest)
+        } | {
+            r.response.leader_epoch for r in out.replies
+            if isinstance(r.response, FetchResponse) and r.response.error == Errors.NONE
+            and r.response.leader_id == node.node_id
+        }
+        for epoch in leading:
+            if (durable.epoch, durable.leader_id) != (epoch, node.node_id):
+                self._fail(
+                    f"node {node.node_id} speaks as leader of epoch {epoch} while its quorum "
+                    f"state says {durable}"
                 )
 
     def _note_leader(self, epoch: int, leader_id: int, reporter: int) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kraft.sim.cluster import SimCluster
+from kraft.sim.invariants import SimViolation
 from kraft.sim.network import NetworkProfile
 
 ELECTION_BOUND_MS = 20_000  # generous: lossy networks and split votes take a few rounds
@@ -22,7 +23,11 @@ class ScenarioStats:
     acknowledged: int
 
 
-def _cluster(seed: int, voters: int | None = None, lossy: bool = True) -> SimCluster:
+def _cluster(
+    seed: int, voters: int | None = None, lossy: bool = True, drift: bool = False
+) -> SimCluster:
+    """The seed picks the size, observers and network; with `drift`, node clocks run at
+    rates up to 2 % or 10 % apart (drawn apart, so the other choices stay as they were)."""
     rng = random.Random(seed * 7919 + 17)
     n = voters if voters is not None else rng.choice([3, 3, 5])
     profile = NetworkProfile(
@@ -31,7 +36,10 @@ def _cluster(seed: int, voters: int | None = None, lossy: bool = True) -> SimClu
         drop_rate=rng.choice([0.0, 0.0, 0.01, 0.05]) if lossy else 0.0,
         duplicate_rate=rng.choice([0.0, 0.01, 0.05]) if lossy else 0.0,
     )
-    return SimCluster(seed, voters=n, observers=rng.randint(0, 2), network=profile)
+    return SimCluster(
+        seed, voters=n, observers=rng.randint(0, 2), network=profile,
+        clock_drift=random.Random(seed ^ 0xD21F7).choice([0.02, 0.1]) if drift else 0.0,
+    )
 
 
 def _elect(c: SimCluster) -> int:
@@ -49,6 +57,9 @@ def _write_for(c: SimCluster, duration_ms: int, interval_ms: int = 20) -> None:
 def _converge(c: SimCluster) -> None:
     """Heal everything, restart everyone, and wait until every node holds the whole log."""
     c.network.heal()
+    c.heal_refusals()
+    for node in c.nodes.values():
+        node.store.heal()
     c.start_all()
     _elect(c)
     target = c.committed_offset()
@@ -254,8 +265,9 @@ def rejoin_without_disruption(seed: int) -> SimCluster:
 
 
 def chaos(seed: int) -> SimCluster:
-    """Random crashes, restarts, partitions and heals under load, then heal and converge."""
-    c = _cluster(seed)
+    """Random crashes, restarts, partitions and heals under load, with drifting node clocks,
+    then heal and converge."""
+    c = _cluster(seed, drift=True)
     c.start_all()
     rng = random.Random(seed ^ 0x5EED)
     nodes = sorted(c.nodes)
@@ -281,6 +293,91 @@ def chaos(seed: int) -> SimCluster:
     return c
 
 
+def store_failure(seed: int) -> SimCluster:
+    """Quorum-state writes fail (EIO) while elections run: once on some voters, for good on
+    others. A node whose write fails stops, as the real node does, and is restarted later; no
+    vote or leadership may leave before the state that records it is durable."""
+    c = _cluster(seed, drift=True)
+    c.start_all()
+    _elect(c)
+    rng = random.Random(seed ^ 0x5707E)
+    voters = sorted(c.voter_ids)
+    c.write_steadily(25, c.now + 10_000)
+    for _ in range(10):
+        c.run_for(rng.randint(200, 1_200))
+        victim = c.nodes[rng.choice(voters)]
+        roll = rng.random()
+        if roll < 0.35:
+            victim.store.fail_next()
+        elif roll < 0.5:
+            victim.store.fail_always()
+        elif roll < 0.75:
+            victim.store.heal()
+            c.start(victim.node_id)
+        elif (leader := c.leader()) is not None:
+            c.crash(leader.node_id)  # an election, so that votes are written
+    _converge(c)
+    return c
+
+
+def fetch_resets(seed: int) -> SimCluster:
+    """Every follower's Fetch stream is reset at once, again and again (a middlebox RST, a
+    conntrack flush), while the leader and the network are healthy: with nobody partitioned
+    or dead, the epoch must not move."""
+    c = _cluster(seed, lossy=False, drift=True)
+    c.start_all()
+    leader = _elect(c)
+    _write_for(c, 300)
+    epoch = c.nodes[leader].core.epoch  # type: ignore[union-attr]
+    rng = random.Random(seed ^ 0xF37C)
+    c.write_steadily(25, c.now + 8_000)
+    for _ in range(16):
+        c.run_for(rng.randint(30, 500))
+        c.reset_fetch_streams(leader)
+    c.run_for(2_000)
+    _expect_same_leader(c, leader, epoch, "after transient resets of every Fetch stream")
+    _converge(c)
+    return c
+
+
+def refused_connection(seed: int) -> SimCluster:
+    """A follower's connections to its live leader are refused for 12 s (a firewall, a bad
+    certificate). It may stand for election about once per fetch timeout, never tens of times
+    a second, and the leader that the others still reach keeps its epoch."""
+    c = _cluster(seed, lossy=False, drift=True)
+    c.start_all()
+    leader = _elect(c)
+    _write_for(c, 300)
+    epoch = c.nodes[leader].core.epoch  # type: ignore[union-attr]
+    victim = c.nodes[random.Random(seed).choice(sorted(c.voter_ids - {leader}))]
+    c.refuse(victim.node_id, leader)
+    before = victim.prospective_entries
+    duration = 12_000
+    _write_for(c, duration, interval_ms=50)
+    rounds = victim.prospective_entries - before
+    bound = duration // c.timing.fetch_timeout_ms + 2
+    if rounds > bound:
+        raise SimViolation(
+            f"node {victim.node_id}, refused by its live leader {leader}, stood for election "
+            f"{rounds} times in {duration} ms (at most {bound}: one per fetch timeout)",
+            c.now, c.event_count,
+        )
+    _expect_same_leader(c, leader, epoch, f"while node {victim.node_id} was refused")
+    _converge(c)
+    return c
+
+
+def _expect_same_leader(c: SimCluster, leader: int, epoch: int, when: str) -> None:
+    now = c.leader()
+    if now is None or now.node_id != leader or now.core.epoch != epoch:  # type: ignore[union-attr]
+        raise SimViolation(
+            f"epoch bump {when}: leader {leader} of epoch {epoch} became "
+            f"{now.node_id if now else None} of epoch "
+            f"{now.core.epoch if now and now.core else None} with nobody partitioned or dead",
+            c.now, c.event_count,
+        )
+
+
 SCENARIOS: dict[str, Callable[[int], SimCluster]] = {
     "initial_election": initial_election,
     "leader_crash": leader_crash,
@@ -292,6 +389,9 @@ SCENARIOS: dict[str, Callable[[int], SimCluster]] = {
     "disk_loss": disk_loss,
     "rejoin_without_disruption": rejoin_without_disruption,
     "chaos": chaos,
+    "store_failure": store_failure,
+    "fetch_resets": fetch_resets,
+    "refused_connection": refused_connection,
 }
 
 

@@ -10,7 +10,14 @@ from collections.abc import Iterator
 import pytest
 
 from kraft.core import rpc_fetch, rpc_fetch_snapshot
+from kraft.core.connections import Connections, InFlight
+from kraft.core.messages import FetchRequest, FetchSnapshotRequest
+from kraft.core.quorum import QuorumState
+from kraft.core.raft import RaftCore
+from kraft.core.states import FollowerState
+from kraft.election_state import ElectionState
 from kraft.sim.__main__ import NAMES, plan, replay_command, run_many, run_seed
+from kraft.sim.cluster import SimCluster
 from kraft.sim.state_machine import SimStateMachine
 
 SEEDS = int(os.environ.get("KRAFT_SIM_SEEDS", "300"))
@@ -75,3 +82,107 @@ def test_the_checker_catches_a_snapshot_that_disagrees_with_replay(
     monkeypatch.setattr(SimStateMachine, "maybe_snapshot", corrupt)
     results = [run_seed(name, seed) for seed in range(2) for name in ("disk_loss", "all_killed")]
     assert any("differs from node" in r.detail for r in results if not r.ok)
+
+
+# -- issue 14: each fault kind catches the bug it is for once its fix is reverted ------------
+
+
+def test_split_majority_seed_1139_elects_on_the_majority_side(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A pre-vote round lasts one election timeout; before the fix an unanswered Vote waited
+    # the whole request timeout, so one lost message lost the round, and the majority side
+    # cycled Follower -> Prospective -> Follower for 20 s.
+    assert run_seed("split_majority", 1139).ok
+    monkeypatch.setattr(
+        RaftCore, "_timeout_for", lambda self, request: self.config.request_timeout_ms
+    )
+    reverted = run_seed("split_majority", 1139)
+    assert not reverted.ok and "a leader on the majority side" in reverted.detail
+
+
+def _old_take_unpersisted(self: QuorumState) -> ElectionState | None:
+    pending, self.unpersisted = self.unpersisted, None
+    if pending is not None:
+        self._persisted = pending  # saved as soon as it was handed out, written or not
+    return pending
+
+
+def test_the_checker_catches_a_vote_granted_without_a_durable_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seeds = range(12)
+    assert all(run_seed("store_failure", s).ok for s in seeds)
+    # Revert both halves of the fix: the state counts as saved when handed out, and the
+    # driver loses one step's output on a failed write but runs on.
+    monkeypatch.setattr(QuorumState, "take_unpersisted", _old_take_unpersisted)
+    monkeypatch.setattr(QuorumState, "confirm_persisted", lambda self, state: None)
+    monkeypatch.setattr(SimCluster, "stop_on_store_failure", False)
+    caught = [r for r in (run_seed("store_failure", s) for s in seeds) if not r.ok]
+    assert caught, "no seed let a grant or a leadership out without its durable record"
+    assert any("while its quorum state says" in r.detail for r in caught), caught[0].detail
+
+
+def _old_on_unreachable(core: RaftCore, entry: InFlight, now: int) -> None:
+    state = core.quorum.state
+    if not isinstance(state, FollowerState) or entry.destination != state.leader_id:
+        return
+    if not isinstance(entry.request, FetchRequest | FetchSnapshotRequest):
+        return
+    state.leader_live = False
+    if core.config.is_voter:
+        jitter = core.rng.randrange(core.config.fast_failover_jitter_ms + 1)
+        state.fetch_deadline = min(state.fetch_deadline, now + jitter)
+    else:
+        state.fetch_from_bootstrap = True
+
+
+def test_transient_fetch_resets_depose_nobody_and_the_counter_sees_it_when_they_did(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seeds = range(10)
+    assert all(run_seed("fetch_resets", s).ok for s in seeds)
+    monkeypatch.setattr(rpc_fetch, "on_unreachable", _old_on_unreachable)
+    caught = [r for r in (run_seed("fetch_resets", s) for s in seeds) if not r.ok]
+    assert caught and all("epoch bump" in r.detail for r in caught), caught
+
+
+def test_a_refused_follower_stands_once_per_fetch_timeout_and_the_counter_sees_it_when_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seeds = range(6)
+    assert all(run_seed("refused_connection", s).ok for s in seeds)
+
+    def old_reset(self: Connections) -> None:
+        self._in_flight.clear()
+        self._by_correlation.clear()
+        self._backoff_until.clear()
+
+    monkeypatch.setattr(rpc_fetch, "on_unreachable", _old_on_unreachable)
+    monkeypatch.setattr(Connections, "reset", old_reset)
+    caught = [r for r in (run_seed("refused_connection", s) for s in seeds) if not r.ok]
+    assert len(caught) == len(seeds) and all("stood for election" in r.detail for r in caught)
+
+
+def test_node_clocks_drift_apart_and_each_timer_fires_on_its_own_nodes_clock() -> None:
+    cluster = SimCluster(7, voters=3, clock_drift=0.1)
+    rates = {n.node_id: n.clock.rate for n in cluster.nodes.values()}
+    assert len(set(rates.values())) == 3 and all(0.9 <= r <= 1.1 for r in rates.values())
+    cluster.start_all()
+    deadlines = {
+        n.node_id: n.core.state.election_deadline  # type: ignore[union-attr]
+        for n in cluster.nodes.values()
+    }
+    fired: dict[int, int] = {}
+    while len(fired) < 3 and cluster.events:
+        cluster.step()
+        for node in cluster.nodes.values():
+            if node.node_id not in fired and node.prospective_entries:
+                fired[node.node_id] = cluster.now
+        if cluster.leader() is not None:
+            break
+    assert fired, "no election timer fired"
+    for node_id, at in fired.items():
+        clock = cluster.nodes[node_id].clock
+        # It stood exactly when its own clock, not the simulation's, reached its deadline.
+        assert clock.local(at) >= deadlines[node_id] > clock.local(at - 1)
