@@ -1,9 +1,10 @@
 """A SHORT FIXED-SEED CHAOS CAMPAIGN (part of `make test`, about a minute): 3 controllers and
 3 brokers under 40 s of seeded faults of every kind, 3 writers. Safety is checked strictly
-(every acknowledged write committed exactly once, in order, served by every node, nodes
-agreeing); liveness with the campaign's generous bounds. The Spark audit is off here (a JVM
-start costs minutes on a loaded machine); `make chaos` runs it. Replay a failure with the
-command the assertion message prints."""
+(every acknowledged write committed exactly once on every node, in order, served by every
+node, nodes agreeing, every log readable up to its high watermark, the campaign's fault and
+write floors scaled to its 40 s); liveness with the campaign's generous bounds. The Spark
+audit is off here (a JVM start costs minutes on a loaded machine); `make chaos` runs it.
+Replay a failure with the command the assertion message prints."""
 
 from __future__ import annotations
 
@@ -25,13 +26,16 @@ def test_a_short_chaos_campaign_loses_no_acknowledged_write(tmp_path: Path) -> N
     report = run_campaign(options, say=print)
     lines = "\n".join(summary_lines(report))
     assert report["ok"], f"{lines}\nnode logs in {options.work_dir}"
-    # The campaign did what it says: faults were injected and writes went through them.
+    # The campaign did what it says: faults were applied (confirmed by the nodes) and writes
+    # went through them, at least the floors scaled to 40 s (checks "enough ...").
     assert {f["kind"] for f in report["faults"]} == set(KINDS), lines
-    injected = [f for f in report["faults"] if not f["skipped"]]
-    assert len(injected) >= 8, lines
-    assert report["writes"]["acknowledged"] >= 50, lines
+    applied = [f for f in report["faults"] if f["applied"]]
+    assert len(applied) == report["faultsApplied"] >= report["floors"]["faults"] > 0, lines
+    assert report["writes"]["acknowledged"] >= report["floors"]["writes"] > 0, lines
     assert max(report["snapshots"].values()) >= 1, lines  # restarts loaded snapshots
     names = {c["name"] for c in report["checks"]}
     assert {"acknowledged writes are committed", "acknowledgement order",
-            "served metadata equals the committed log",
-            "liveness: a write acknowledged"} <= names
+            "every node's log is readable up to its high watermark",
+            "served metadata equals the committed log", "enough faults applied",
+            "enough writes acknowledged", "liveness: a write acknowledged",
+            "liveness: every node caught up with the leader"} <= names
