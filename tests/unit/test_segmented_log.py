@@ -17,6 +17,7 @@ from kraft.log import (
     encode_batch,
     list_segments,
 )
+from kraft.log.recovery import RECOVERY_POINT_FILE
 from kraft.log.segmented import segment_path
 
 # Set the level on this logger itself: other suites may silence the "kraft" parent.
@@ -208,11 +209,15 @@ def test_one_fdatasync_per_touched_file(tmp_path: Path) -> None:
     assert job.bytes_written == 100 * len(encode_batch(0, 1, [b"x" * 30], 0))
 
 
-# -- recovery ----------------------------------------------------------------------------
+# -- recovery without a recovery point (a log from before the checkpoint existed) ----------
 
 
-def flushed_log(tmp_path: Path, count: int = 3, **kwargs: int) -> tuple[list[bytes], list[int]]:
-    """Write `count` batches, flush and close; return records and batch end positions."""
+def flushed_log(
+    tmp_path: Path, count: int = 3, recovery_point: int | None = None, **kwargs: int
+) -> tuple[list[bytes], list[int]]:
+    """Write `count` batches, flush and close; return records and batch end positions. The
+    recovery-point checkpoint is then set to `recovery_point`, or removed (None: a log from
+    before there was one, recovered by the rules without it)."""
     log = SegmentedLog(tmp_path, **kwargs)
     written = fill(log, count)
     log.flush()
@@ -222,7 +227,16 @@ def flushed_log(tmp_path: Path, count: int = 3, **kwargs: int) -> tuple[list[byt
         position += batch.size_in_bytes
         ends.append(position)
     log.close()
+    set_recovery_point(tmp_path, recovery_point)
     return written, ends
+
+
+def set_recovery_point(directory: Path, offset: int | None) -> None:
+    path = directory / RECOVERY_POINT_FILE
+    if offset is None:
+        path.unlink()
+    else:
+        path.write_text(f"0\n{offset}\n")
 
 
 def last_segment(tmp_path: Path) -> str:
@@ -377,6 +391,251 @@ def test_other_files_are_ignored(tmp_path: Path) -> None:
     (tmp_path / "quorum-state").write_text("{}")
     (tmp_path / "notes.log").write_text("x")
     assert records(SegmentedLog(tmp_path)) == written
+
+
+# -- recovery with a recovery point (issue 14, item 5) ---------------------------------------
+
+
+def lose_power_mid_job(path: str, base_offset: int, size: int = 30) -> int:
+    """What a power loss during a flush job can leave past the last fdatasync: the job wrote
+    two batches, and the page holding the second reached the disk but not the first one's
+    (out-of-order writeback). Returns how many bytes that appended."""
+    first = encode_batch(base_offset, 1, [b"f" * size], 0)
+    second = encode_batch(base_offset + 1, 1, [b"s" * size], 0)
+    with open(path, "ab") as file:
+        file.write(bytes(len(first)) + second)
+    return len(first) + len(second)
+
+
+def test_opening_writes_the_recovery_point_and_flushes_raise_it(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path, recovery_point_interval_ms=0)
+    assert (tmp_path / RECOVERY_POINT_FILE).read_text() == "0\n0\n"
+    fill(log, 3)
+    log.flush()
+    assert log.recovery_point == 3
+    assert (tmp_path / RECOVERY_POINT_FILE).read_text() == "0\n3\n"
+    fill(log, 2)
+    log.close()  # unflushed: the checkpoint must not claim it
+    assert (tmp_path / RECOVERY_POINT_FILE).read_text() == "0\n3\n"
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_the_recovery_point_is_raised_at_most_once_per_interval(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path, recovery_point_interval_ms=3_600_000)
+    for _ in range(3):
+        fill(log, 1)
+        log.flush()
+    assert log.recovery_point == 0  # lagging is safe: damage past it is only cut
+    log.close()  # nothing pending: a clean close brings it up to date
+    assert SegmentedLog(tmp_path).recovery_point == 3
+
+
+def test_a_zeroed_frame_followed_by_written_bytes_past_the_recovery_point_is_cut(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    written, ends = flushed_log(tmp_path, recovery_point=3)
+    path = last_segment(tmp_path)
+    appended = lose_power_mid_job(path, 3)
+    with caplog.at_level(logging.WARNING, logger=SEGMENTED_LOGGER):
+        log = SegmentedLog(tmp_path)
+    assert records(log) == written
+    assert (log.end_offset, log.flushed_offset, log.recovery_point) == (3, 3, 3)
+    assert os.path.getsize(path) == ends[2]
+    assert f"{path} at byte {ends[2]} ({appended} bytes dropped" in caplog.text
+
+
+def test_without_a_recovery_point_the_same_power_loss_refuses_to_open(tmp_path: Path) -> None:
+    # The rule before the recovery point: a zeroed frame followed by data is "corruption in
+    # the middle", although none of those bytes was ever acknowledged.
+    _, ends = flushed_log(tmp_path, recovery_point=None)
+    path = last_segment(tmp_path)
+    lose_power_mid_job(path, 3)
+    with pytest.raises(CorruptRecordError) as info:
+        SegmentedLog(tmp_path)
+    assert (info.value.path, info.value.position) == (path, ends[2])
+
+
+@pytest.mark.parametrize("damage", ["zeroed", "bad crc", "garbage", "torn"])
+def test_any_damage_past_the_recovery_point_is_a_torn_tail(tmp_path: Path, damage: str) -> None:
+    written, ends = flushed_log(tmp_path, 5, recovery_point=2)
+    path = last_segment(tmp_path)
+    if damage == "zeroed":
+        with open(path, "r+b") as file:
+            file.seek(ends[2])
+            file.write(bytes(ends[3] - ends[2]))
+    elif damage == "bad crc":
+        flip(path, ends[3] - 1)
+    elif damage == "garbage":
+        with open(path, "r+b") as file:
+            file.seek(ends[2])
+            file.write(os.urandom(ends[3] - ends[2]))
+    else:
+        os.truncate(path, ends[3] + 7)
+    log = SegmentedLog(tmp_path)
+    kept = {"zeroed": 3, "bad crc": 3, "garbage": 3, "torn": 4}[damage]
+    assert records(log) == written[:kept]
+    assert os.path.getsize(path) == ends[kept - 1]
+    assert log.recovery_point == kept
+
+
+@pytest.mark.parametrize("damage", ["zeroed", "bad crc", "torn"])
+def test_damage_before_the_recovery_point_refuses_with_path_and_position(
+    tmp_path: Path, damage: str
+) -> None:
+    # Before the checkpoint the bytes were durable: even damage that looks like an interrupted
+    # write (a bad last frame, a short file) means lost acknowledged records.
+    _, ends = flushed_log(tmp_path, 4, recovery_point=4)
+    path = last_segment(tmp_path)
+    if damage == "zeroed":
+        with open(path, "r+b") as file:
+            file.seek(ends[1])
+            file.write(bytes(ends[2] - ends[1]))
+        position = ends[1]
+    elif damage == "bad crc":
+        flip(path, ends[3] - 1)
+        position = ends[2]
+    else:
+        os.truncate(path, ends[2] + 7)
+        position = ends[2]
+    with pytest.raises(CorruptRecordError, match="up to the recovery point 4") as info:
+        SegmentedLog(tmp_path)
+    assert (info.value.path, info.value.position) == (path, position)
+    assert f"{path} at byte {position}" in str(info.value)
+
+
+def test_damage_in_a_segment_before_the_last_refuses_whatever_the_recovery_point(
+    tmp_path: Path,
+) -> None:
+    # A job syncs a segment before it creates the next one: an earlier segment is durable.
+    size = len(encode_batch(0, 1, [b"x" * 30], 0))
+    flushed_log(tmp_path, 6, recovery_point=0, segment_bytes=2 * size)
+    first = list_segments(tmp_path)[0][1]
+    flip(first, 2 * size - 1)
+    with pytest.raises(CorruptRecordError, match="CRC32C") as info:
+        SegmentedLog(tmp_path)
+    assert (info.value.path, info.value.position) == (first, size)
+
+
+def test_a_stale_recovery_point_is_safe(tmp_path: Path) -> None:
+    # The checkpoint lags (written lazily): what a power loss damages lies past the durable
+    # end, so past the checkpoint too, and is cut.
+    written, _ = flushed_log(tmp_path, 4, recovery_point=1)
+    lose_power_mid_job(last_segment(tmp_path), 4)
+    assert records(SegmentedLog(tmp_path)) == written
+
+
+@pytest.mark.parametrize("content", ["", "0\n", "1\n5\n", "0\n-3\n", "0\nfive\n", "\xff\xfe"])
+def test_a_damaged_checkpoint_falls_back_to_the_rules_without_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: str
+) -> None:
+    written, ends = flushed_log(tmp_path)
+    (tmp_path / RECOVERY_POINT_FILE).write_bytes(content.encode("latin-1"))
+    path = last_segment(tmp_path)
+    flip(path, ends[2] - 1)  # a bad last frame: a torn tail by the rules without a checkpoint
+    with caplog.at_level(logging.WARNING, logger="kraft.log.recovery"):
+        log = SegmentedLog(tmp_path)
+    assert records(log) == written[:2]
+    assert f"the recovery point {tmp_path / RECOVERY_POINT_FILE} is damaged" in caplog.text
+    assert log.recovery_point == 2
+    assert (tmp_path / RECOVERY_POINT_FILE).read_text() == "0\n2\n"
+
+
+def test_a_missing_checkpoint_is_written_after_recovery(tmp_path: Path) -> None:
+    written, _ = flushed_log(tmp_path, recovery_point=None)
+    log = SegmentedLog(tmp_path)
+    assert log.recovery_point == 3
+    assert (tmp_path / RECOVERY_POINT_FILE).read_text() == "0\n3\n"
+    assert records(log) == written
+
+
+def checkpoint_at_each_cut(monkeypatch: pytest.MonkeyPatch, directory: Path) -> list[str]:
+    """The checkpoint's content each time a flush job cuts or deletes a segment file."""
+    seen: list[str] = []
+    real_ftruncate, real_unlink = os.ftruncate, os.unlink
+
+    def ftruncate(fd: int, length: int) -> None:
+        seen.append((directory / RECOVERY_POINT_FILE).read_text())
+        real_ftruncate(fd, length)
+
+    def unlink(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
+        if str(path).endswith(".log"):
+            seen.append((directory / RECOVERY_POINT_FILE).read_text())
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "ftruncate", ftruncate)
+    monkeypatch.setattr(os, "unlink", unlink)
+    return seen
+
+
+def test_a_truncation_lowers_the_recovery_point_before_it_cuts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = SegmentedLog(tmp_path, recovery_point_interval_ms=3_600_000)
+    fill(log, 5)
+    log.flush()
+    log.close()
+    log = SegmentedLog(tmp_path, recovery_point_interval_ms=3_600_000)
+    assert log.recovery_point == 5
+    seen = checkpoint_at_each_cut(monkeypatch, tmp_path)
+    log.truncate_to(2)  # a new leader's log diverges at 2
+    fill(log, 2, epoch=2)
+    log.flush()
+    assert seen == ["0\n2\n"]
+    # A power loss now: the new batches' pages may be torn. Before the checkpoint came down,
+    # that was damage "before the recovery point 5" and the node could not start.
+    log.close()
+    set_recovery_point(tmp_path, 2)  # what a lazy raise may still leave (safe either way)
+    lose_power_mid_job(last_segment(tmp_path), 4)
+    assert SegmentedLog(tmp_path).end_offset == 4
+
+
+def test_a_reset_lowers_the_recovery_point_before_it_deletes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = SegmentedLog(tmp_path, recovery_point_interval_ms=3_600_000)
+    fill(log, 8)
+    log.flush()
+    log.close()
+    log = SegmentedLog(tmp_path, recovery_point_interval_ms=3_600_000)
+    seen = checkpoint_at_each_cut(monkeypatch, tmp_path)
+    log.reset_to(5, 3)  # a snapshot at 5 replaces a divergent log
+    log.append_as_follower(encode_batch(5, 3, [b"new"], 0))
+    log.flush()
+    assert seen == ["0\n5\n"]
+    # A reset above the checkpoint needs no lowering.
+    log.reset_to(40, 4)
+    log.flush()
+    assert seen == ["0\n5\n", "0\n5\n"]
+
+
+def test_after_flush_actions_wait_for_the_next_job(tmp_path: Path) -> None:
+    log = SegmentedLog(tmp_path)
+    fill(log, 2)
+    log.flush()
+    ran: list[str] = []
+    fill(log, 1)
+    running = log.begin_flush()
+    assert running is not None
+    log.reset_to(10, 2)
+    log.after_flush(lambda: ran.append("forget"))
+    running.run()
+    log.complete_flush(running)
+    assert ran == []  # that job began before the reset
+    job = log.begin_flush()
+    assert job is not None
+    job.run()
+    assert ran == []
+    log.complete_flush(job)
+    assert ran == ["forget"]
+    log.after_flush(lambda: ran.append("alone"))
+    alone = log.begin_flush()  # nothing else queued: a job runs for the action alone
+    assert alone is not None
+    alone.run()
+    log.complete_flush(alone)
+    assert ran == ["forget", "alone"]
+    log.after_flush(lambda: ran.append("lost"))
+    log.close()  # a crash: the action is forgotten with the process
+    assert ran == ["forget", "alone"]
 
 
 # -- group commit --------------------------------------------------------------------------
