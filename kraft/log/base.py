@@ -10,7 +10,7 @@ written in one leader epoch; batches are the unit of CRC, of shipping and of tru
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -117,7 +117,15 @@ class ReplicatedLog(Protocol):
     def reset_to(self, offset: int, epoch: int) -> None:
         """Drop every record and restart the log empty at `offset`, after a snapshot
         (offset, epoch) that replaces it (a follower that loaded the leader's snapshot). The
-        snapshot is durable, so `flushed_offset` becomes `offset` at once."""
+        snapshot is durable, so `flushed_offset` becomes `offset` at once; the files follow
+        in the next flush job (`after_flush` says when)."""
+
+    def after_flush(self, action: Callable[[], None]) -> None:
+        """Run `action` once everything appended, truncated or reset so far is on disk: from
+        the driver's `complete_flush` of the next flush job, which `begin_flush` starts for
+        it even when nothing else is queued. A crash forgets it. `action` must not raise.
+        The core uses it to delete what a reset replaced only once the reset is durable, and
+        so stays free of I/O itself."""
 
     @property
     def size_in_bytes(self) -> int:

@@ -4,36 +4,49 @@ It keeps two images of the log: the current one (what the core sees) and the dur
 batches as of the last completed flush). A crash replaces the current image by the durable
 one, so the simulator can check that the core never relies on unflushed data. Batches are kept
 encoded, exactly as SegmentedLog stores them, so the codec is exercised on every path.
+
+A crash can also be a power loss in the middle of a flush job: the bytes the job was writing
+reach the "disk" torn, zeroed or garbled (the simulator decides how), past the durable image.
+`reopen` then recovers them with the rule SegmentedLog applies to its files
+(`kraft.log.recovery.damage_is_torn_tail`) against a modelled recovery point, so the simulator
+exercises the real rule.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from kraft.log._common import check_follower_batches, select_batches
-from kraft.log.base import Batch, FlushJob, LogAppendError, OffsetAndEpoch
-from kraft.log.codec import decode_batches, encode_batch, scan_batches
+from kraft.log.base import Batch, CorruptRecordError, FlushJob, LogAppendError, OffsetAndEpoch
+from kraft.log.codec import decode_batches, encode_batch, scan_batches, scan_prefix
 from kraft.log.epoch_cache import EpochCache
+from kraft.log.recovery import damage_is_torn_tail
 
 # (base_offset, epoch, encoded batch): one entry of the durable image.
 _Entry = tuple[int, int, bytes]
+# Stands for a file name in the errors of the in-memory "disk".
+MEMORY_PATH = "<memory log>"
 
 
 class MemoryFlushJob:
     """The batches appended since the durable image last matched the log."""
 
-    __slots__ = ("done", "end_offset", "entries", "generation", "keep", "start")
+    __slots__ = ("actions", "cut_to", "done", "end_offset", "entries", "generation", "keep",
+                 "start")
 
     def __init__(
         self, generation: int, keep: int, entries: list[_Entry], end_offset: int,
-        start: tuple[int, int],
+        start: tuple[int, int], cut_to: int | None = None,
+        actions: list[Callable[[], None]] | None = None,
     ) -> None:
         self.start = start  # (start offset, start epoch) of the captured log
         self.generation = generation  # the log's crash count when the job began
         self.keep = keep  # durable batches still shared with the log when the job began
         self.entries = entries
         self.end_offset = end_offset
+        self.cut_to = cut_to  # lowest offset the job's truncations cut to (None: no cut)
+        self.actions = actions if actions is not None else []
         self.done = False
 
     def run(self) -> None:
@@ -42,9 +55,15 @@ class MemoryFlushJob:
 
 
 class MemoryLog:
-    """An in-memory DurableLog. Lookups are bisects over batch base offsets."""
+    """An in-memory DurableLog. Lookups are bisects over batch base offsets.
 
-    def __init__(self) -> None:
+    `recovery_point_every`: a flush raises the modelled recovery point only every that many
+    completed jobs (SegmentedLog raises it lazily too; a lagging one must be safe)."""
+
+    def __init__(self, recovery_point_every: int = 1) -> None:
+        if recovery_point_every < 1:
+            raise ValueError("recovery_point_every must be at least 1")
+        self.recovery_point_every = recovery_point_every
         self._start_offset = 0
         self._start_epoch = 0
         self._reset_current([])
@@ -58,6 +77,14 @@ class MemoryLog:
         # The shortest the log has been since the running job began (it can only make what it
         # captured durable up to there).
         self._job_min_len = 0
+        self._cut_to: int | None = None  # lowest offset cut to since the last job began
+        self._actions: list[Callable[[], None]] = []  # for the next job's complete_flush
+        # The modelled recovery-point checkpoint (kraft/log/recovery.py): never past the
+        # durable end, lowered before a job's cut reaches the disk, raised after its sync.
+        self._recovery_point: int | None = 0
+        self._unraised_flushes = 0
+        self._disk_tail = b""  # what a power loss left past the durable image, for reopen
+        self.torn_tails_cut = 0  # recoveries that cut damage (the simulator's counter)
 
     def _reset_current(self, entries: list[_Entry]) -> None:
         self._bases: list[int] = []
@@ -159,8 +186,12 @@ class MemoryLog:
             del column[index:]
         self._end_offset = offset
         self._epoch_cache.truncate_from(offset)
+        self._note_cut(offset)
         self._shared = min(self._shared, index)
         self._job_min_len = min(self._job_min_len, index)
+
+    def _note_cut(self, offset: int) -> None:
+        self._cut_to = offset if self._cut_to is None else min(self._cut_to, offset)
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         """The largest epoch ≤ `epoch` in the log and where it ends."""
@@ -194,6 +225,7 @@ class MemoryLog:
         self._start_offset = offset
         self._start_epoch = epoch
         self._reset_current([])
+        self._note_cut(offset)
         self._shared = 0
         self._job_min_len = 0
 
@@ -228,13 +260,21 @@ class MemoryLog:
             raise RuntimeError("a flush job is already in flight")
         count = len(self._bases)
         start = (self._start_offset, self._start_epoch)
-        if self._shared == count == len(self._durable) and start == self._durable_start:
+        if (
+            self._shared == count == len(self._durable) and start == self._durable_start
+            and not self._actions
+        ):
             return None
         keep = self._shared
         entries = [
             (self._bases[i], self._epochs[i], self._blobs[i]) for i in range(keep, count)
         ]
-        self._job = MemoryFlushJob(self._generation, keep, entries, self._end_offset, start)
+        self._job = MemoryFlushJob(
+            self._generation, keep, entries, self._end_offset, start, self._cut_to,
+            self._actions,
+        )
+        self._cut_to = None
+        self._actions = []
         self._job_min_len = count
         return self._job
 
@@ -249,10 +289,28 @@ class MemoryLog:
         if not job.done:
             raise RuntimeError("complete_flush before the job ran")
         self._job = None
+        self._lower_recovery_point(job)
         del self._durable[job.keep :]
         self._durable.extend(job.entries)
         self._durable_start = job.start
         self._shared = min(len(self._durable), self._job_min_len)
+        self._unraised_flushes += 1
+        if self._unraised_flushes >= self.recovery_point_every:
+            self._unraised_flushes = 0
+            self._recovery_point = self.durable_end_offset
+        actions, job.actions = job.actions, []
+        for action in actions:
+            action()
+
+    def _lower_recovery_point(self, job: MemoryFlushJob) -> None:
+        """What a job does first: bring the checkpoint down to where it cuts the log."""
+        if job.cut_to is not None and self._recovery_point is not None:
+            self._recovery_point = min(self._recovery_point, job.cut_to)
+
+    def after_flush(self, action: Callable[[], None]) -> None:
+        """Run `action` from complete_flush of the next job (see SegmentedLog.after_flush);
+        a crash forgets it."""
+        self._actions.append(action)
 
     def flush(self) -> None:
         """begin + run + complete in the calling thread; a job begun earlier and abandoned is
@@ -270,18 +328,91 @@ class MemoryLog:
 
     # -- faults for the simulator -----------------------------------------------------------
 
-    def crash(self) -> None:
-        """Lose everything not flushed: the log becomes the durable image, jobs are dropped."""
+    def crash(self, power_loss: Callable[[bytes], bytes] | None = None) -> None:
+        """Lose everything not flushed: the log becomes the durable image, jobs and pending
+        after_flush actions are dropped.
+
+        With `power_loss`, the power went while the job in flight (if any) was writing: it had
+        lowered the recovery point and made its truncation durable (SegmentedLog syncs a cut
+        before writing over it), and `power_loss(bytes it wrote)` says what of its writes
+        reached the disk (torn, zeroed, garbled; the simulator decides). Those bytes lie past
+        the durable image until `reopen` recovers them. A job that moves the log start (a
+        reset, retention) leaves no such bytes in this model."""
+        job = self._job
         self._generation += 1
         self._job = None
+        self._actions = []
+        self._cut_to = None
+        self._disk_tail = b""
+        if power_loss is not None and job is not None:
+            self._lower_recovery_point(job)
+            if job.start == self._durable_start:
+                del self._durable[job.keep :]
+                self._disk_tail = power_loss(b"".join(blob for _, _, blob in job.entries))
         self._start_offset, self._start_epoch = self._durable_start
         self._reset_current(list(self._durable))
         self._shared = len(self._durable)
+
+    def reopen(self) -> int:
+        """Open the log after a crash as SegmentedLog opens its files: the batches a power loss
+        left whole past the durable image are kept (recovery syncs them, so they are durable
+        now), and damage after them is cut or refused by `damage_is_torn_tail` against the
+        recovery point. Then, as SegmentedLog does, the recovery point becomes the end.
+        Returns how many bytes were cut; CorruptRecordError when the rule refuses."""
+        tail, self._disk_tail = self._disk_tail, b""
+        cut = 0
+        if tail:
+            expected = self.durable_end_offset
+            epoch = self._durable[-1][1] if self._durable else self._durable_start[1]
+            base_position = sum(len(blob) for _, _, blob in self._durable)
+            headers, stop, error = scan_prefix(tail, MEMORY_PATH, base_position)
+            for header in headers:
+                if header.base_offset != expected or header.epoch < epoch:
+                    raise CorruptRecordError(
+                        f"batch at offset {header.base_offset} epoch {header.epoch} does not "
+                        f"continue offset {expected} epoch {epoch}", header.position, MEMORY_PATH,
+                    )
+                epoch = header.epoch
+                expected = header.next_offset
+            if error is not None:
+                if not damage_is_torn_tail(
+                    tail, stop, expected, self._read_recovery_point(), last_segment=True
+                ):
+                    raise error
+                cut = len(tail) - stop
+                self.torn_tails_cut += 1
+            for header in headers:
+                at = header.position - base_position
+                self._durable.append((header.base_offset, header.epoch,
+                                      tail[at : at + header.size]))
+            self._reset_current(list(self._durable))
+            self._shared = len(self._durable)
+        self._recovery_point = self.durable_end_offset
+        return cut
+
+    def _read_recovery_point(self) -> int | None:
+        """The modelled checkpoint as opening the log reads it (None: there is none)."""
+        return self._recovery_point
+
+    @property
+    def recovery_point(self) -> int | None:
+        """The modelled checkpoint's offset."""
+        return self._recovery_point
+
+    @property
+    def in_flight_bytes(self) -> int:
+        """Bytes the flush job in flight is writing (what a power loss now could tear)."""
+        job = self._job
+        return sum(len(blob) for _, _, blob in job.entries) if job is not None else 0
 
     def wipe(self) -> None:
         """Lose the disk: both images become empty."""
         self._generation += 1
         self._job = None
+        self._actions = []
+        self._cut_to = None
+        self._disk_tail = b""
+        self._recovery_point = 0
         self._durable = []
         self._durable_start = (0, 0)
         self._start_offset = self._start_epoch = 0

@@ -378,6 +378,30 @@ def test_reset_to_restarts_the_log_empty_at_the_snapshot(make_log: MakeLog) -> N
     assert log.end_offset_for_epoch(8) == OffsetAndEpoch(22, 8)
 
 
+def test_after_flush_runs_once_what_was_queued_is_durable(make_log: MakeLog) -> None:
+    log = example(make_log)
+    log.flush()
+    ran: list[int] = []
+    log.append_as_leader([b"x"], 5, 0)
+    running = log.begin_flush()
+    assert running is not None
+    log.reset_to(20, 7)
+    log.after_flush(lambda: ran.append(log.start_offset))
+    running.run()
+    log.complete_flush(running)
+    assert ran == []  # that job began before the reset: it does not carry it
+    log.flush()
+    assert ran == [20]
+    log.after_flush(lambda: ran.append(-1))
+    job = log.begin_flush()
+    assert job is not None  # a job for the action alone
+    job.run()
+    assert ran == [20]
+    log.complete_flush(job)
+    assert ran == [20, -1]
+    assert log.begin_flush() is None
+
+
 def test_reset_then_reopen_keeps_only_the_new_log(tmp_path: Path) -> None:
     log = SegmentedLog(tmp_path / "log", segment_bytes=200)
     for i in range(20):
