@@ -13,7 +13,7 @@ from kraft.core.leader import LeaderState
 from kraft.core.messages import FetchSnapshotRequest, FetchSnapshotResponse
 from kraft.core.states import FollowerState
 from kraft.log.base import CorruptRecordError, OffsetAndEpoch
-from kraft.log.snapshots import BOOTSTRAP_SNAPSHOT_ID
+from kraft.log.snapshots import BOOTSTRAP_SNAPSHOT_ID, SnapshotStore
 
 if TYPE_CHECKING:
     from kraft.core.connections import InFlight
@@ -153,17 +153,37 @@ def handle_response(
 
 
 def _install(core: RaftCore, snapshot_id: OffsetAndEpoch) -> None:
-    """The snapshot replaces the whole log: empty it to start there, forget older snapshots,
-    and have the driver load the snapshot into the state machine."""
+    """The snapshot replaces the whole log: empty it to start there, forget older snapshots
+    once that is durable, and have the driver load the snapshot into the state machine.
+
+    The order on disk matters. The reset reaches the files only with the next flush job; until
+    then they still hold the old log, maybe with a divergent tail past the snapshot. Deleting
+    the older snapshots at once would leave, after a crash in between, an old log whose start
+    no snapshot covers any more. So they go from the log's `after_flush`, run by the driver
+    when that job completes (and forgotten by a crash, which leaves the old log and its
+    snapshots consistent); `align_log_with_snapshots` then restarts the log at the newest
+    snapshot it cannot stand on."""
     if snapshot_id.offset < core.high_watermark:
         raise RaftInvariantError(
             f"snapshot {snapshot_id} ends below the high watermark {core.high_watermark}"
         )
     core.log.reset_to(snapshot_id.offset, snapshot_id.epoch)
-    for older in core.snapshots.ids():
-        if older.offset < snapshot_id.offset:
-            core.snapshots.delete(older)
+    older = [i for i in core.snapshots.ids() if i.offset < snapshot_id.offset]
+    if older:
+        store = core.snapshots
+        core.log.after_flush(lambda: forget_snapshots(store, older))
     core.high_watermark = snapshot_id.offset
     core.snapshot_to_load = snapshot_id
     log.info("installed snapshot %d-%d; the log starts there", snapshot_id.offset,
              snapshot_id.epoch)
+
+
+def forget_snapshots(store: SnapshotStore, ids: list[OffsetAndEpoch]) -> None:
+    """Delete snapshots a durable reset made stale. A failure is not fatal: stale snapshots
+    below the log start are deleted again when the node next starts."""
+    for snapshot_id in ids:
+        try:
+            store.delete(snapshot_id)
+        except OSError as exc:
+            log.warning("could not delete the stale snapshot %d-%d: %s", snapshot_id.offset,
+                        snapshot_id.epoch, exc)

@@ -486,21 +486,39 @@ class SnapshotGapError(Exception):
 
 
 def align_log_with_snapshots(log: DurableLog, store: SnapshotStore) -> None:
-    """Make the log start where the snapshots say, after a restart (spec §5).
+    """Make the log stand on the snapshots after a restart (spec §5).
 
-    * A snapshot beyond the log's end (a follower crashed after freezing a fetched snapshot,
-      before its log was emptied): the log restarts empty at the latest snapshot.
-    * Otherwise the log keeps its first offset when that is 0 or a snapshot's end; else it
-      starts at the earliest snapshot at or after its first segment (cleaning deleted whole
-      segments below a snapshot that ends inside the next one).
-    * Snapshots below the log start are stale and deleted.
+    The latest snapshot (S, E) says that every record below S is committed and that the one at
+    S-1 has epoch E. The log is emptied and restarted at S (`reset_to`, flushed before anything
+    else happens) when it cannot continue that snapshot:
+
+    * S is past the log end: the log is behind it (a follower froze a fetched snapshot and
+      crashed before its emptied log reached the disk);
+    * the log holds batches and none of them reaches epoch E: E is above the log's last epoch
+      (Kafka's `truncateToLatestSnapshot` rule);
+    * the log holds offset S-1 in another epoch than E: a divergent tail. By log matching, one
+      (offset, epoch) pair decides the whole prefix, so a different epoch at S-1 means that
+      the log is not the history the snapshot summarises, whatever comes after it. Kafka
+      compares only the snapshot with the log's end, so it would keep such a log when the
+      log's last epoch is E or more; this rule is at least as strict as Kafka's in every case.
+
+    Otherwise the log keeps its first offset when that is 0 or a snapshot's end, and else
+    starts at the earliest snapshot at or after its first segment (retention deleted whole
+    segments below a snapshot that ends inside the next one, and then crashed). A log that
+    starts above 0 with no snapshot at or after its start raises SnapshotGapError.
+
+    Snapshots below the log's new start are stale: they are deleted once the new start is
+    durable (the log is flushed first).
     """
     ids = store.ids()
     latest = ids[-1] if ids else None
-    if latest is not None and latest.offset > log.end_offset:
+    reason = _cannot_stand_on(log, latest) if latest is not None else None
+    if latest is not None and reason is not None:
         logger.warning(
-            "snapshot %d-%d is beyond the log end %d: the log restarts there",
-            latest.offset, latest.epoch, log.end_offset,
+            "the log (%d..%d, last epoch %d) cannot continue snapshot %d-%d (%s): it "
+            "restarts empty there",
+            log.start_offset, log.end_offset, log.last_epoch, latest.offset, latest.epoch,
+            reason,
         )
         log.reset_to(latest.offset, latest.epoch)
         log.flush()
@@ -518,7 +536,25 @@ def align_log_with_snapshots(log: DurableLog, store: SnapshotStore) -> None:
                     "wipe this node's metadata directory to re-replicate it"
                 )
             log.advance_start(later[0].offset, later[0].epoch)
-    for stale in store.ids():
-        if stale.offset < log.start_offset:
-            logger.info("deleting stale snapshot %d-%d", stale.offset, stale.epoch)
-            store.delete(stale)
+    stale = [i for i in store.ids() if i.offset < log.start_offset]
+    if stale:
+        log.flush()  # the segments a moved start deleted, before the snapshots that cover them
+    for snapshot_id in stale:
+        logger.info("deleting stale snapshot %d-%d", snapshot_id.offset, snapshot_id.epoch)
+        store.delete(snapshot_id)
+
+
+def _cannot_stand_on(log: DurableLog, snapshot: OffsetAndEpoch) -> str | None:
+    """Why the log cannot continue `snapshot` (see align_log_with_snapshots); None if it can."""
+    offset, epoch = snapshot.offset, snapshot.epoch
+    if offset > log.end_offset:
+        return f"it ends at {log.end_offset}, before the snapshot"
+    if log.end_offset == log.start_offset or offset == 0:
+        return None  # no batch to compare (an emptied log starting at a snapshot)
+    if epoch > log.last_epoch:
+        return f"its last epoch {log.last_epoch} is below the snapshot's"
+    if log.start_offset < offset:
+        before = next(iter(log.batches(offset - 1, offset)), None)
+        if before is not None and before.epoch != epoch:
+            return f"offset {offset - 1} has epoch {before.epoch}: a divergent tail"
+    return None
