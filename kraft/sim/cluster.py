@@ -24,12 +24,13 @@ from kraft.core.messages import (
 )
 from kraft.core.raft import RaftCore
 from kraft.core.states import ProspectiveState
-from kraft.log.base import FlushJob, OffsetAndEpoch
+from kraft.log.base import CorruptRecordError, FlushJob, OffsetAndEpoch
 from kraft.log.memory import MemoryLog
 from kraft.log.snapshots import MemorySnapshotStore, align_log_with_snapshots
 from kraft.sim.faults import FaultyQuorumStateStore, NodeClock
 from kraft.sim.invariants import InvariantChecker, SimViolation
 from kraft.sim.network import NetworkProfile, SimNetwork
+from kraft.sim.power_loss import torn_writes
 from kraft.sim.state_machine import SimStateMachine
 
 
@@ -128,6 +129,10 @@ class SimCluster:
         self._append_seq = 0
         self.refused: set[tuple[int, int]] = set()  # (source, destination): connect refused
         self.fetch_resets = 0
+        self.power_losses = 0
+        # Nodes that crash right after their next snapshot load (before the step's flush).
+        self.crash_after_snapshot_load: set[int] = set()
+        self.crashes_after_snapshot_load = 0
 
     # -- scheduling --------------------------------------------------------------------------
 
@@ -152,6 +157,11 @@ class SimCluster:
         node.inbound_requests.clear()
         node.pending_appends.clear()
         node.last_state = None
+        try:
+            node.log.reopen()  # recovery of what a power loss left past the durable image
+        except CorruptRecordError as exc:
+            raise SimViolation(f"node {node_id} refuses to open its log: {exc}", self.now,
+                               self.event_count) from None
         align_log_with_snapshots(node.log, node.snapshots)
         node.core = RaftCore(
             node.config, node.log, node.store.read(), node.clock.local(self.now),
@@ -172,14 +182,20 @@ class SimCluster:
         for node_id in sorted(self.nodes):
             self.start(node_id)
 
-    def crash(self, node_id: int) -> None:
-        """kill -9: every unflushed byte is lost; peers see their connections reset."""
+    def crash(self, node_id: int, power_loss: bool = False) -> None:
+        """kill -9: every unflushed byte is lost; peers see their connections reset. With
+        `power_loss`, the bytes of the flush job in flight reach the disk torn, zeroed or
+        garbled (kraft/sim/power_loss.py), for the next start's recovery to sort out."""
         node = self.nodes[node_id]
         if not node.alive:
             return
         node.core = None
         node.incarnation += 1
-        node.log.crash()
+        if power_loss:
+            self.power_losses += 1
+            node.log.crash(torn_writes(random.Random(self.rng.random())))
+        else:
+            node.log.crash()
         node.snapshots.crash()
         self.checker.on_crash(node)
         node.flush_job = None
@@ -409,6 +425,13 @@ class SimCluster:
             for delay in self.network.delays(node.node_id, source) if sendable else []:
                 self.schedule(delay, ("response", source, source_inc, cid, reply.response))
         self._apply(node, out.snapshot_loaded)
+        if out.snapshot_loaded is not None and node.node_id in self.crash_after_snapshot_load:
+            # The fault: the process dies right after loading a snapshot it fetched, before
+            # the emptied log (and anything else of this step) reaches the disk.
+            self.crash_after_snapshot_load.discard(node.node_id)
+            self.crashes_after_snapshot_load += 1
+            self.crash(node.node_id)
+            return
         if node.flush_job is None:
             job = node.log.begin_flush()
             if job is not None:

@@ -10,7 +10,10 @@
 - a vote is granted, and a leader speaks for its epoch, only once its quorum-state store
   durably says so (a failed write must never let the grant or the leadership out);
 - a snapshot covers every node's log start, a leader never loads a snapshot, and a state
-  machine that loaded a snapshot agrees with every one that replayed to the same offset.
+  machine that loaded a snapshot agrees with every one that replayed to the same offset;
+- a node starts on a log that continues its latest snapshot (S, E): the log reaches S, its
+  last epoch is at least E, and the record at S-1, when the log holds it, has epoch E (a log
+  left with a divergent tail past a fetched snapshot must not vote or fetch with that tail).
 
 "Committed" is the longest prefix any node has seen below its high watermark; it is kept as one
 global list of (epoch, record) that every node's log is compared against incrementally.
@@ -80,6 +83,28 @@ class InvariantChecker:
         p.last_hw = 0
         p.matched = 0  # the log came back from its durable image: verify it again
         p.led_epoch = -1
+        self._check_stands_on_snapshot(node)
+
+    def _check_stands_on_snapshot(self, node: SimNode) -> None:
+        latest = node.snapshots.latest_id()
+        if latest is None or latest.offset == 0:
+            return
+        log = node.log
+        problem = None
+        if log.end_offset < latest.offset:
+            problem = f"the log ends at {log.end_offset}"
+        elif log.end_offset > log.start_offset and log.last_epoch < latest.epoch:
+            problem = f"the log's last epoch is {log.last_epoch}"
+        elif log.start_offset < latest.offset:
+            before = next(iter(log.batches(latest.offset - 1, latest.offset)))
+            if before.epoch != latest.epoch:
+                problem = f"offset {latest.offset - 1} has epoch {before.epoch}"
+        if problem is not None:
+            self.fail(
+                f"node {node.node_id} starts on a log that does not continue its snapshot "
+                f"{latest.offset}-{latest.epoch}: {problem} (log {log.start_offset}.."
+                f"{log.end_offset})"
+            )
 
     def on_crash(self, node: SimNode) -> None:
         # The log fell back to its durable image, which may differ beyond what was flushed.
