@@ -1,12 +1,14 @@
-"""`kraft-audit --log-dir DIR [--log-dir DIR ...] --out DIR [--master URL]`.
+"""`kraft-audit --log-dir DIR [--log-dir DIR ...] --out DIR [--master URL] [--conf K=V ...]`.
 
 Exit codes: 0 no violation, 2 violations found, 1 bad input (one line on stderr)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+from audit.fs import HadoopFiles, files_for, is_uri, resolve
 from audit.layout import LayoutError, NodeLog, discover, parse_node_map
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_VIOLATIONS = 0, 1, 2
@@ -17,11 +19,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="kraft-audit",
         description="Replay the metadata logs of every node with Spark and check them: "
                     "consistency across nodes, metadata invariants, timelines.",
-        epilog="exit status: 0 no violation, 2 violations found, 1 bad input")
+        epilog="A DIR is a local path (made absolute here, on the driver: executors on "
+               "other machines need it at the same path) or a URI of any file system "
+               "Spark's Hadoop FileSystem reads (file:///..., hdfs://..., s3a://...). "
+               "Exit status: 0 no violation, 2 violations found, 1 bad input.")
     parser.add_argument("--log-dir", action="append", required=True, metavar="DIR",
                         help="a node's metadata.log.dir (or its __cluster_metadata-0); repeat")
-    parser.add_argument("--out", required=True, metavar="DIR", help="where reports go")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="where reports go (a local directory or a URI)")
     parser.add_argument("--master", default="local[*]", help="Spark master (local[*])")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting, as spark-submit's --conf (repeat): e.g. "
+                             "spark.executor.memory=2g, spark.hadoop.fs.s3a.endpoint=...")
     parser.add_argument("--node-ids", metavar="1,2,3",
                         help="node ids for the --log-dir values, in order, for directories "
                              "without meta.properties")
@@ -32,18 +41,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def node_logs(args: argparse.Namespace) -> list[NodeLog]:
-    ids: list[int | None] = [None] * len(args.log_dir)
-    if args.node_ids:
-        try:
-            ids = [int(i) for i in args.node_ids.split(",")]
-        except ValueError:
-            raise LayoutError(f"--node-ids must be integers: {args.node_ids!r}") from None
-        if len(ids) != len(args.log_dir):
-            raise LayoutError(f"--node-ids names {len(ids)} nodes for {len(args.log_dir)} "
-                              "--log-dir values")
+def parse_conf(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise LayoutError(f"bad --conf {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def node_ids(args: argparse.Namespace) -> list[int | None]:
+    if not args.node_ids:
+        return [None] * len(args.log_dir)
+    try:
+        ids: list[int | None] = [int(i) for i in args.node_ids.split(",")]
+    except ValueError:
+        raise LayoutError(f"--node-ids must be integers: {args.node_ids!r}") from None
+    if len(ids) != len(args.log_dir):
+        raise LayoutError(f"--node-ids names {len(ids)} nodes for {len(args.log_dir)} "
+                          "--log-dir values")
+    return ids
+
+
+def node_logs(args: argparse.Namespace, spark: object = None) -> list[NodeLog]:
+    """The node logs of `args.log_dir` (resolved); URIs are listed through `spark`."""
+    ids = node_ids(args)
     ends = parse_node_map(args.committed_end, "--committed-end")
-    logs = [discover(d, i) for d, i in zip(args.log_dir, ids, strict=True)]
+    logs = [discover(d, i, spark=spark) for d, i in zip(args.log_dir, ids, strict=True)]
     if len({log.node_id for log in logs}) != len(logs):
         raise LayoutError("two --log-dir values are the same node id: give --node-ids")
     unknown = set(ends) - {log.node_id for log in logs}
@@ -53,14 +78,30 @@ def node_logs(args: argparse.Namespace) -> list[NodeLog]:
                     ends.get(log.node_id, log.committed_end)) for log in logs]
 
 
+def _bad_input(exc: Exception) -> int:
+    print(f"kraft-audit: {exc}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # Paths are resolved here, on the driver: a relative path means nothing to an executor.
+    args.log_dir = [resolve(d) for d in args.log_dir]
+    args.out = resolve(args.out)
+    remote = [p for p in (*args.log_dir, args.out) if is_uri(p)]
+    logs: list[NodeLog] | None = None
     try:
-        logs = node_logs(args)
+        settings = parse_conf(args.conf)
+        if remote:
+            node_ids(args)  # what can be checked before a JVM starts
+            parse_node_map(args.committed_end, "--committed-end")
+        else:
+            logs = node_logs(args)
+        if not is_uri(args.out) and os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise LayoutError(f"--out {args.out} is a file, not a directory")
     except LayoutError as exc:
-        print(f"kraft-audit: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    # Imported here so that bad input is refused before a JVM starts.
+        return _bad_input(exc)
+    # Imported here so that bad local input is refused before a JVM starts.
     from pyspark.sql import SparkSession
 
     from audit.job import run_audit
@@ -70,16 +111,24 @@ def main(argv: list[str] | None = None) -> int:
     # A session already running in this process (tests, notebooks) is used and left running.
     active = SparkSession.getActiveSession()
     try:
-        spark = active or spark_session(args.master)
+        spark = active or spark_session(args.master, conf=settings)
     except LayoutError as exc:  # no JDK to build the JVM reader with
-        print(f"kraft-audit: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _bad_input(exc)
     try:
+        try:
+            if logs is None:  # URIs: listed through the session's Hadoop FileSystem
+                logs = node_logs(args, spark)
+            if is_uri(args.out):
+                files = files_for(args.out, spark)
+                assert isinstance(files, HadoopFiles)
+                files.check_output(args.out)
+        except LayoutError as exc:
+            return _bad_input(exc)
         result = run_audit(spark, logs, args.partitions)
+        write_report(result, args.out, spark)
     finally:
         if active is None:
             spark.stop()
-    write_report(result, args.out)
     for line in summary_lines(result):
         print(line)
     for finding in result.findings[:20]:

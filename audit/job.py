@@ -104,7 +104,7 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
     history = replay.cluster_history(replay.canonical_rows(small, plan), plan.complete)
     findings += history.findings
     phase("brokers and topics")
-    files = replay.canonical_files(logs, plan, options["nodeRanges"])
+    files = replay.canonical_files(logs, plan, options["nodeRanges"], spark)
     shards = max(1, min(partitions, spark.sparkContext.defaultParallelism))
     # One pass, straight to Arrow; the driver splits and sorts it (a Spark orderBy would
     # replay twice: once to sample the range boundaries).

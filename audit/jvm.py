@@ -110,10 +110,13 @@ def _task(partition: FilePartition) -> str:
                                int(o.batches_only), f.path)))
 
 
-def plan(options: Mapping[str, str], paths: list[str]) -> list[FilePartition]:
-    """The files (and ranges) a kraft-metadata read with these options covers."""
+def plan(options: Mapping[str, str], paths: list[str],
+         spark: SparkSession | None = None) -> list[FilePartition]:
+    """The files (and ranges) a kraft-metadata read with these options covers. Local paths
+    are made absolute here, on the driver; URIs are listed through `spark`'s Hadoop
+    FileSystem (audit/fs.py) and read by the tasks the same way (LogFiles.java)."""
     reader = KraftMetadataReader({**options, "paths": json.dumps(paths)})
-    return [p for p in reader.partitions() if isinstance(p, FilePartition)]
+    return [p for p in reader.plan(spark) if isinstance(p, FilePartition)]
 
 
 def _tasks(files: list[FilePartition]) -> str:
@@ -130,7 +133,8 @@ def read(spark: SparkSession, options: Mapping[str, str], paths: list[str]) -> D
     """What `spark.read.format("kraft-metadata").options(**options).load(paths)` gives (with
     includeJson=false), decoded on the JVM: the Python source plans the files, Java reads them.
     """
-    jdf = _entry(spark).read(spark._jsparkSession, _tasks(plan(options, paths)), SPARK_DDL)
+    jdf = _entry(spark).read(spark._jsparkSession, _tasks(plan(options, paths, spark)),
+                             SPARK_DDL)
     return DataFrame(jdf, spark)
 
 
@@ -138,7 +142,7 @@ def driver_rows(spark: SparkSession, options: Mapping[str, str], paths: list[str
                 record_types: tuple[str, ...]) -> tuple[DataFrame, int]:
     """One pass over a record-level read: the rows of `record_types` and the rows with an
     error (few: what the driver replays and reports), and the number of rows of the read."""
-    found = _entry(spark).driverRows(spark._jsparkSession, _tasks(plan(options, paths)),
+    found = _entry(spark).driverRows(spark._jsparkSession, _tasks(plan(options, paths, spark)),
                                      SPARK_DDL, ",".join(record_types))
     return DataFrame(found.rows(), spark), int(found.count())
 

@@ -213,8 +213,8 @@ def cluster_history(rows: DataFrame, complete: bool) -> ClusterHistory:
 # -- partitions, on the JVM ------------------------------------------------------------------
 
 
-def canonical_files(logs: list[NodeLog], plan: CanonicalPlan,
-                    node_ranges_option: str) -> list[FilePartition]:
+def canonical_files(logs: list[NodeLog], plan: CanonicalPlan, node_ranges_option: str,
+                    spark: SparkSession | None = None) -> list[FilePartition]:
     """The files of the canonical copy in offset order: the seeding snapshot, then every
     node's segments within its planned ranges."""
     reader = KraftMetadataReader({
@@ -222,7 +222,7 @@ def canonical_files(logs: list[NodeLog], plan: CanonicalPlan,
         "nodeids": ",".join(str(log.node_id) for log in logs),
         "includejson": "false", "includesnapshots": "false",
         "noderanges": node_ranges_option})
-    segments = [p for p in reader.partitions() if isinstance(p, FilePartition)]
+    segments = [p for p in reader.plan(spark) if isinstance(p, FilePartition)]
     segments.sort(key=lambda p: max(p.log_file.base_offset, p.options.start_offset))
     if plan.seed is None:
         return segments

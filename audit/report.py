@@ -1,10 +1,15 @@
-"""The audit's outputs: Parquet tables, report.md, report.html and three PNG plots."""
+"""The audit's outputs: Parquet tables, report.md, report.html and three PNG plots, in a
+local directory or at a URI (written locally, then copied through Hadoop's FileSystem).
+The reports show every time as epoch milliseconds with ISO-8601 UTC beside it; the Parquet
+tables keep the raw milliseconds."""
 
 from __future__ import annotations
 
 import html
 import os
 from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import matplotlib
 
@@ -14,14 +19,37 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from audit.findings import VIOLATION, WARNING, to_table
+from audit.fs import output_dir
 from audit.job import AuditResult
 
 SHOWN = 200  # findings listed in the reports; the Parquet table has all of them
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def write_report(result: AuditResult, out_dir: str) -> list[str]:
-    """Write every output into `out_dir`; returns the file names."""
-    os.makedirs(out_dir, exist_ok=True)
+def iso_utc(ms: int | None) -> str:
+    """Epoch milliseconds as ISO-8601 UTC with milliseconds: `2024-11-23T08:20:00.123Z`."""
+    if ms is None:
+        return "—"
+    try:
+        moment = _EPOCH + timedelta(milliseconds=ms)  # exact: no float seconds
+    except OverflowError:
+        return "out of range"
+    return moment.isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
+
+
+def when(ms: int | None) -> str:
+    """`1732350000123 (2024-11-23T08:20:00.123Z)`: the raw value and what it means."""
+    return "—" if ms is None else f"{ms} ({iso_utc(ms)})"
+
+
+def write_report(result: AuditResult, out: str, spark: Any = None) -> list[str]:
+    """Write every output into `out`, a local directory or a URI (through `spark`'s Hadoop
+    FileSystem, default the active session's); returns the file names."""
+    with output_dir(out, spark) as local:
+        return _write(result, local)
+
+
+def _write(result: AuditResult, out_dir: str) -> list[str]:
     tables = {
         "findings": to_table(result.findings),
         "nodes": pa.Table.from_pylist([asdict(n) for n in result.nodes]),
@@ -58,8 +86,17 @@ def summary_lines(result: AuditResult) -> list[str]:
         f"{len(result.broker_events)}; partition leader changes: "
         f"{result.leader_changes.num_rows:,}",
         f"metadata replay from offset {result.replay_start}; audit took {result.seconds:.1f} s",
+        *_span(result),
         *result.notes,
     ]
+
+
+def _span(result: AuditResult) -> list[str]:
+    """The time span the controller epochs cover, when there are any."""
+    times = [x.timestamp_ms for x in result.leadership if x.timestamp_ms is not None]
+    if not times:
+        return []
+    return [f"controller epochs from {when(min(times))} to {when(max(times))}"]
 
 
 def _markdown(result: AuditResult, plots: list[str]) -> str:
@@ -72,14 +109,17 @@ def _markdown(result: AuditResult, plots: list[str]) -> str:
                    f"{_dash(f.offset)}: {f.detail}")
     if len(result.findings) > SHOWN:
         out.append(f"* … {len(result.findings) - SHOWN} more in findings.parquet")
-    out += ["", "## Controller leadership", "", "| epoch | leader | start offset | time (ms) |",
-            "|---:|---:|---:|---:|"]
-    out += [f"| {x.epoch} | {x.leader_id} | {x.start_offset} | {x.timestamp_ms} |"
+    out += ["", "## Controller leadership", "",
+            "| epoch | leader | start offset | time (epoch ms, UTC) |", "|---:|---:|---:|---|"]
+    out += [f"| {x.epoch} | {x.leader_id} | {x.start_offset} | {when(x.timestamp_ms)} |"
             for x in result.leadership]
-    out += ["", "## Broker events", "", "| offset | broker | event | epoch |",
-            "|---:|---:|---|---:|"]
-    out += [f"| {e['offset']} | {e['broker_id']} | {e['event']} | {e['broker_epoch']} |"
-            for e in result.broker_events[:SHOWN]]
+    out += ["", "## Broker events", "",
+            "| offset | time (epoch ms, UTC) | broker | event | epoch |",
+            "|---:|---|---:|---|---:|"]
+    out += [f"| {e['offset']} | {when(e['timestamp_ms'])} | {e['broker_id']} | {e['event']} "
+            f"| {e['broker_epoch']} |" for e in result.broker_events[:SHOWN]]
+    if len(result.broker_events) > SHOWN:
+        out.append(f"\n… {len(result.broker_events) - SHOWN} more in broker_events.parquet")
     out += ["", "## Plots", "", *[f"![{p}]({p})" for p in plots], ""]
     return "\n".join(out)
 
@@ -91,7 +131,11 @@ def _html(result: AuditResult, plots: list[str]) -> str:
         f"<td>{_dash(f.node_id)}</td><td>{_dash(f.offset)}</td><td>{esc(f.detail)}</td></tr>"
         for f in result.findings[:SHOWN])
     leaders = "".join(f"<tr><td>{x.epoch}</td><td>{x.leader_id}</td><td>{x.start_offset}</td>"
-                      f"<td>{x.timestamp_ms}</td></tr>" for x in result.leadership)
+                      f"<td>{when(x.timestamp_ms)}</td></tr>" for x in result.leadership)
+    brokers = "".join(
+        f"<tr><td>{e['offset']}</td><td>{when(e['timestamp_ms'])}</td><td>{e['broker_id']}"
+        f"</td><td>{esc(e['event'])}</td><td>{e['broker_epoch']}</td></tr>"
+        for e in result.broker_events[:SHOWN])
     summary = "".join(f"<li>{esc(line)}</li>" for line in summary_lines(result))
     images = "".join(f"<figure><img src='{p}' alt='{p}'><figcaption>{p}</figcaption></figure>"
                      for p in plots)
@@ -103,8 +147,10 @@ def _html(result: AuditResult, plots: list[str]) -> str:
         f"<h1>kraft-audit report</h1><ul>{summary}</ul><h2>Findings</h2>"
         "<table><tr><th>severity</th><th>check</th><th>node</th><th>offset</th>"
         f"<th>detail</th></tr>{rows}</table><h2>Controller leadership</h2><table><tr>"
-        "<th>epoch</th><th>leader</th><th>start offset</th><th>time (ms)</th></tr>"
-        f"{leaders}</table><h2>Plots</h2>{images}</body></html>")
+        "<th>epoch</th><th>leader</th><th>start offset</th><th>time (epoch ms, UTC)</th></tr>"
+        f"{leaders}</table><h2>Broker events</h2><table><tr><th>offset</th>"
+        "<th>time (epoch ms, UTC)</th><th>broker</th><th>event</th><th>epoch</th></tr>"
+        f"{brokers}</table><h2>Plots</h2>{images}</body></html>")
 
 
 def _dash(value: object) -> str:

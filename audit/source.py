@@ -28,6 +28,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from audit.decode import SPARK_DDL, ReadOptions, read_file
+from audit.fs import is_uri
 from audit.layout import LayoutError, LogFile, NodeLog, discover, parse_node_map
 
 NAME = "kraft-metadata"
@@ -66,8 +67,9 @@ def _int(options: Mapping[str, str], key: str) -> int | None:
     return int(value)
 
 
-def node_logs(options: Mapping[str, str]) -> list[NodeLog]:
-    """Every node log the options name, with committed ends from files or the override."""
+def node_logs(options: Mapping[str, str], spark: object = None) -> list[NodeLog]:
+    """Every node log the options name, with committed ends from files or the override.
+    URIs are listed through `spark`'s Hadoop FileSystem (audit/fs.py)."""
     paths = paths_of(options)
     ids: list[int | None] = [None] * len(paths)
     if options.get("nodeids"):
@@ -75,7 +77,8 @@ def node_logs(options: Mapping[str, str]) -> list[NodeLog]:
         if len(ids) != len(paths):
             raise LayoutError(f"nodeIds names {len(ids)} nodes for {len(paths)} paths")
     overrides = parse_node_map(options.get("committedend", ""), "committedEnd")
-    logs = [discover(path, node_id) for path, node_id in zip(paths, ids, strict=True)]
+    logs = [discover(path, node_id, spark=spark)
+            for path, node_id in zip(paths, ids, strict=True)]
     seen: dict[int, str] = {}
     for log in logs:
         if log.node_id in seen:
@@ -95,6 +98,10 @@ class KraftMetadataReader(DataSourceReader):
         self.options = {key.lower(): value for key, value in options.items()}
 
     def partitions(self) -> list[InputPartition]:
+        return self.plan()
+
+    def plan(self, spark: object = None) -> list[InputPartition]:
+        """The partitions; `spark` lists URIs (on the driver: audit/jvm.py plans this way)."""
         start = _int(self.options, "startoffset") or 0
         end = _int(self.options, "endoffset")
         committed_only = _flag(self.options, "committedonly", False)
@@ -105,7 +112,7 @@ class KraftMetadataReader(DataSourceReader):
             raise LayoutError(f"option level must be record or batch, not {level!r}")
         node_ranges = json.loads(self.options.get("noderanges", "null"))
         out: list[InputPartition] = []
-        for log in node_logs(self.options):
+        for log in node_logs(self.options, spark):
             stop = end
             if committed_only and log.committed_end is not None:
                 stop = log.committed_end if stop is None else min(stop, log.committed_end)
@@ -130,6 +137,9 @@ class KraftMetadataReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FilePartition)
+        if is_uri(partition.log_file.path):
+            raise LayoutError(f"{partition.log_file.path}: the Python kraft-metadata source "
+                              "reads local paths only; audit.jvm.read reads URIs")
         yield from read_file(partition.log_file, partition.options)
 
 

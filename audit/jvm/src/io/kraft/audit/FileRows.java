@@ -1,18 +1,13 @@
 package io.kraft.audit;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
-import java.nio.MappedByteBuffer;
-import java.nio.channels.FileChannel;
-import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.NoSuchElementException;
+import org.apache.hadoop.conf.Configuration;
 
 /**
  * The rows of one segment or snapshot file, batch by batch, exactly as audit/decode.py's
@@ -33,9 +28,10 @@ final class FileRows implements Iterator<Object[]> {
     private List<Frames.Header> snapshotBatches;  // a verified snapshot's frames
     private int snapshotIndex;
 
-    FileRows(FileTask task) {
+    /** @param conf the Hadoop configuration for URIs (LogFiles); unused for local paths */
+    FileRows(FileTask task, Configuration conf) {
         this.task = task;
-        this.buf = map(task.path());
+        this.buf = LogFiles.read(task.path(), conf);
         this.end = buf.limit();
         this.nextOffset = task.baseOffset();
         if (task.snapshot()) {
@@ -47,19 +43,6 @@ final class FileRows implements Iterator<Object[]> {
             }
         } else if (end == 0) {
             done = true;  // an empty segment has no rows, not even an error
-        }
-    }
-
-    static ByteBuffer map(String path) {
-        try (FileChannel channel = FileChannel.open(Path.of(path), StandardOpenOption.READ)) {
-            long size = channel.size();
-            if (size == 0) {
-                return ByteBuffer.allocate(0);
-            }
-            MappedByteBuffer mapped = channel.map(FileChannel.MapMode.READ_ONLY, 0, size);
-            return mapped;
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
         }
     }
 

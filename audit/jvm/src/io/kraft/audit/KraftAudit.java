@@ -7,11 +7,13 @@ import java.util.List;
 import java.util.Set;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.SerializableConfiguration;
 import scala.Tuple2;
 
 /**
@@ -30,8 +32,10 @@ public final class KraftAudit {
         StructType schema = Columns.schema(ddl);
         List<String> lines = tasks.isEmpty() ? List.of() : Arrays.asList(tasks.split("\n"));
         JavaSparkContext context = JavaSparkContext.fromSparkContext(spark.sparkContext());
+        Broadcast<SerializableConfiguration> conf = hadoopConf(spark);
         JavaRDD<InternalRow> rows = context.parallelize(lines, Math.max(1, lines.size()))
-            .flatMap(line -> new InternalRows(new FileRows(FileTask.parse(line))));
+            .flatMap(line -> new InternalRows(new FileRows(FileTask.parse(line),
+                conf.value().value())));
         // Internal rows skip the per-row conversion of external Rows (createDataFrame's cost).
         return ((org.apache.spark.sql.classic.SparkSession) spark)
             .internalCreateDataFrame(rows.rdd(), schema, false);
@@ -57,8 +61,10 @@ public final class KraftAudit {
             ids.add(i);
         }
         JavaSparkContext context = JavaSparkContext.fromSparkContext(spark.sparkContext());
+        Broadcast<SerializableConfiguration> conf = hadoopConf(spark);
         JavaRDD<InternalRow> rows = context.parallelize(ids, shards).flatMap(
-            shard -> new ReplayShard(files, shard, shards, parsed, complete));
+            shard -> new ReplayShard(files, shard, shards, parsed, complete,
+                conf.value().value()));
         return ((org.apache.spark.sql.classic.SparkSession) spark)
             .internalCreateDataFrame(rows.rdd(), StructType.fromDDL(outDdl), false);
     }
@@ -73,10 +79,11 @@ public final class KraftAudit {
         Set<String> keep = new HashSet<>(Arrays.asList(recordTypes.split(",")));
         List<String> lines = tasks.isEmpty() ? List.of() : Arrays.asList(tasks.split("\n"));
         JavaSparkContext context = JavaSparkContext.fromSparkContext(spark.sparkContext());
+        Broadcast<SerializableConfiguration> conf = hadoopConf(spark);
         List<Tuple2<Long, List<Object[]>>> parts = context
             .parallelize(lines, Math.max(1, lines.size()))
             .map(line -> {
-                FileRows rows = new FileRows(FileTask.parse(line));
+                FileRows rows = new FileRows(FileTask.parse(line), conf.value().value());
                 long count = 0;
                 List<Object[]> kept = new ArrayList<>();
                 while (rows.hasNext()) {
@@ -97,6 +104,15 @@ public final class KraftAudit {
         Dataset<Row> frame = ((org.apache.spark.sql.classic.SparkSession) spark)
             .internalCreateDataFrame(context.parallelize(kept, 1).rdd(), schema, false);
         return new DriverRows(count, frame);
+    }
+
+    /**
+     * The session's Hadoop configuration (spark.hadoop.* included) for the tasks: with it
+     * they open URIs (LogFiles) with the file systems and credentials the driver has.
+     */
+    static Broadcast<SerializableConfiguration> hadoopConf(SparkSession spark) {
+        return SerializableConfiguration.broadcast(spark.sparkContext(),
+            ((org.apache.spark.sql.classic.SparkSession) spark).sessionState().newHadoopConf());
     }
 
     /** What driverRows gives Python. */

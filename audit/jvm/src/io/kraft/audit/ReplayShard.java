@@ -7,6 +7,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.unsafe.types.UTF8String;
@@ -22,6 +23,7 @@ final class ReplayShard implements Iterator<InternalRow> {
     private final int shard;
     private final int shards;
     private final PartitionReplay replay;
+    private final Configuration conf;
     private final ArrayDeque<PartitionReplay.Out> ready = new ArrayDeque<>();
     private final List<PartitionReplay.Out> out = PartitionReplay.newOut();
     private final Map<String, UTF8String> utf8 = new HashMap<>();
@@ -30,8 +32,9 @@ final class ReplayShard implements Iterator<InternalRow> {
     private FileTask task;
 
     ReplayShard(List<FileTask> tasks, int shard, int shards, ClusterHistory history,
-                boolean complete) {
+                boolean complete, Configuration conf) {
         this.tasks = tasks;
+        this.conf = conf;
         this.shard = shard;
         this.shards = shards;
         this.replay = new PartitionReplay(history, complete);
@@ -53,7 +56,7 @@ final class ReplayShard implements Iterator<InternalRow> {
                     return false;
                 }
                 task = tasks.get(next++);
-                rows = task.snapshot() ? new FileRows(task) : new OwnedRecords(task);
+                rows = task.snapshot() ? new FileRows(task, conf) : new OwnedRecords(task);
                 continue;
             }
             Object[] r = rows.next();
@@ -88,7 +91,7 @@ final class ReplayShard implements Iterator<InternalRow> {
 
         OwnedRecords(FileTask file) {
             this.file = file;
-            this.buf = FileRows.map(file.path());
+            this.buf = LogFiles.read(file.path(), conf);
             this.end = buf.limit();
         }
 
