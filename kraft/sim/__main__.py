@@ -12,13 +12,27 @@ import logging
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
+from kraft.sim.cluster import SimCluster
 from kraft.sim.invariants import SimViolation
-from kraft.sim.scenarios import SCENARIOS, run
+from kraft.sim.scenarios import SCENARIOS, ScenarioStats
+from kraft.sim.storage_scenarios import STORAGE_SCENARIOS
 
-NAMES = sorted(SCENARIOS)
+ALL_SCENARIOS: dict[str, Callable[[int], SimCluster]] = {**SCENARIOS, **STORAGE_SCENARIOS}
+NAMES = sorted(ALL_SCENARIOS)
+
+
+def run(name: str, seed: int) -> ScenarioStats:
+    cluster = ALL_SCENARIOS[name](seed)
+    return ScenarioStats(
+        events=cluster.event_count,
+        virtual_ms=cluster.now,
+        committed=cluster.committed_offset(),
+        acknowledged=cluster.verified_acks,
+    )
 
 
 @dataclass(frozen=True)

@@ -393,13 +393,3 @@ SCENARIOS: dict[str, Callable[[int], SimCluster]] = {
     "fetch_resets": fetch_resets,
     "refused_connection": refused_connection,
 }
-
-
-def run(name: str, seed: int) -> ScenarioStats:
-    cluster = SCENARIOS[name](seed)
-    return ScenarioStats(
-        events=cluster.event_count,
-        virtual_ms=cluster.now,
-        committed=cluster.committed_offset(),
-        acknowledged=cluster.verified_acks,
-    )
