@@ -1,7 +1,11 @@
 """The client half of the Raft transport: one grpc.aio channel per peer endpoint, a deadline
-on every call and no hidden retries (the core owns retries). A call that fails with UNAVAILABLE
-means the peer refused or reset the connection: reported as `unreachable`, which lets a follower
-start a pre-vote at once instead of waiting for its fetch timeout.
+on every call and no hidden retries (the core owns retries). A call whose connection was refused
+or reset — the peer's process is gone (or a middlebox reset the connection, which the core
+confirms with one retry) — is reported as `unreachable`, which lets a follower start a pre-vote
+soon instead of waiting for its fetch timeout. Every other failure is a plain one: a TLS
+handshake failure, an UNAVAILABLE the server itself answered (a stopped node, a graceful
+shutdown's "Cancelling all calls"), a Fetch stream the server ended with status OK, a deadline
+(`is_unreachable` lists what each case looks like).
 
 Fetch travels on one long-lived stream per endpoint (`FetchStream`); its deadline is enforced
 here per request, and a request that misses it cancels the stream, so a late answer can never
@@ -38,6 +42,9 @@ log = logging.getLogger(__name__)
 
 CHANNEL_OPTIONS = [
     ("grpc.enable_retries", 0),
+    # Each channel owns its connections: by default gRPC shares subchannels between channels
+    # to the same target, so a rebuilt channel would go on using the old, broken connection.
+    ("grpc.use_local_subchannel_pool", 1),
     # A restarted peer must be reachable again within a fraction of an election timeout.
     ("grpc.initial_reconnect_backoff_ms", 50),
     ("grpc.min_reconnect_backoff_ms", 50),
@@ -46,6 +53,59 @@ CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
 ]
 RECREATE_AFTER_S = 1.0  # rebuild a failing channel at most this often
+
+# gRPC reports every broken connection as UNAVAILABLE; only its details tell a dead peer from a
+# refusing one. A call that never got a connection says "failed to connect to all addresses;
+# last error: ..." and names the socket error; a call on an established connection that broke
+# says "Stream removed (...)".
+_CONNECT_FAILED = "failed to connect to all addresses"
+_CONNECT_GONE = ("Connection refused", "Connection reset")
+_STREAM_REMOVED = "Stream removed"
+_STREAM_GONE = ("Socket closed", "Connection reset", "Broken pipe")
+
+
+def is_unreachable(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether a failed call says the peer's connection was refused or reset, i.e. its process
+    is gone. What grpcio 1.85 reports on loopback, every one UNAVAILABLE
+    (`tests/unit/test_transport.py` pins each against a real server):
+
+    unreachable:
+      nothing listens (no process, or kill -9 earlier):
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:H:P: Failed to connect
+        to remote host: Connection refused"
+      the peer was killed (SIGKILL) with a call or an idle stream open:
+        "Stream removed (Socket closed)"
+      a middlebox reset the connection (RST): "Stream removed (recvmsg:Connection reset by
+        peer (104))"
+    a plain failure:
+      the server stopped gracefully (server.stop, SIGTERM): "Cancelling all calls"
+      the server answered UNAVAILABLE itself: its own text (a stopped node: "node stopped")
+      the server refused our certificate, or we spoke plaintext to TLS:
+        "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:H:P: Socket closed"
+      we refused the server's certificate, or spoke TLS to plaintext:
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:H:P: Tls handshake
+        failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: ..."
+
+    A killed process's sockets are closed with a FIN, so "Socket closed" on an established
+    stream is what kill -9 looks like; during the connect it is a TLS peer hanging up on a
+    handshake it refused. Anything not recognised (a later gRPC wording too) is a plain
+    failure, which the fetch timeout still covers."""
+    if exc.code() != grpc.StatusCode.UNAVAILABLE:
+        return False
+    details = exc.details() or ""
+    if details.startswith(_CONNECT_FAILED):
+        return any(reason in details for reason in _CONNECT_GONE)
+    if details.startswith(_STREAM_REMOVED):
+        return any(reason in details for reason in _STREAM_GONE)
+    return False
+
+
+def connection_broke(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether a call failed because its established connection closed or was reset (not
+    because none could be made): at most once per connection made, so the channel may be
+    rebuilt at once without a retry storm."""
+    details = exc.details() or ""
+    return exc.code() == grpc.StatusCode.UNAVAILABLE and details.startswith(_STREAM_REMOVED)
 
 
 def sender_of(request: object) -> int:
@@ -97,10 +157,15 @@ class RaftTransport:
                 }[type(out.request)]
                 reply = await method(convert.request_to_pb(out.request), timeout=timeout)
         except grpc.aio.AioRpcError as exc:
-            unreachable = exc.code() == grpc.StatusCode.UNAVAILABLE
-            if unreachable:
-                self._maybe_recreate(out.endpoint)
-            log.debug("%s to %s failed: %s", type(out.request).__name__, out.endpoint, exc.code())
+            unreachable = is_unreachable(exc)
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                # A fresh channel also re-reads the TLS files. A connection that broke under a
+                # call is replaced at once: the next request (the core's confirming retry)
+                # must dial anew, not be started on the dying transport and fail with the
+                # same reset, "confirming" a leader dead that is alive.
+                self._maybe_recreate(out.endpoint, at_once=connection_broke(exc))
+            log.debug("%s to %s failed%s: %s %s", type(out.request).__name__, out.endpoint,
+                      " (unreachable)" if unreachable else "", exc.code().name, exc.details())
             self._on_failure(out.correlation_id, unreachable)
             return
         except TimeoutError:
@@ -126,9 +191,9 @@ class RaftTransport:
             stream = self._fetch_streams[endpoint] = FetchStream(stub)
         return stream
 
-    def _maybe_recreate(self, endpoint: str) -> None:
+    def _maybe_recreate(self, endpoint: str, at_once: bool = False) -> None:
         entry = self._channels.get(endpoint)
-        if entry is not None and time.monotonic() - entry[2] >= RECREATE_AFTER_S:
+        if entry is not None and (at_once or time.monotonic() - entry[2] >= RECREATE_AFTER_S):
             del self._channels[endpoint]
             stream = self._fetch_streams.pop(endpoint, None)
             if stream is not None:
@@ -210,11 +275,12 @@ class FetchStream:
         self._busy = False
 
 
-async def _ended(call: grpc.aio.StreamStreamCall | None) -> grpc.aio.AioRpcError:
-    """The error for a stream that ended between requests: its own status, or UNAVAILABLE (the
-    peer went away) when it ended without one."""
-    code = await call.code() if call is not None else grpc.StatusCode.UNAVAILABLE
-    details = await call.details() if call is not None else ""
+async def _ended(call: grpc.aio.StreamStreamCall) -> grpc.aio.AioRpcError:
+    """The error for a stream that ended between requests: its own status. A stream the server
+    closed with status OK broke the one-answer-per-request contract but says nothing about the
+    connection, so it is a plain failure (INTERNAL), never UNAVAILABLE."""
+    code = await call.code()
+    details = await call.details()
     if code == grpc.StatusCode.OK:
-        code, details = grpc.StatusCode.UNAVAILABLE, "the Fetch stream ended"
+        code, details = grpc.StatusCode.INTERNAL, "the Fetch stream ended with status OK"
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
