@@ -140,7 +140,7 @@ def _old_on_unreachable(core: RaftCore, entry: InFlight, now: int) -> None:
 def test_transient_fetch_resets_depose_nobody_and_the_counter_sees_it_when_they_did(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    seeds = range(10)
+    seeds = range(5)
     assert all(run_seed("fetch_resets", s).ok for s in seeds)
     monkeypatch.setattr(rpc_fetch, "on_unreachable", _old_on_unreachable)
     caught = [r for r in (run_seed("fetch_resets", s) for s in seeds) if not r.ok]
