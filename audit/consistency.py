@@ -105,10 +105,13 @@ def per_node_order(batches: DataFrame) -> list[Finding]:
 def cross_node(batches: DataFrame, ranges: list[NodeRange]) -> list[Finding]:
     """Compare every batch of a node with the batch at the same base on every other node
     whose log covers that offset."""
-    spark = batches.sparkSession
-    other = spark.createDataFrame(
-        [(r.node_id, r.start, r.end) for r in ranges],
-        "other_node int, other_start bigint, other_end bigint")
+    # Built from literals, not spark.createDataFrame(list): that is a Python RDD, whose
+    # tasks would need a Python with pyspark on every executor. The job runs on the JVM only.
+    spans = [F.struct(F.lit(r.node_id).cast("int").alias("other_node"),
+                      F.lit(r.start).cast("bigint").alias("other_start"),
+                      F.lit(r.end).cast("bigint").alias("other_end")) for r in ranges]
+    other = batches.sparkSession.range(1).select(
+        F.explode(F.array(*spans)).alias("span")).select("span.*")
     a = batches.alias("a")
     cand = a.join(F.broadcast(other), (F.col("other_node") != F.col("a.node_id"))
                   & (F.col("a.base") >= F.col("other_start"))

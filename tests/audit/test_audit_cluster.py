@@ -3,7 +3,8 @@ and two workers started here with pyspark's own `bin/spark-class` on 127.0.0.1 (
 small heaps), then `kraft-audit --master spark://...` with RELATIVE --log-dir and --out paths
 from another working directory. The executors are separate JVMs with their own working
 directories, so a path left relative, or a jar left on the driver's class path only, fails
-here."""
+here. The executors get no Python (PYSPARK_PYTHON=/bin/false): the job runs on their JVMs
+only, so a cluster needs neither this package nor pyspark on its workers."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
 WORKERS = 2
 START_TIMEOUT = 60.0
 AUDIT_TIMEOUT = 150.0
+NO_PYTHON = "/bin/false"  # any Python task on an executor fails at once
 
 pytestmark = [
     pytest.mark.slow,
@@ -66,7 +68,7 @@ def _spark_env(root: Path) -> dict[str, str]:
     conf.mkdir(exist_ok=True)
     return {**os.environ, "SPARK_HOME": os.fspath(SPARK_HOME), "SPARK_CONF_DIR": os.fspath(conf),
             "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "256m",
-            "SPARK_LOG_DIR": os.fspath(root / "logs"), "PYSPARK_PYTHON": sys.executable}
+            "SPARK_LOG_DIR": os.fspath(root / "logs"), "PYSPARK_PYTHON": NO_PYTHON}
 
 
 def _start(root: Path, env: dict[str, str], name: str, args: list[str]) -> tuple[
@@ -159,7 +161,7 @@ def test_kraft_audit_on_a_standalone_cluster_with_relative_paths(tmp_path: Path)
     spark_root = tmp_path / "spark"
     spark_root.mkdir()
     with standalone_cluster(spark_root) as cluster:
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": NO_PYTHON,
                "PYTHONPATH": os.pathsep.join(filter(None, (
                    os.fspath(Path(__file__).parents[2]), os.environ.get("PYTHONPATH"))))}
         started = time.monotonic()
