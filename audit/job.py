@@ -93,8 +93,10 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
                                    (*replay.BROKER_TYPES, *replay.TOPIC_TYPES))
     small = small.cache()
     phase("record read")
+    # Undecodable records, and snapshots that do not verify: the batch-level read above
+    # covers segments only, so a corrupt snapshot (the replay's seed) is found here.
     findings += consistency.file_problems(small.where(
-        F.col("record_type") == "UNDECODABLE"), logs)
+        (F.col("record_type") == "UNDECODABLE") | (F.col("source_kind") == "snapshot")), logs)
     notes = []
     if not plan.complete:
         notes.append(f"no log starts at offset 0 and no snapshot covers offsets below "

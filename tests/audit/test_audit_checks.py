@@ -25,6 +25,7 @@ from tests.audit.small_log import (
     rec,
     write_nodes,
 )
+from tests.audit.test_jvm_reader import write_snapshot
 
 
 def audit(spark, root: Path) -> AuditResult:  # type: ignore[no-untyped-def]
@@ -140,9 +141,62 @@ def test_log_level_epoch_decrease(spark, tmp_path: Path) -> None:
     assert {f.check for f in result.findings} == {"epoch-decrease"}, _lines(result)
 
 
+def test_undecodable_record(spark, tmp_path: Path) -> None:
+    """A record with an unknown type (99) inside a batch with a valid CRC, on every node: the
+    replay of the canonical copy (node 1) cannot decode it."""
+    specs = healthy()
+    noops = list(specs[8].records)
+    noops[1] = b"\x00\x63\x00\x00"
+    write_nodes(tmp_path, [*specs[:8], replace(specs[8], records=tuple(noops))])
+    result = audit(spark, tmp_path)
+    assert found(result, "undecodable-record") == [(VIOLATION, 1, 19)], _lines(result)
+    assert {f.check for f in result.findings} == {"undecodable-record"}, _lines(result)
+
+
+def _from_offset_13(tmp_path: Path, snapshot: bool) -> Path | None:
+    """Every node's log starts at offset 13 (epoch 2's LEADER_CHANGE); node 1 may hold the
+    snapshot at 13 with the state below it, as after log retention."""
+    specs = healthy()
+    write_nodes(tmp_path, [replace(specs[5], base=13), *specs[6:]])
+    if not snapshot:
+        return None
+    state = [r for spec in specs[:5] if not spec.control for r in spec.records]
+    return write_snapshot(tmp_path / "node-1", 13, 1, state)
+
+
+def test_a_log_seeded_by_a_snapshot_has_no_finding(spark, tmp_path: Path) -> None:
+    _from_offset_13(tmp_path, snapshot=True)
+    result = audit(spark, tmp_path)
+    assert result.findings == [], _lines(result)
+    assert result.replay_start == 13
+
+
+def test_corrupt_snapshot(spark, tmp_path: Path) -> None:
+    """The snapshot the replay must start from has a flipped byte."""
+    path = _from_offset_13(tmp_path, snapshot=True)
+    assert path is not None
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    result = audit(spark, tmp_path)
+    assert found(result, "corrupt-snapshot") == [(VIOLATION, 1, 13)], _lines(result)
+    detail = next(f.detail for f in result.findings if f.check == "corrupt-snapshot")
+    assert str(path) in detail
+
+
+def test_incomplete_history(spark, tmp_path: Path) -> None:
+    """No log starts at 0 and no snapshot covers the offsets below: a warning, and the checks
+    that need the earlier state are skipped rather than reported falsely."""
+    _from_offset_13(tmp_path, snapshot=False)
+    result = audit(spark, tmp_path)
+    assert found(result, "incomplete-history") == [(WARNING, None, 13)], _lines(result)
+    assert result.violations == [], _lines(result)
+
+
 @pytest.mark.parametrize("check", ["corrupt-batch", "torn-tail", "offset-overlap",
                                    "duplicate-leader-change", "duplicate-topic",
-                                   "epoch-decrease"])
+                                   "epoch-decrease", "undecodable-record", "corrupt-snapshot",
+                                   "incomplete-history"])
 def test_every_check_here_is_one_the_audit_documents(check: str) -> None:
     doc = (Path(__file__).parents[2] / "docs" / "audit.md").read_text()
     assert f"`{check}`" in doc

@@ -106,7 +106,9 @@ final class PartitionReplay {
         boolean unclean = false;
         if (leader != -1) {
             String state = history.brokerState(leader, offset);
-            if (!state.equals("unfenced")) {
+            // Without the history before the log start, a broker with no event yet is
+            // unknown, not unregistered: it may have registered below the log start.
+            if (!state.equals("unfenced") && (complete || !state.equals("unregistered"))) {
                 finding(out, r, VIOLATION, "leader-on-fenced-broker", "leader " + leader
                     + " is " + state + " at this offset");
             }
