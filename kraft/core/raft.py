@@ -406,8 +406,14 @@ class RaftCore:
             and not isinstance(quorum.state, FollowerState)
         ):
             self._follow_or_unattach(leader_id, epoch, endpoint, now)
-        elif epoch == quorum.epoch and isinstance(quorum.state, FollowerState) and endpoint:
-            quorum.to_follower(epoch, leader_id, endpoint, now)  # learns a missing endpoint
+        elif epoch == quorum.epoch and isinstance(quorum.state, FollowerState):
+            if endpoint:
+                quorum.to_follower(epoch, leader_id, endpoint, now)  # learns a missing endpoint
+            if leader_id == quorum.leader_id:
+                # A peer confirms the leader this observer follows: fetch from it again rather
+                # than keep asking random voters, each lost message of which costs a request
+                # timeout (simulator seeds 6638673 of disk_loss, 6649888 of split_majority).
+                quorum.state.fetch_from_bootstrap = False
 
     def _follow_or_unattach(self, leader_id: int, epoch: int, endpoint: str, now: int) -> None:
         if leader_id >= 0 and leader_id == self.local_id and epoch > self.quorum.epoch:

@@ -245,9 +245,7 @@ def rejoin_without_disruption(seed: int) -> SimCluster:
     """A follower cut off for many election timeouts rejoins; pre-vote keeps the leader."""
     c = _cluster(seed, lossy=False)
     c.start_all()
-    leader = _elect(c)
-    _write_for(c, 300)
-    epoch = c.nodes[leader].core.epoch  # type: ignore[union-attr]
+    leader, epoch = _settled_leader(c)
     rng = random.Random(seed)
     victim = rng.choice(sorted(c.voter_ids - {leader}))
     c.network.isolate(victim, set(c.nodes))
@@ -326,9 +324,7 @@ def fetch_resets(seed: int) -> SimCluster:
     or dead, the epoch must not move."""
     c = _cluster(seed, lossy=False, drift=True)
     c.start_all()
-    leader = _elect(c)
-    _write_for(c, 300)
-    epoch = c.nodes[leader].core.epoch  # type: ignore[union-attr]
+    leader, epoch = _settled_leader(c)
     rng = random.Random(seed ^ 0xF37C)
     c.write_steadily(25, c.now + 8_000)
     for _ in range(16):
@@ -346,9 +342,7 @@ def refused_connection(seed: int) -> SimCluster:
     a second, and the leader that the others still reach keeps its epoch."""
     c = _cluster(seed, lossy=False, drift=True)
     c.start_all()
-    leader = _elect(c)
-    _write_for(c, 300)
-    epoch = c.nodes[leader].core.epoch  # type: ignore[union-attr]
+    leader, epoch = _settled_leader(c)
     victim = c.nodes[random.Random(seed).choice(sorted(c.voter_ids - {leader}))]
     c.refuse(victim.node_id, leader)
     before = victim.prospective_entries
@@ -365,6 +359,17 @@ def refused_connection(seed: int) -> SimCluster:
     _expect_same_leader(c, leader, epoch, f"while node {victim.node_id} was refused")
     _converge(c)
     return c
+
+
+def _settled_leader(c: SimCluster) -> tuple[int, int]:
+    """The leader and epoch after a first election and 300 ms of writes (the first leader may
+    have lost a race to a candidate of the next epoch in the meantime)."""
+    _elect(c)
+    _write_for(c, 300)
+    c.run_until(lambda: c.leader() is not None, ELECTION_BOUND_MS, "a settled leader")
+    leader = c.leader()
+    assert leader is not None and leader.core is not None
+    return leader.node_id, leader.core.epoch
 
 
 def _expect_same_leader(c: SimCluster, leader: int, epoch: int, when: str) -> None:

@@ -34,9 +34,13 @@ def install_crash(seed: int) -> SimCluster:
     the new leader that ends inside that tail; it crashes right after `snapshot_loaded`."""
     c = _cluster(seed, lossy=False)
     c.start_all()
-    old = _elect(c)
+    _elect(c)
     # Long enough, on some seeds, for the old leader's own snapshots to move its log start.
     _write_for(c, random.Random(seed ^ 0x1C7A).choice([300, 1_200]))
+    # The leader now, not the first one elected: that one may have lost a race to a
+    # candidate of the next epoch in the meantime (seed 6635226).
+    c.run_until(lambda: c.leader() is not None, ELECTION_BOUND_MS, "a settled leader")
+    old = c.leader().node_id  # type: ignore[union-attr]
     c.network.isolate(old, set(c.nodes))
     # The cut-off leader takes appends it can never commit until the others elect a leader.
     _append_until(c, lambda: (leader := c.leader()) is not None and leader.node_id != old,

@@ -299,6 +299,20 @@ def test_observer_follower_does_not_stand_after_the_fetch_timeout() -> None:
     assert not any(isinstance(o.request, VoteRequest) for x in h.outputs for o in x.requests)
 
 
+def test_observer_asking_around_goes_back_to_the_leader_a_peer_confirms() -> None:
+    # Its fetch to the leader was lost and timed out: it asks a random voter, which names the
+    # same leader of the same epoch. The next Fetch goes to the leader, not another voter
+    # (each lost message to a random voter cost a whole request timeout).
+    h = Harness(4, persisted=ElectionState(EPOCH, leader_id=1), request_timeout_ms=500)
+    h.respond(h.only(FetchRequest, to=1), fetch_response(1, EPOCH, high_watermark=0))
+    for _ in range(6):  # a random voter would be the leader only by chance, never 6 times
+        h.run_until(lambda: any(o.destination != 1 for o in h.sent(FetchRequest)))
+        (asked,) = h.sent(FetchRequest)
+        h.respond(asked, fetch_response(1, EPOCH, error=Errors.NOT_LEADER_OR_FOLLOWER))
+        h.run_until(lambda: bool(h.sent(FetchRequest)))
+        assert h.only(FetchRequest).destination == 1  # ... then lost: it times out again
+
+
 def test_single_voter_becomes_leader_at_once() -> None:
     h = Harness(1, voter_ids=(1,))
     assert (h.state, h.epoch, h.leader_id) == ("Leader", 1, 1)
