@@ -5,7 +5,8 @@ confirms with one retry) — is reported as `unreachable`, which lets a follower
 soon instead of waiting for its fetch timeout. Every other failure is a plain one: a TLS
 handshake failure, an UNAVAILABLE the server itself answered (a stopped node, a graceful
 shutdown's "Cancelling all calls"), a Fetch stream the server ended with status OK, a deadline
-(`is_unreachable` lists what each case looks like).
+(`is_unreachable` lists what each case looks like). After an UNAVAILABLE the channel is
+rebuilt, so the next request dials anew: what it reports is never gRPC's cached verdict.
 
 Fetch travels on one long-lived stream per endpoint (`FetchStream`); its deadline is enforced
 here per request, and a request that misses it cancels the stream, so a late answer can never
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 
 import grpc
@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 CHANNEL_OPTIONS = [
     ("grpc.enable_retries", 0),
     # Each channel owns its connections: by default gRPC shares subchannels between channels
-    # to the same target, so a rebuilt channel would go on using the old, broken connection.
+    # to the same target, so a rebuilt channel would go on using the old connection and its
+    # reconnect backoff.
     ("grpc.use_local_subchannel_pool", 1),
     # A restarted peer must be reachable again within a fraction of an election timeout.
     ("grpc.initial_reconnect_backoff_ms", 50),
@@ -52,7 +53,6 @@ CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
 ]
-RECREATE_AFTER_S = 1.0  # rebuild a failing channel at most this often
 
 # gRPC reports every broken connection as UNAVAILABLE; only its details tell a dead peer from a
 # refusing one. A call that never got a connection says "failed to connect to all addresses;
@@ -100,14 +100,6 @@ def is_unreachable(exc: grpc.aio.AioRpcError) -> bool:
     return False
 
 
-def connection_broke(exc: grpc.aio.AioRpcError) -> bool:
-    """Whether a call failed because its established connection closed or was reset (not
-    because none could be made): at most once per connection made, so the channel may be
-    rebuilt at once without a retry storm."""
-    details = exc.details() or ""
-    return exc.code() == grpc.StatusCode.UNAVAILABLE and details.startswith(_STREAM_REMOVED)
-
-
 def sender_of(request: object) -> int:
     """The node id a Raft request comes from (every request names its sender)."""
     if isinstance(request, FetchRequest | FetchSnapshotRequest | VoteRequest):
@@ -127,7 +119,7 @@ class RaftTransport:
         self.tls = tls  # the peers' controller listener is SSL
         self._on_response = on_response
         self._on_failure = on_failure
-        self._channels: dict[str, tuple[grpc.aio.Channel, rpc.RaftStub, float]] = {}
+        self._channels: dict[str, tuple[grpc.aio.Channel, rpc.RaftStub]] = {}
         self._fetch_streams: dict[str, FetchStream] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.blocked: frozenset[int] = frozenset()
@@ -159,11 +151,7 @@ class RaftTransport:
         except grpc.aio.AioRpcError as exc:
             unreachable = is_unreachable(exc)
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                # A fresh channel also re-reads the TLS files. A connection that broke under a
-                # call is replaced at once: the next request (the core's confirming retry)
-                # must dial anew, not be started on the dying transport and fail with the
-                # same reset, "confirming" a leader dead that is alive.
-                self._maybe_recreate(out.endpoint, at_once=connection_broke(exc))
+                self._recreate(out.endpoint, stub)
             log.debug("%s to %s failed%s: %s %s", type(out.request).__name__, out.endpoint,
                       " (unreachable)" if unreachable else "", exc.code().name, exc.details())
             self._on_failure(out.correlation_id, unreachable)
@@ -181,7 +169,7 @@ class RaftTransport:
         entry = self._channels.get(endpoint)
         if entry is None:
             channel = aio_channel(endpoint, self.tls, CHANNEL_OPTIONS)
-            entry = (channel, rpc.RaftStub(channel), time.monotonic())
+            entry = (channel, rpc.RaftStub(channel))
             self._channels[endpoint] = entry
         return entry[1]
 
@@ -191,16 +179,23 @@ class RaftTransport:
             stream = self._fetch_streams[endpoint] = FetchStream(stub)
         return stream
 
-    def _maybe_recreate(self, endpoint: str, at_once: bool = False) -> None:
+    def _recreate(self, endpoint: str, stub: rpc.RaftStub) -> None:
+        """Replace the channel to `endpoint` after an UNAVAILABLE on it, so that the next
+        request dials anew and what it reports is news: gRPC would start it on a connection
+        that just broke (failing with the same reset: a "confirmed" dead leader that is alive),
+        or answer it from its reconnect backoff ("Connection refused" for a peer that is back).
+        The core's backoff bounds how often this happens; a fresh channel also re-reads the
+        TLS files. A late failure from a channel already replaced leaves the new one alone."""
         entry = self._channels.get(endpoint)
-        if entry is not None and (at_once or time.monotonic() - entry[2] >= RECREATE_AFTER_S):
-            del self._channels[endpoint]
-            stream = self._fetch_streams.pop(endpoint, None)
-            if stream is not None:
-                stream.close()
-            task = asyncio.create_task(entry[0].close())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        if entry is None or entry[1] is not stub:
+            return
+        del self._channels[endpoint]
+        stream = self._fetch_streams.pop(endpoint, None)
+        if stream is not None:
+            stream.close()
+        task = asyncio.create_task(entry[0].close())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -209,7 +204,7 @@ class RaftTransport:
         for stream in self._fetch_streams.values():
             stream.close()
         self._fetch_streams.clear()
-        for channel, _, _ in self._channels.values():
+        for channel, _ in self._channels.values():
             await channel.close()
         self._channels.clear()
 

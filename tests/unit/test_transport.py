@@ -267,6 +267,31 @@ async def test_a_refused_connection_is_unreachable() -> None:
 
 
 @in_loop
+async def test_a_peer_that_comes_back_is_reached_by_the_next_request() -> None:
+    """Every request dials anew after a refusal: a channel left in gRPC's reconnect backoff
+    would answer "Connection refused" from its cache for up to the backoff after the peer is
+    back (the survivor's first Fetch to a restarted node that was just elected, which the
+    core's growing backoff then turns into hundreds of ms without a commit)."""
+    outcomes = Outcomes()
+    transport = RaftTransport(outcomes.response, outcomes.failure)
+    port = free_port()
+    endpoint = f"127.0.0.1:{port}"
+    server = grpc.aio.server()
+    try:
+        for i in range(1, 5):
+            transport.send(vote(i, endpoint))
+            assert await outcomes.get(i) == "unreachable"
+        rpc.add_RaftServicer_to_server(FakeLeader(), server)
+        assert server.add_insecure_port(endpoint) == port
+        await server.start()
+        transport.send(fetch(5, endpoint, offset=50))
+        assert high_watermark(await outcomes.get(5)) == 50
+    finally:
+        await transport.close()
+        await server.stop(None)
+
+
+@in_loop
 async def test_a_leader_killed_mid_fetch_is_unreachable_at_once() -> None:
     """kill -9 with a long poll parked at the leader: the kernel closes the dead process's
     socket ("Stream removed (Socket closed)"), then connections are refused. Fast failover
