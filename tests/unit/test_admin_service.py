@@ -604,9 +604,12 @@ class TwoControllers(LoopThread):
         self.controllers: dict[int, QuorumController] = {}
         self.servicers: dict[int, AdminServicer] = {}
         for i, server in self.servers.items():
+            # A quick first election, but a fetch timeout that a loaded CI machine's stalls
+            # cannot reach: the tests assume the active controller stays active (with 600 ms
+            # the standby sometimes took over mid-test and answered a forward itself).
             config = RaftConfig(CLUSTER_ID, i, self.endpoints, local_endpoint=self.endpoints[i],
-                                election_timeout_ms=300, fetch_timeout_ms=600,
-                                election_backoff_max_ms=100, request_timeout_ms=300)
+                                election_timeout_ms=300, fetch_timeout_ms=5000,
+                                election_backoff_max_ms=100, request_timeout_ms=2000)
             node = RaftNode(config, SegmentedLog(root / f"log-{i}"),
                             QuorumStateStore(root / f"state-{i}"), rng=random.Random(i))
             self.controllers[i] = QuorumController(node, MetadataLoader(node.log),
@@ -698,7 +701,13 @@ def test_a_failed_forward_is_not_controller_and_a_slow_one_a_timeout(
 
     standby = pair.controllers[pair.standby]
     unreachable = AdminServicer(standby, CLUSTER_ID, {pair.active: dead_endpoint()})
-    impatient = AdminServicer(standby, CLUSTER_ID, pair.endpoints, forward_timeout_s=1e-6)
+    # A "controller" that accepts the connection and never answers: the forward must time out
+    # whatever the machine's speed (a 1 µs deadline against the real one raced its answer).
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    hung = f"127.0.0.1:{silent.getsockname()[1]}"
+    impatient = AdminServicer(standby, CLUSTER_ID, {pair.active: hung}, forward_timeout_s=0.2)
     request = pb.CreateTopicsRequest(topics=[pb.CreatableTopic(name="never", num_partitions=1,
                                                                replication_factor=1)])
     for servicer, code, start in (
@@ -715,3 +724,4 @@ def test_a_failed_forward_is_not_controller_and_a_slow_one_a_timeout(
         finally:
             pair.run(server.stop(0))
             pair.run(servicer.close())
+    silent.close()
