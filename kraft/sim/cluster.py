@@ -236,12 +236,17 @@ class SimCluster:
                 continue
             source, source_inc, cid = node.inbound.pop(token)
             del node.inbound_requests[token]
-            delay = self.rng.randint(self.network.profile.min_delay_ms,
-                                     self.network.profile.max_delay_ms)
-            self.schedule(delay, ("failure", source, source_inc, cid))
+            self._refuse(source, source_inc, cid)
             reset += 1
         self.fetch_resets += reset
         return reset
+
+    def _refuse(self, source: int, source_inc: int, cid: int) -> None:
+        """The sender learns, one network delay later, that its connection was refused or
+        reset (delivered as `unreachable`)."""
+        delay = self.rng.randint(self.network.profile.min_delay_ms,
+                                 self.network.profile.max_delay_ms)
+        self.schedule(delay, ("failure", source, source_inc, cid))
 
     def refuse(self, source: int, destination: int) -> None:
         """Connections from `source` to `destination` are refused (a firewall, a bad
@@ -488,10 +493,7 @@ class SimCluster:
             return
         if (node.node_id, dest) in self.refused:
             # Connection refused by the destination's host while its process lives on.
-            delay = self.rng.randint(self.network.profile.min_delay_ms,
-                                     self.network.profile.max_delay_ms)
-            self.schedule(delay, ("failure", node.node_id, node.incarnation,
-                                  request.correlation_id))
+            self._refuse(node.node_id, node.incarnation, request.correlation_id)
             return
         for delay in self.network.delays(node.node_id, dest):
             self.schedule(

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import pyspark
 import pytest
 
 from audit.synthetic import generate
+from tests.integration.cluster import free_ports, wait_for
 
 SPARK_HOME = Path(pyspark.__file__).parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
@@ -34,16 +34,7 @@ START_TIMEOUT = 60.0
 AUDIT_TIMEOUT = 150.0
 NO_PYTHON = "/bin/false"  # any Python task on an executor fails at once
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not SPARK_CLASS.exists(), reason="pyspark has no bin/spark-class"),
-]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+pytestmark = pytest.mark.slow  # pyspark ships bin/spark-class: without it the test fails
 
 
 @dataclass
@@ -102,27 +93,25 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 def _wait(cluster: Cluster, ready, what: str) -> dict:  # type: ignore[no-untyped-def]
     """Poll the master's JSON status until `ready(state)`; fail fast if a daemon exits."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while True:
+
+    def status() -> dict | None:
         dead = [p for p in cluster.procs if p.poll() is not None]
         if dead:
             raise AssertionError(f"a Spark daemon exited ({dead[0].args[1]}) before {what}:\n"
                                  + cluster.log_tail())
-        try:
-            state = cluster.state()
-            if ready(state):
-                return state
-        except OSError:
-            pass  # the UI is not up yet
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} within {START_TIMEOUT} s:\n" + cluster.log_tail())
-        time.sleep(0.2)  # a polling interval, not a guess at readiness
+        state = cluster.state()  # an OSError while the UI is not up yet is polled again
+        return state if ready(state) else None
+
+    try:
+        return wait_for(status, START_TIMEOUT, what, poll_s=0.2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{cluster.log_tail()}") from None
 
 
 @contextlib.contextmanager
 def standalone_cluster(root: Path) -> Iterator[Cluster]:
     env = _spark_env(root)
-    port, webui = free_port(), free_port()
+    port, webui, *worker_uis = free_ports(2 + WORKERS)
     procs: list[subprocess.Popen] = []
     logs: list[Path] = []
     cluster = Cluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{webui}", procs, logs,
@@ -137,7 +126,7 @@ def standalone_cluster(root: Path) -> Iterator[Cluster]:
         for i in range(WORKERS):
             proc, log = _start(root, env, f"worker-{i}", [
                 "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                "--cores", "1", "--memory", "768m", "--webui-port", str(free_port()),
+                "--cores", "1", "--memory", "768m", "--webui-port", str(worker_uis[i]),
                 "--work-dir", os.fspath(cluster.work / str(i)), cluster.url])
             procs.append(proc)
             logs.append(log)

@@ -291,6 +291,14 @@ async def test_a_peer_that_comes_back_is_reached_by_the_next_request() -> None:
         await server.stop(None)
 
 
+async def _until_not_ready(channel: grpc.aio.Channel) -> None:
+    """Until the channel has noticed that its connection is gone."""
+    state = channel.get_state()
+    while state == grpc.ChannelConnectivity.READY:
+        await channel.wait_for_state_change(state)
+        state = channel.get_state()
+
+
 @in_loop
 async def test_a_leader_killed_mid_fetch_is_unreachable_at_once() -> None:
     """kill -9 with a long poll parked at the leader: the kernel closes the dead process's
@@ -324,7 +332,8 @@ async def test_a_leader_killed_between_fetches_is_unreachable() -> None:
             transport.send(fetch(1, endpoint, offset=10))
             assert high_watermark(await outcomes.get(1)) == 10
             await kill_9(process)
-            await asyncio.sleep(0.2)  # the client sees the socket close
+            channel, _ = transport._channels[endpoint]
+            await asyncio.wait_for(_until_not_ready(channel), PROMPT_S)  # saw the socket close
             transport.send(fetch(2, endpoint, offset=20, timeout_ms=LONG_MS))
             assert await outcomes.get(2) == "unreachable"
     finally:
