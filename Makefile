@@ -22,12 +22,13 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Style, the layer contracts ([tool.importlinter] in pyproject.toml) and fresh generated code.
 lint: $(STAMP)
 	$(PY) -m ruff check .
-
-test: $(STAMP)
-	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) tools/gen_proto.py --check
+
+test: lint
 	$(PY) -m pytest -q
 
 demo: $(STAMP)

@@ -29,7 +29,6 @@ from kraft.log.codec import (
     scan_prefix,
 )
 from kraft.log.snapshots import read_snapshot_batches
-from kraft.rpc import metadata_pb2 as pb
 from metadata.records import (
     NO_LEADER_CHANGE,
     BrokerRegistrationChangeRecord,
@@ -46,6 +45,7 @@ from metadata.records import (
     decode_record,
     record_to_json,
 )
+from metadata.rpc import metadata_pb2 as pb
 
 _INTS = pa.list_(pa.int32())
 # (column, Arrow type, Spark DDL type): the one place the schema is defined.

@@ -16,14 +16,14 @@ from typing import Any
 
 from audit.errors import LayoutError
 from audit.fs import LOCAL, Files, files_for, resolve
-from kraft.log.snapshots import parse_snapshot_file_name
-from kraft.server.meta_properties import (
+from kraft.log.meta_properties import (
     META_PROPERTIES_FILE,
     MetaProperties,
     StorageError,
     read_meta_properties,
 )
-from kraft.server.properties import PropertiesError, parse_properties
+from kraft.log.snapshots import parse_snapshot_file_name
+from kraft.properties import PropertiesError, parse_properties
 
 __all__ = ["HIGH_WATERMARK_FILE", "PARTITION_DIR", "LayoutError", "LogFile", "NodeLog",
            "discover", "parse_node_map", "partition_dir"]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from audit.layout import PARTITION_DIR
 from kraft.log.codec import LEADER_CHANGE, encode_control_record
+from kraft.log.meta_properties import MetaProperties, write_meta_properties
 from kraft.log.segmented import SegmentedLog
-from kraft.server.meta_properties import MetaProperties, write_meta_properties
 from metadata.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,

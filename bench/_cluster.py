@@ -1,6 +1,6 @@
 """A three-voter quorum on loopback for the quorum benchmarks: config files with ephemeral ports
-in a temporary directory, storage formatted with `kraft.server.storage_cli format`, nodes run as
-`python -m kraft.server.main CONFIG` subprocesses (or, for one node, in the caller's process),
+in a temporary directory, storage formatted with `server.storage_cli format`, nodes run as
+`python -m server.main CONFIG` subprocesses (or, for one node, in the caller's process),
 gRPC clients for Quorum.NodeStatus and TestHooks.Append, and cleanup of every process started.
 
 Every subprocess is started in its own session (a Ctrl-C at the terminal reaches only the
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import grpc
 
+from harness.cluster import NodeProcess as Node
+from harness.cluster import write_controller_configs
+from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
-from kraft.server.meta_properties import random_uuid
-from tests.integration.cluster import NodeProcess as Node
-from tests.integration.cluster import write_controller_configs
 
 PYTHON = sys.executable
 CLIENT_OPTIONS = [
@@ -43,7 +43,7 @@ CLIENT_OPTIONS = [
 _LAUNCHER = (
     "import ctypes, os, sys; ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0); "
     "os.getppid() == 1 and os._exit(1); "
-    "os.execv(sys.executable, [sys.executable, '-m', 'kraft.server.main', sys.argv[1]])"
+    "os.execv(sys.executable, [sys.executable, '-m', 'server.main', sys.argv[1]])"
 )
 
 
@@ -78,7 +78,7 @@ class Cluster:
         self.cluster_id = random_uuid()
         for node in self.nodes.values():
             out = subprocess.run(
-                [PYTHON, "-m", "kraft.server.storage_cli", "format", "-t", self.cluster_id,
+                [PYTHON, "-m", "server.storage_cli", "format", "-t", self.cluster_id,
                  "-c", str(node.config_path)],
                 capture_output=True, text=True, timeout=60,
             )

@@ -36,13 +36,13 @@ import grpc
 
 from bench._cluster import CLIENT_OPTIONS, Cluster, ClusterError
 from bench.log_bench import machine
-from kraft.rpc import admin_pb2 as apb
-from kraft.rpc import admin_pb2_grpc as arpc
-from kraft.rpc import broker_metadata_pb2 as bmpb
-from kraft.rpc import broker_metadata_pb2_grpc as bmrpc
+from broker.rpc import broker_metadata_pb2 as bmpb
+from broker.rpc import broker_metadata_pb2_grpc as bmrpc
+from harness.cluster import write_broker_configs
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
-from tests.integration.cluster import write_broker_configs
+from metadata.rpc import admin_pb2 as apb
+from metadata.rpc import admin_pb2_grpc as arpc
 
 BROKERS = [4, 5, 6]
 PARTITIONS_PER_TOPIC = 9_999  # + its TopicRecord = 10,000 records, one atomic batch

@@ -22,14 +22,14 @@ import grpc
 
 from bench._cluster import CLIENT_OPTIONS, Cluster
 from bench.log_bench import machine
-from kraft.rpc import admin_pb2 as apb
-from kraft.rpc import admin_pb2_grpc as arpc
-from kraft.rpc import broker_pb2 as bpb
-from kraft.rpc import broker_pb2_grpc as brpc
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.tls import TlsConfig, aio_channel
 from metadata.records import random_uuid
+from metadata.rpc import admin_pb2 as apb
+from metadata.rpc import admin_pb2_grpc as arpc
+from metadata.rpc import broker_pb2 as bpb
+from metadata.rpc import broker_pb2_grpc as brpc
 
 NOT_CONTROLLER = 41
 

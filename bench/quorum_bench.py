@@ -49,8 +49,8 @@ from typing import Any
 from bench._cluster import Clients, Cluster, ClusterError
 from bench.log_bench import filesystem, machine
 from kraft.core.messages import FetchRequest
-from kraft.server.config import load_config
-from kraft.server.main import Server
+from server.config import load_config
+from server.main import Server
 
 RECORD_BYTES = 100
 LEADER = 1  # the in-process node of the latency/throughput cluster

@@ -25,11 +25,11 @@ import grpc
 
 from bench._cluster import Cluster, ClusterError
 from bench.log_bench import machine
+from harness.cluster import wait_for
 from kraft.log.base import OffsetAndEpoch
 from kraft.log.snapshots import FileSnapshotStore
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
-from tests.integration.cluster import wait_for
 
 PARTITION_DIR = "__cluster_metadata-0"
 RECORD_BYTES = 100

@@ -17,8 +17,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from kraft.rpc import broker_pb2 as pb
 from metadata.image import MetadataImage
+from metadata.rpc import broker_pb2 as pb
 
 log = logging.getLogger(__name__)
 

@@ -35,11 +35,11 @@ from tenacity import (
 )
 
 from broker.state import BrokerState
-from kraft.rpc import broker_pb2 as pb
-from kraft.rpc import broker_pb2_grpc as rpc
 from kraft.security.tls import TlsConfig, aio_channel
 from metadata.errors import ApiErrors
 from metadata.records import random_uuid
+from metadata.rpc import broker_pb2 as pb
+from metadata.rpc import broker_pb2_grpc as rpc
 
 log = logging.getLogger(__name__)
 

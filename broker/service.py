@@ -1,9 +1,9 @@
 """The broker listener's services.
 
-* `BrokerMetadata` (proto/broker_metadata.proto): describe cluster and topics from the broker's
+* `BrokerMetadata` (broker/rpc/broker_metadata.proto): describe cluster and topics from the broker's
   metadata cache, with the log position the answer reflects; optional long-polls wait for an
   offset or for topics to appear, so clients need not poll.
-* `Admin` (proto/admin.proto), so `kraft-admin --bootstrap-server BROKER` works: reads answer
+* `Admin` (metadata/rpc/admin.proto), so `kraft-admin --bootstrap-server BROKER` works: reads answer
   from the broker's cache, writes are forwarded once to the active controller (a broker never
   writes metadata itself).
 * `ServingGate`: until the broker is RUNNING (caught up and unfenced) and again from its
@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator, Mapping
 import grpc
 
 from broker.cache import CacheSnapshot, MetadataCache
+from broker.rpc import broker_metadata_pb2 as pb
+from broker.rpc import broker_metadata_pb2_grpc as rpc
 from kraft.node.raft_node import RaftNode
-from kraft.rpc import broker_metadata_pb2 as pb
-from kraft.rpc import broker_metadata_pb2_grpc as rpc
 from kraft.security.tls import TlsConfig
 from metadata.admin_service import AdminServicer
 from metadata.controller import NotControllerError

@@ -1,4 +1,4 @@
-"""The Admin gRPC service (proto/admin.proto): Kafka's admin requests, served by every
+"""The Admin gRPC service (metadata/rpc/admin.proto): Kafka's admin requests, served by every
 controller.
 
 Writes run a rule through `QuorumController.write`, so they validate against the latest image
@@ -23,8 +23,6 @@ from typing import Any, TypeVar
 
 import grpc
 
-from kraft.rpc import admin_pb2 as pb
-from kraft.rpc import admin_pb2_grpc as rpc
 from kraft.security.tls import TlsConfig, aio_channel
 from metadata.configs import (
     AlterableConfig,
@@ -54,6 +52,8 @@ from metadata.reassignment import (
 )
 from metadata.records import ConfigResourceType
 from metadata.replication import ElectionType, elect_leaders, unregister_broker
+from metadata.rpc import admin_pb2 as pb
+from metadata.rpc import admin_pb2_grpc as rpc
 from metadata.topics import (
     CreatableTopic,
     CreatePartitionsTopic,

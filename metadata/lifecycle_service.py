@@ -11,8 +11,6 @@ from typing import TypeVar
 
 import grpc
 
-from kraft.rpc import broker_pb2 as pb
-from kraft.rpc import broker_pb2_grpc as rpc
 from metadata.brokers import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from metadata.controller import NotControllerError, QuorumController
 from metadata.errors import ApiErrors, ControllerApiError
@@ -24,6 +22,8 @@ from metadata.replication import (
     BrokerState,
     alter_partition,
 )
+from metadata.rpc import broker_pb2 as pb
+from metadata.rpc import broker_pb2_grpc as rpc
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Metadata records: Kafka's record types as frozen dataclasses, and their on-disk encoding.
 
-A record's bytes are `u16 api key, u16 version, protobuf body` (proto/metadata.proto). The api
+A record's bytes are `u16 api key, u16 version, protobuf body` (metadata/rpc/metadata.proto). The api
 keys, names, field names and sentinels are Kafka's (NO_LEADER -1, NO_LEADER_CHANGE -2, "absent =
 unchanged" lists as None), so `record_to_json` prints what `kafka-dump-log
 --cluster-metadata-decoder` prints. Decoding anything but a well-formed record raises
@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 
 from google.protobuf.message import DecodeError, Message
 
-from kraft.rpc import metadata_pb2 as pb
 from metadata._construct import positional_constructor
+from metadata.rpc import metadata_pb2 as pb
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2

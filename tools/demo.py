@@ -23,10 +23,10 @@ from pathlib import Path
 
 import grpc
 
+from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
-from kraft.server.config import load_config
-from kraft.server.meta_properties import random_uuid
+from server.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = [ROOT / "config" / f"controller-{i}.properties" for i in (1, 2, 3)]
@@ -39,11 +39,11 @@ def banner(text: str) -> None:
 
 
 def admin(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "kraft.server.admin_cli", *args], check=True, cwd=ROOT)
+    subprocess.run([sys.executable, "-m", "server.admin_cli", *args], check=True, cwd=ROOT)
 
 
 def admin_json(*args: str) -> object:
-    out = subprocess.run([sys.executable, "-m", "kraft.server.admin_cli", *args, "--json"],
+    out = subprocess.run([sys.executable, "-m", "server.admin_cli", *args, "--json"],
                          check=True, cwd=ROOT, capture_output=True, text=True)
     return json.loads(out.stdout)
 
@@ -101,7 +101,7 @@ def main() -> int:
     cluster_id = random_uuid()
     banner(f"Formatting storage for cluster {cluster_id}")
     for path in [*CONFIGS, *BROKER_CONFIGS]:
-        subprocess.run([sys.executable, "-m", "kraft.server.storage_cli", "format", "-t",
+        subprocess.run([sys.executable, "-m", "server.storage_cli", "format", "-t",
                         cluster_id, "-c", str(path)], check=True, cwd=ROOT)
 
     processes: dict[int, subprocess.Popen[bytes]] = {}
@@ -111,7 +111,7 @@ def main() -> int:
                       else ("broker", brokers[node_id]))
         log = (DATA / "logs" / f"{role}-{node_id}.log").open("ab")
         processes[node_id] = subprocess.Popen(
-            [sys.executable, "-m", "kraft.server.main", str(path)],
+            [sys.executable, "-m", "server.main", str(path)],
             stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
         )
 

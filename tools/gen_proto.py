@@ -1,7 +1,10 @@
-"""Regenerate the committed gRPC code from proto/ with the pinned grpcio-tools.
+"""Regenerate the committed gRPC code with the pinned grpcio-tools.
 
-`python tools/gen_proto.py` writes kraft/rpc/*_pb2*.py[i]; `--check` regenerates into a temporary
-directory and fails when the committed files differ (run by `make test`).
+Each package owns its protos and their generated code, side by side: kraft/rpc (the Raft
+protocol), metadata/rpc (records, the Admin API, broker lifecycle), broker/rpc (the broker's
+metadata service). `python tools/gen_proto.py` writes every <package>/rpc/*_pb2*.py[i];
+`--check` regenerates into a temporary directory and fails when the committed files differ
+(run by `make test`).
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from pathlib import Path
 from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
-PROTOS = sorted((ROOT / "proto").glob("*.proto"))
-PACKAGE_DIR = Path("kraft") / "rpc"
+PROTO_DIRS = [Path("kraft") / "rpc", Path("metadata") / "rpc", Path("broker") / "rpc"]
+PROTOS = sorted(p.relative_to(ROOT) for d in PROTO_DIRS for p in (ROOT / d).glob("*.proto"))
 
 
 def generate(out: Path) -> list[Path]:
@@ -25,16 +28,16 @@ def generate(out: Path) -> list[Path]:
     for proto in PROTOS:
         code = protoc.main([
             "grpc_tools.protoc",
-            f"--proto_path={PACKAGE_DIR}={ROOT / 'proto'}",
+            f"--proto_path={ROOT}",
             f"--proto_path={include}",
             f"--python_out={out}",
             f"--pyi_out={out}",
             f"--grpc_python_out={out}",
-            str(PACKAGE_DIR / proto.name),
+            str(ROOT / proto),
         ])
         if code != 0:
             raise SystemExit(f"protoc failed on {proto}")
-    return sorted((out / PACKAGE_DIR).glob("*_pb2*.py*"))
+    return sorted(p.relative_to(out) for d in PROTO_DIRS for p in (out / d).glob("*_pb2*.py*"))
 
 
 def main() -> int:
@@ -45,12 +48,12 @@ def main() -> int:
         generated = generate(Path(tmp))
         stale = []
         for path in generated:
-            committed = ROOT / PACKAGE_DIR / path.name
+            fresh, committed = Path(tmp) / path, ROOT / path
             if args.check:
-                if not committed.exists() or not filecmp.cmp(path, committed, shallow=False):
+                if not committed.exists() or not filecmp.cmp(fresh, committed, shallow=False):
                     stale.append(committed)
             else:
-                shutil.copyfile(path, committed)
+                shutil.copyfile(fresh, committed)
     if stale:
         names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
         print(f"generated gRPC code is stale: {names}; run python tools/gen_proto.py",

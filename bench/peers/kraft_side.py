@@ -29,13 +29,13 @@ from bench._cluster import CLIENT_OPTIONS, Clients, Cluster, _reraise_cancellati
 from bench.controller_bench import NOT_CONTROLLER, leader_endpoint
 from bench.peers.load import RECORD_BYTES, Target, Write, first_success, summary
 from bench.quorum_bench import InProcessQuorum, failover_trial
-from kraft.rpc import admin_pb2 as apb
-from kraft.rpc import admin_pb2_grpc as arpc
-from kraft.rpc import broker_pb2 as bpb
-from kraft.rpc import broker_pb2_grpc as brpc
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from metadata.records import random_uuid
+from metadata.rpc import admin_pb2 as apb
+from metadata.rpc import admin_pb2_grpc as arpc
+from metadata.rpc import broker_pb2 as bpb
+from metadata.rpc import broker_pb2_grpc as brpc
 
 PARTITIONS_PER_TOPIC = 1000
 TOPIC_CREATORS = 4

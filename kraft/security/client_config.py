@@ -4,8 +4,8 @@ truststore (`ssl.keystore.location`, `ssl.truststore.location`)."""
 
 from __future__ import annotations
 
+from kraft.properties import PropertiesError, load_properties
 from kraft.security.tls import TlsConfig, TlsConfigError
-from kraft.server.properties import PropertiesError, load_properties
 
 KNOWN_KEYS = frozenset({
     "security.protocol", "ssl.keystore.location", "ssl.keystore.type",

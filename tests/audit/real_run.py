@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.cluster import ProcessCluster, run_cli, wait_for
 from tests.integration.brokers import TestBroker
-from tests.integration.cluster import ProcessCluster, run_cli, wait_for
 
 WAIT_S = 20
 
@@ -29,7 +29,7 @@ class RealRun:
 
 
 def _admin(cluster: ProcessCluster, node_id: int, *args: str):  # type: ignore[no-untyped-def]
-    return run_cli("kraft.server.admin_cli", "--bootstrap-server",
+    return run_cli("server.admin_cli", "--bootstrap-server",
                    cluster.nodes[node_id].endpoint, *args)
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from audit.layout import PARTITION_DIR
 from kraft.log.codec import LEADER_CHANGE, encode_batch, encode_control_record
+from kraft.log.meta_properties import MetaProperties, write_meta_properties
 from kraft.log.segmented import segment_path
-from kraft.server.meta_properties import MetaProperties, write_meta_properties
 from metadata.records import (
     BrokerRegistrationChangeRecord,
     FencingChange,

@@ -25,7 +25,7 @@ import pyspark
 import pytest
 
 from audit.synthetic import generate
-from tests.integration.cluster import free_ports, wait_for
+from harness.cluster import free_ports, wait_for
 
 SPARK_HOME = Path(pyspark.__file__).parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"

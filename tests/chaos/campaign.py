@@ -16,8 +16,9 @@ from pathlib import Path
 
 import grpc
 
-from kraft.server.admin_commands import AdminClient, CommandError
+from harness.cluster import ProcessCluster, add_fault_dirs, wait_for
 from metadata.errors import ApiErrors
+from server.admin_commands import AdminClient, CommandError
 from tests.chaos.checks import (
     Check,
     Served,
@@ -46,7 +47,6 @@ from tests.chaos.writers import (
     config_topic,
     create_topic,
 )
-from tests.integration.cluster import ProcessCluster, add_fault_dirs, wait_for
 
 # Liveness bounds after healing: generous, for a loaded 2-core machine.
 LEADER_BOUND_S = 30.0

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import grpc
 
+from harness.cluster import ProcessCluster
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from tests.chaos.schedule import Fault
-from tests.integration.cluster import ProcessCluster
 
 LEADER_WAIT_S = 3.0
 PAUSE_CONFIRM_S = 2.0  # SIGSTOP takes effect at once; /proc shows it within microseconds

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import grpc
 
-from kraft.rpc import admin_pb2 as apb
-from kraft.rpc import admin_pb2_grpc as arpc
+from metadata.rpc import admin_pb2 as apb
+from metadata.rpc import admin_pb2_grpc as arpc
 from tests.chaos.checks import Served
 from tests.chaos.writers import TOPIC_RESOURCE
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from harness.cluster import wait_for
 from kraft.log.base import OffsetAndEpoch
 from kraft.log.codec import encode_batch
 from kraft.log.segmented import LogFaults
@@ -37,7 +38,6 @@ from tests.chaos.faults import (
 from tests.chaos.schedule import PROCESS_KINDS, Fault, build_schedule
 from tests.chaos.snapshots import to_check as snapshot_check
 from tests.chaos.writers import Write
-from tests.integration.cluster import wait_for
 
 ID = "AAAAAAAAAAAAAAAAAAAAAA"
 OTHER_ID = "AAAAAAAAAAAAAAAAAAAAAQ"

@@ -13,8 +13,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from kraft.rpc import admin_pb2 as apb
-from kraft.server.admin_commands import AdminClient, CommandError
+from metadata.rpc import admin_pb2 as apb
+from server.admin_commands import AdminClient, CommandError
 
 CONFIG_KEY = "retention.ms"
 TOPIC_RESOURCE = apb.CONFIG_RESOURCE_TYPE_TOPIC

@@ -11,11 +11,11 @@ from collections.abc import Callable
 
 import grpc
 
-from kraft.rpc import broker_metadata_pb2 as bmpb
-from kraft.rpc import broker_metadata_pb2_grpc as bmrpc
-from kraft.rpc import broker_pb2 as pb
-from kraft.rpc import broker_pb2_grpc as rpc
+from broker.rpc import broker_metadata_pb2 as bmpb
+from broker.rpc import broker_metadata_pb2_grpc as bmrpc
 from metadata.records import random_uuid
+from metadata.rpc import broker_pb2 as pb
+from metadata.rpc import broker_pb2_grpc as rpc
 
 NOT_CONTROLLER = 41
 RETRY_FOR_S = 15.0

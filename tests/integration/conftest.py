@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cluster import ProcessCluster
+from harness.cluster import ProcessCluster
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import urllib.request
 
 import grpc
 
-from kraft.rpc import admin_pb2 as apb
-from kraft.rpc import admin_pb2_grpc as arpc
+from harness.cluster import run_cli, wait_for
+from metadata.rpc import admin_pb2 as apb
+from metadata.rpc import admin_pb2_grpc as arpc
 from tests.integration.brokers import broker_cluster, broker_topics, partition_view
-from tests.integration.cluster import run_cli, wait_for
 
 WAIT_S = 20
 CONTROLLERS = {1, 2, 3}
@@ -27,7 +27,7 @@ TIMINGS = {
 
 
 def admin(endpoint: str, *args: str):  # type: ignore[no-untyped-def]
-    return run_cli("kraft.server.admin_cli", "--bootstrap-server", endpoint, *args)
+    return run_cli("server.admin_cli", "--bootstrap-server", endpoint, *args)
 
 
 def brokers_list(endpoint: str) -> dict[int, dict] | None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 
+from harness.cluster import run_cli, wait_for
 from tests.integration.brokers import TestBroker
-from tests.integration.cluster import run_cli, wait_for
 
 ELECTION_WAIT_S = 15
 
 
 def admin(cluster, node_id: int, *args: str):  # type: ignore[no-untyped-def]
-    return run_cli("kraft.server.admin_cli", "--bootstrap-server",
+    return run_cli("server.admin_cli", "--bootstrap-server",
                    cluster.nodes[node_id].endpoint, *args)
 
 

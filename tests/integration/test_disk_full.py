@@ -6,8 +6,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
+from harness.cluster import ProcessCluster, wait_for
 from kraft.core.errors import Errors
-from tests.integration.cluster import ProcessCluster, wait_for
 
 WAIT_S = 15
 

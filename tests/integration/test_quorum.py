@@ -12,10 +12,10 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from harness.cluster import ProcessCluster, run_cli, wait_for
 from kraft.core.errors import Errors
 from kraft.log.segmented import SegmentedLog
-from kraft.server.main import METADATA_PARTITION_DIR
-from tests.integration.cluster import ProcessCluster, run_cli, wait_for
+from server.main import METADATA_PARTITION_DIR
 
 ELECTION_WAIT_S = 15
 
@@ -49,7 +49,7 @@ def test_three_voters_elect_one_leader_and_every_node_describes_it(make_cluster)
         answers = []
         for node_id in cluster.nodes:
             # Any node can be asked: the admin tool follows the leader hint.
-            out = run_cli("kraft.server.admin_cli", "--bootstrap-server",
+            out = run_cli("server.admin_cli", "--bootstrap-server",
                           cluster.nodes[node_id].endpoint, "quorum", "describe", "--status",
                           "--json")
             assert out.returncode == 0, out.stderr
@@ -59,14 +59,14 @@ def test_three_voters_elect_one_leader_and_every_node_describes_it(make_cluster)
         return all(a == answers[0] for a in answers) and answers[0]["highWatermark"] > last
 
     wait_for(described_everywhere, ELECTION_WAIT_S, "the same description from every node")
-    out = run_cli("kraft.server.admin_cli", "--bootstrap-server", cluster.nodes[1].endpoint,
+    out = run_cli("server.admin_cli", "--bootstrap-server", cluster.nodes[1].endpoint,
                   "quorum", "describe", "--status", "--json")
     facts = json.loads(out.stdout)
     assert facts["clusterId"] == cluster_id
     assert facts["leaderId"] == leader and facts["leaderEpoch"] == epoch
     assert [v["id"] for v in facts["currentVoters"]] == [1, 2, 3]
 
-    text = run_cli("kraft.server.admin_cli", "--bootstrap-server", cluster.nodes[2].endpoint,
+    text = run_cli("server.admin_cli", "--bootstrap-server", cluster.nodes[2].endpoint,
                    "quorum", "describe", "--replication")
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
@@ -75,7 +75,7 @@ def test_three_voters_elect_one_leader_and_every_node_describes_it(make_cluster)
     assert lines[1].split()[0] == str(leader) and lines[1].split()[-1] == "Leader"
     assert sorted(line.split()[-1] for line in lines[2:]) == ["Follower", "Follower"]
 
-    status = run_cli("kraft.server.admin_cli", "quorum", "status", "--node",
+    status = run_cli("server.admin_cli", "quorum", "status", "--node",
                      cluster.nodes[3].endpoint, "--json")
     own = json.loads(status.stdout)
     assert own["nodeId"] == 3 and own["leaderId"] == leader and own["epoch"] == epoch
@@ -176,7 +176,7 @@ def test_bad_configs_and_storage_fail_with_one_clear_line(make_cluster, tmp_path
     cluster = make_cluster()
     node = cluster.nodes[1]
     # Unformatted storage: the error names the command to run.
-    out = run_cli("kraft.server.main", str(node.config_path))
+    out = run_cli("server.main", str(node.config_path))
     assert out.returncode != 0
     errors = error_lines(out.stderr)
     assert len(errors) == 1 and "kraft-storage format" in errors[0], out.stderr
@@ -192,7 +192,7 @@ def test_bad_configs_and_storage_fail_with_one_clear_line(make_cluster, tmp_path
     for name, (text, key) in cases.items():
         path = tmp_path / f"{name.replace(' ', '-')}.properties"
         path.write_text(text)
-        out = run_cli("kraft.server.main", str(path))
+        out = run_cli("server.main", str(path))
         assert out.returncode != 0, name
         errors = error_lines(out.stderr)
         assert len(errors) == 1 and key in errors[0], (name, out.stderr)
@@ -203,7 +203,7 @@ def test_a_second_process_on_the_same_directory_is_refused(make_cluster) -> None
     cluster.format()
     cluster.start(1)
     wait_for(lambda: cluster.status(1), ELECTION_WAIT_S, "node 1 to serve")
-    out = run_cli("kraft.server.main", str(cluster.nodes[1].config_path))
+    out = run_cli("server.main", str(cluster.nodes[1].config_path))
     errors = error_lines(out.stderr)
     assert out.returncode != 0 and len(errors) == 1 and "in use by another" in errors[0], out
 
@@ -212,7 +212,7 @@ def test_a_node_of_another_cluster_is_refused(make_cluster) -> None:
     cluster = make_cluster()
     cluster.format()
     stranger = 3
-    other_id = run_cli("kraft.server.storage_cli", "random-uuid").stdout.strip()
+    other_id = run_cli("server.storage_cli", "random-uuid").stdout.strip()
     os.rename(cluster.nodes[stranger].config_path.parent / f"node-{stranger}",
               cluster.nodes[stranger].config_path.parent / f"node-{stranger}.old")
     cluster.format_node(stranger, other_id)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import grpc
 
-from kraft.rpc import admin_pb2 as pb
-from kraft.rpc import admin_pb2_grpc as rpc
+from harness.cluster import ProcessCluster, run_cli, wait_for
 from kraft.rpc import raft_pb2, raft_pb2_grpc
 from kraft.security.certs import make_test_certs, principal_of
 from kraft.security.tls import TlsConfig, sync_channel
-from tests.integration.cluster import ProcessCluster, run_cli, wait_for
+from metadata.rpc import admin_pb2 as pb
+from metadata.rpc import admin_pb2_grpc as rpc
 
 WAIT_S = 20
 
@@ -33,7 +33,7 @@ def client_config(root: Path, certs: Path, name: str) -> Path:
 def admin(cluster: ProcessCluster, config: Path | None, *args: str):  # type: ignore[no-untyped-def]
     servers = ",".join(n.endpoint for i, n in cluster.nodes.items() if i <= 3)
     extra = ["--command-config", str(config)] if config is not None else []
-    return run_cli("kraft.server.admin_cli", "--bootstrap-server", servers, *extra, *args)
+    return run_cli("server.admin_cli", "--bootstrap-server", servers, *extra, *args)
 
 
 def secure(cluster: ProcessCluster, certs: Path, extra: dict[str, str]) -> None:

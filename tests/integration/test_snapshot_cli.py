@@ -12,6 +12,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+from harness.cluster import PYTHON, ProcessCluster, run_cli, wait_for
 from kraft.log.segmented import SegmentedLog, list_segments
 from kraft.log.snapshots import parse_snapshot_file_name
 from metadata.image import MetadataImage
@@ -19,7 +20,6 @@ from metadata.loader import MetadataLoader
 from snapshots import tree
 from snapshots.diff import as_loaded
 from tests.integration.brokers import TestBroker
-from tests.integration.cluster import PYTHON, ProcessCluster, run_cli, wait_for
 
 WAIT_S = 20
 
@@ -33,7 +33,7 @@ def kraft_snapshot(*args: object) -> subprocess.CompletedProcess[str]:
 
 def admin(cluster: ProcessCluster, *args: str) -> None:
     endpoint = next(n.endpoint for n in cluster.nodes.values() if n.alive)
-    out = run_cli("kraft.server.admin_cli", "--bootstrap-server", endpoint, *args)
+    out = run_cli("server.admin_cli", "--bootstrap-server", endpoint, *args)
     assert out.returncode == 0, out.stderr
 
 
@@ -69,7 +69,7 @@ def test_kraft_snapshot_on_a_real_clusters_files(make_cluster, tmp_path: Path) -
         broker.start()
     try:
         def unfenced() -> bool:
-            out = run_cli("kraft.server.admin_cli", "--bootstrap-server", endpoints[0],
+            out = run_cli("server.admin_cli", "--bootstrap-server", endpoints[0],
                           "brokers", "list", "--json")
             return out.returncode == 0 and sum(
                 not b["fenced"] for b in json.loads(out.stdout)) == 3

@@ -7,14 +7,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from harness.cluster import ProcessCluster, wait_for
 from kraft.log.codec import scan_prefix
 from kraft.log.segmented import list_segments
 from kraft.log.snapshots import parse_snapshot_file_name, verify_snapshot_file
-from kraft.rpc import admin_pb2 as pb
-from kraft.server.admin_commands import AdminClient
+from metadata.rpc import admin_pb2 as pb
+from server.admin_commands import AdminClient
 from snapshots.image_records import image_to_records
 from snapshots.source import build_image, open_source
-from tests.integration.cluster import ProcessCluster, wait_for
 
 WAIT_S = 20
 PARTITION_DIR = "__cluster_metadata-0"

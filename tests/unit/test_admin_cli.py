@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kraft.server import admin_cli, admin_commands
+from server import admin_cli, admin_commands
 from tests.unit.test_admin_service import AdminHarness, dead_endpoint, until
 
 

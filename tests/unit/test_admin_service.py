@@ -20,8 +20,6 @@ from kraft.log.quorum_state import QuorumStateStore
 from kraft.log.segmented import SegmentedLog
 from kraft.node.raft_node import RaftNode
 from kraft.node.service import RaftServicer
-from kraft.rpc import admin_pb2 as pb
-from kraft.rpc import admin_pb2_grpc as rpc
 from kraft.rpc import raft_pb2_grpc as raft_rpc
 from metadata import admin_service
 from metadata.admin_service import AdminServicer, add_admin_service
@@ -39,6 +37,8 @@ from metadata.replication import (
     fence_broker,
     unfence_broker,
 )
+from metadata.rpc import admin_pb2 as pb
+from metadata.rpc import admin_pb2_grpc as rpc
 
 T = TypeVar("T")
 E = ApiErrors

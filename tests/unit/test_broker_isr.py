@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 from broker.isr import IsrExpander, expansions
-from kraft.rpc import broker_pb2 as pb
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.records import (
@@ -16,6 +15,7 @@ from metadata.records import (
     TopicRecord,
     random_uuid,
 )
+from metadata.rpc import broker_pb2 as pb
 
 TOPIC = random_uuid()
 

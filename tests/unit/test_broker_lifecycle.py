@@ -11,9 +11,9 @@ import grpc
 
 from broker.lifecycle import AdvertisedListener, BrokerLifecycleManager
 from broker.state import BrokerState
-from kraft.rpc import broker_pb2 as pb
-from kraft.rpc import broker_pb2_grpc as rpc
 from metadata.errors import ApiErrors
+from metadata.rpc import broker_pb2 as pb
+from metadata.rpc import broker_pb2_grpc as rpc
 
 DEADLINE_S = 10
 

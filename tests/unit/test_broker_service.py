@@ -10,9 +10,9 @@ from collections.abc import Callable
 import grpc
 
 from broker.cache import MetadataCache
+from broker.rpc import broker_metadata_pb2 as pb
+from broker.rpc import broker_metadata_pb2_grpc as rpc
 from broker.service import BrokerMetadataServicer, ServingGate, _BrokerControllerView
-from kraft.rpc import broker_metadata_pb2 as pb
-from kraft.rpc import broker_metadata_pb2_grpc as rpc
 from metadata.controller import NotControllerError
 from metadata.delta import MetadataDelta
 from metadata.errors import ApiErrors

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraft.server.config import (
+from kraft.properties import (
+    PropertiesError,
+    format_properties,
+    load_properties,
+    parse_entries,
+    parse_properties,
+)
+from server.config import (
     REGISTRY,
     ConfigError,
     Endpoint,
@@ -16,13 +23,6 @@ from kraft.server.config import (
     NodeConfig,
     load_config,
     parse_config,
-)
-from kraft.server.properties import (
-    PropertiesError,
-    format_properties,
-    load_properties,
-    parse_entries,
-    parse_properties,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

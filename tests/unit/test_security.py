@@ -53,7 +53,9 @@ def test_a_wildcard_grant_covers_every_principal() -> None:
 def test_every_rpc_of_every_service_is_classified() -> None:
     from google.protobuf import descriptor_pool
 
-    from kraft.rpc import admin_pb2, broker_metadata_pb2, broker_pb2, raft_pb2  # noqa: F401
+    from broker.rpc import broker_metadata_pb2  # noqa: F401
+    from kraft.rpc import raft_pb2  # noqa: F401
+    from metadata.rpc import admin_pb2, broker_pb2  # noqa: F401
 
     pool = descriptor_pool.Default()
     unclassified = []

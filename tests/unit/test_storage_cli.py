@@ -13,19 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from kraft.server import meta_properties as mp
-from kraft.server.config import NodeConfig, load_config
-from kraft.server.meta_properties import (
+from kraft.log import meta_properties as mp
+from kraft.log.meta_properties import (
     MetaProperties,
     StorageError,
-    ensure_formatted,
     is_valid_uuid,
     random_uuid,
     read_meta_properties,
     validate_cluster_id,
     write_meta_properties,
 )
-from kraft.server.storage_cli import main
+from server.config import NodeConfig, load_config
+from server.storage import ensure_formatted
+from server.storage_cli import main
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 OTHER_CLUSTER = "q1Sh-9_ISia_zwGINzRvyQ"
@@ -470,7 +470,7 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_runs_as_a_module() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "kraft.server.storage_cli", "random-uuid"],
+        [sys.executable, "-m", "server.storage_cli", "random-uuid"],
         capture_output=True,
         text=True,
         check=True,

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from kraft.rpc import admin_pb2 as kraft_dot_rpc_dot_admin__pb2
+from metadata.rpc import admin_pb2 as metadata_dot_rpc_dot_admin__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in kraft/rpc/admin_pb2_grpc.py depends on'
+        + ' but the generated code in metadata/rpc/admin_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,78 +36,78 @@ class AdminStub:
         """
         self.CreateTopics = channel.unary_unary(
                 '/kraft.admin.v1.Admin/CreateTopics',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.CreateTopicsRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.CreateTopicsResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.CreateTopicsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.CreateTopicsResponse.FromString,
                 _registered_method=True)
         self.DeleteTopics = channel.unary_unary(
                 '/kraft.admin.v1.Admin/DeleteTopics',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.DeleteTopicsRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.DeleteTopicsResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.DeleteTopicsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.DeleteTopicsResponse.FromString,
                 _registered_method=True)
         self.ListTopics = channel.unary_unary(
                 '/kraft.admin.v1.Admin/ListTopics',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.ListTopicsRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.ListTopicsResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.ListTopicsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.ListTopicsResponse.FromString,
                 _registered_method=True)
         self.DescribeTopics = channel.unary_unary(
                 '/kraft.admin.v1.Admin/DescribeTopics',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.DescribeTopicsResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeTopicsResponse.FromString,
                 _registered_method=True)
         self.CreatePartitions = channel.unary_unary(
                 '/kraft.admin.v1.Admin/CreatePartitions',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.CreatePartitionsResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.CreatePartitionsResponse.FromString,
                 _registered_method=True)
         self.ListBrokers = channel.unary_unary(
                 '/kraft.admin.v1.Admin/ListBrokers',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.ListBrokersRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.ListBrokersResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.ListBrokersRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.ListBrokersResponse.FromString,
                 _registered_method=True)
         self.DescribeBroker = channel.unary_unary(
                 '/kraft.admin.v1.Admin/DescribeBroker',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.DescribeBrokerRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.DescribeBrokerResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeBrokerRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeBrokerResponse.FromString,
                 _registered_method=True)
         self.UnregisterBroker = channel.unary_unary(
                 '/kraft.admin.v1.Admin/UnregisterBroker',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.UnregisterBrokerRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.UnregisterBrokerResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.UnregisterBrokerRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.UnregisterBrokerResponse.FromString,
                 _registered_method=True)
         self.ElectLeaders = channel.unary_unary(
                 '/kraft.admin.v1.Admin/ElectLeaders',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.ElectLeadersResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
         self.AlterPartitionReassignments = channel.unary_unary(
                 '/kraft.admin.v1.Admin/AlterPartitionReassignments',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
         self.ListPartitionReassignments = channel.unary_unary(
                 '/kraft.admin.v1.Admin/ListPartitionReassignments',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
         self.DescribeConfigs = channel.unary_unary(
                 '/kraft.admin.v1.Admin/DescribeConfigs',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.DescribeConfigsResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeConfigsResponse.FromString,
                 _registered_method=True)
         self.IncrementalAlterConfigs = channel.unary_unary(
                 '/kraft.admin.v1.Admin/IncrementalAlterConfigs',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.IncrementalAlterConfigsRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.IncrementalAlterConfigsResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.IncrementalAlterConfigsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.IncrementalAlterConfigsResponse.FromString,
                 _registered_method=True)
         self.DescribeCluster = channel.unary_unary(
                 '/kraft.admin.v1.Admin/DescribeCluster',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.DescribeClusterResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
         self.DescribeFeatures = channel.unary_unary(
                 '/kraft.admin.v1.Admin/DescribeFeatures',
-                request_serializer=kraft_dot_rpc_dot_admin__pb2.DescribeFeaturesRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_admin__pb2.DescribeFeaturesResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeFeaturesRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeFeaturesResponse.FromString,
                 _registered_method=True)
 
 
@@ -209,78 +209,78 @@ def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'CreateTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateTopics,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.CreateTopicsRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.CreateTopicsResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.CreateTopicsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.CreateTopicsResponse.SerializeToString,
             ),
             'DeleteTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteTopics,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.DeleteTopicsRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.DeleteTopicsResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.DeleteTopicsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.DeleteTopicsResponse.SerializeToString,
             ),
             'ListTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.ListTopics,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.ListTopicsRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.ListTopicsResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.ListTopicsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.ListTopicsResponse.SerializeToString,
             ),
             'DescribeTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeTopics,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.DescribeTopicsRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.DescribeTopicsResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeTopicsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeTopicsResponse.SerializeToString,
             ),
             'CreatePartitions': grpc.unary_unary_rpc_method_handler(
                     servicer.CreatePartitions,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.CreatePartitionsRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.CreatePartitionsResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.CreatePartitionsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.CreatePartitionsResponse.SerializeToString,
             ),
             'ListBrokers': grpc.unary_unary_rpc_method_handler(
                     servicer.ListBrokers,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.ListBrokersRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.ListBrokersResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.ListBrokersRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.ListBrokersResponse.SerializeToString,
             ),
             'DescribeBroker': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeBroker,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.DescribeBrokerRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.DescribeBrokerResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeBrokerRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeBrokerResponse.SerializeToString,
             ),
             'UnregisterBroker': grpc.unary_unary_rpc_method_handler(
                     servicer.UnregisterBroker,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.UnregisterBrokerRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.UnregisterBrokerResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.UnregisterBrokerRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.UnregisterBrokerResponse.SerializeToString,
             ),
             'ElectLeaders': grpc.unary_unary_rpc_method_handler(
                     servicer.ElectLeaders,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.ElectLeadersRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
             ),
             'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterPartitionReassignments,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.AlterPartitionReassignmentsRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
             ),
             'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
                     servicer.ListPartitionReassignments,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.ListPartitionReassignmentsRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.ListPartitionReassignmentsResponse.SerializeToString,
             ),
             'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeConfigs,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.DescribeConfigsRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.DescribeConfigsResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeConfigsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeConfigsResponse.SerializeToString,
             ),
             'IncrementalAlterConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.IncrementalAlterConfigs,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.IncrementalAlterConfigsRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.IncrementalAlterConfigsResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.IncrementalAlterConfigsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.IncrementalAlterConfigsResponse.SerializeToString,
             ),
             'DescribeCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeCluster,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.DescribeClusterRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.DescribeClusterResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeClusterRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeClusterResponse.SerializeToString,
             ),
             'DescribeFeatures': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeFeatures,
-                    request_deserializer=kraft_dot_rpc_dot_admin__pb2.DescribeFeaturesRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_admin__pb2.DescribeFeaturesResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeFeaturesRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeFeaturesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -308,8 +308,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/CreateTopics',
-            kraft_dot_rpc_dot_admin__pb2.CreateTopicsRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.CreateTopicsResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.CreateTopicsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.CreateTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -335,8 +335,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/DeleteTopics',
-            kraft_dot_rpc_dot_admin__pb2.DeleteTopicsRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.DeleteTopicsResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.DeleteTopicsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.DeleteTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -362,8 +362,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/ListTopics',
-            kraft_dot_rpc_dot_admin__pb2.ListTopicsRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.ListTopicsResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.ListTopicsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.ListTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -389,8 +389,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/DescribeTopics',
-            kraft_dot_rpc_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.DescribeTopicsResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeTopicsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -416,8 +416,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/CreatePartitions',
-            kraft_dot_rpc_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.CreatePartitionsResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.CreatePartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -443,8 +443,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/ListBrokers',
-            kraft_dot_rpc_dot_admin__pb2.ListBrokersRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.ListBrokersResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.ListBrokersRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.ListBrokersResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -470,8 +470,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/DescribeBroker',
-            kraft_dot_rpc_dot_admin__pb2.DescribeBrokerRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.DescribeBrokerResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeBrokerRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeBrokerResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -497,8 +497,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/UnregisterBroker',
-            kraft_dot_rpc_dot_admin__pb2.UnregisterBrokerRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.UnregisterBrokerResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.UnregisterBrokerRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.UnregisterBrokerResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -524,8 +524,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/ElectLeaders',
-            kraft_dot_rpc_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.ElectLeadersResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -551,8 +551,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/AlterPartitionReassignments',
-            kraft_dot_rpc_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.AlterPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -578,8 +578,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/ListPartitionReassignments',
-            kraft_dot_rpc_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -605,8 +605,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/DescribeConfigs',
-            kraft_dot_rpc_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.DescribeConfigsResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeConfigsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -632,8 +632,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/IncrementalAlterConfigs',
-            kraft_dot_rpc_dot_admin__pb2.IncrementalAlterConfigsRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.IncrementalAlterConfigsResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.IncrementalAlterConfigsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.IncrementalAlterConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -659,8 +659,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/DescribeCluster',
-            kraft_dot_rpc_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.DescribeClusterResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeClusterRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeClusterResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -686,8 +686,8 @@ class Admin:
             request,
             target,
             '/kraft.admin.v1.Admin/DescribeFeatures',
-            kraft_dot_rpc_dot_admin__pb2.DescribeFeaturesRequest.SerializeToString,
-            kraft_dot_rpc_dot_admin__pb2.DescribeFeaturesResponse.FromString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeFeaturesRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeFeaturesResponse.FromString,
             options,
             channel_credentials,
             insecure,

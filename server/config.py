@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraft.properties import PropertiesError, read_entries
 from kraft.security.authorizer import (
     AclFileError,
     Authorizer,
@@ -23,7 +24,6 @@ from kraft.security.authorizer import (
     parse_super_users,
 )
 from kraft.security.tls import TlsConfig
-from kraft.server.properties import PropertiesError, read_entries
 
 ROLE_BROKER = "broker"
 ROLE_CONTROLLER = "controller"

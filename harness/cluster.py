@@ -188,7 +188,7 @@ class ProcessCluster:
 
     def format(self, cluster_id: str | None = None) -> str:
         if cluster_id is None:
-            out = run_cli("kraft.server.storage_cli", "random-uuid")
+            out = run_cli("server.storage_cli", "random-uuid")
             assert out.returncode == 0, out.stderr
             cluster_id = out.stdout.strip()
         self.cluster_id = cluster_id
@@ -197,7 +197,7 @@ class ProcessCluster:
         return cluster_id
 
     def format_node(self, node_id: int, cluster_id: str) -> None:
-        out = run_cli("kraft.server.storage_cli", "format", "-t", cluster_id, "-c",
+        out = run_cli("server.storage_cli", "format", "-t", cluster_id, "-c",
                       str(self.nodes[node_id].config_path))
         assert out.returncode == 0, out.stderr
 
@@ -206,7 +206,7 @@ class ProcessCluster:
         assert not node.alive, f"node {node_id} is already running"
         log_file = node.log_path.open("ab")
         node.process = subprocess.Popen(
-            [PYTHON, "-m", "kraft.server.main", str(node.config_path)],
+            [PYTHON, "-m", "server.main", str(node.config_path)],
             stdout=log_file, stderr=subprocess.STDOUT,
         )
         log_file.close()

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from kraft.rpc import broker_metadata_pb2 as kraft_dot_rpc_dot_broker__metadata__pb2
+from broker.rpc import broker_metadata_pb2 as broker_dot_rpc_dot_broker__metadata__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in kraft/rpc/broker_metadata_pb2_grpc.py depends on'
+        + ' but the generated code in broker/rpc/broker_metadata_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,13 +36,13 @@ class BrokerMetadataStub:
         """
         self.DescribeCluster = channel.unary_unary(
                 '/kraft.brokermetadata.v1.BrokerMetadata/DescribeCluster',
-                request_serializer=kraft_dot_rpc_dot_broker__metadata__pb2.DescribeClusterRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_broker__metadata__pb2.DescribeClusterResponse.FromString,
+                request_serializer=broker_dot_rpc_dot_broker__metadata__pb2.DescribeClusterRequest.SerializeToString,
+                response_deserializer=broker_dot_rpc_dot_broker__metadata__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
         self.DescribeTopics = channel.unary_unary(
                 '/kraft.brokermetadata.v1.BrokerMetadata/DescribeTopics',
-                request_serializer=kraft_dot_rpc_dot_broker__metadata__pb2.DescribeTopicsRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_broker__metadata__pb2.DescribeTopicsResponse.FromString,
+                request_serializer=broker_dot_rpc_dot_broker__metadata__pb2.DescribeTopicsRequest.SerializeToString,
+                response_deserializer=broker_dot_rpc_dot_broker__metadata__pb2.DescribeTopicsResponse.FromString,
                 _registered_method=True)
 
 
@@ -66,13 +66,13 @@ def add_BrokerMetadataServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'DescribeCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeCluster,
-                    request_deserializer=kraft_dot_rpc_dot_broker__metadata__pb2.DescribeClusterRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_broker__metadata__pb2.DescribeClusterResponse.SerializeToString,
+                    request_deserializer=broker_dot_rpc_dot_broker__metadata__pb2.DescribeClusterRequest.FromString,
+                    response_serializer=broker_dot_rpc_dot_broker__metadata__pb2.DescribeClusterResponse.SerializeToString,
             ),
             'DescribeTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeTopics,
-                    request_deserializer=kraft_dot_rpc_dot_broker__metadata__pb2.DescribeTopicsRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_broker__metadata__pb2.DescribeTopicsResponse.SerializeToString,
+                    request_deserializer=broker_dot_rpc_dot_broker__metadata__pb2.DescribeTopicsRequest.FromString,
+                    response_serializer=broker_dot_rpc_dot_broker__metadata__pb2.DescribeTopicsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -100,8 +100,8 @@ class BrokerMetadata:
             request,
             target,
             '/kraft.brokermetadata.v1.BrokerMetadata/DescribeCluster',
-            kraft_dot_rpc_dot_broker__metadata__pb2.DescribeClusterRequest.SerializeToString,
-            kraft_dot_rpc_dot_broker__metadata__pb2.DescribeClusterResponse.FromString,
+            broker_dot_rpc_dot_broker__metadata__pb2.DescribeClusterRequest.SerializeToString,
+            broker_dot_rpc_dot_broker__metadata__pb2.DescribeClusterResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -127,8 +127,8 @@ class BrokerMetadata:
             request,
             target,
             '/kraft.brokermetadata.v1.BrokerMetadata/DescribeTopics',
-            kraft_dot_rpc_dot_broker__metadata__pb2.DescribeTopicsRequest.SerializeToString,
-            kraft_dot_rpc_dot_broker__metadata__pb2.DescribeTopicsResponse.FromString,
+            broker_dot_rpc_dot_broker__metadata__pb2.DescribeTopicsRequest.SerializeToString,
+            broker_dot_rpc_dot_broker__metadata__pb2.DescribeTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,

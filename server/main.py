@@ -25,9 +25,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from prometheus_client import start_http_server
 
-from broker.role import BrokerRole
 from kraft.core.config import RaftConfig
 from kraft.log.base import CorruptRecordError
+from kraft.log.meta_properties import StorageError
 from kraft.log.quorum_state import QuorumStateError, QuorumStateStore
 from kraft.log.segmented import SegmentedLog
 from kraft.log.snapshots import FileSnapshotStore, SnapshotGapError
@@ -38,16 +38,17 @@ from kraft.node.service import QuorumServicer, RaftServicer, TestHooksServicer
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.authorizer import Authorizer, AuthorizingInterceptor
 from kraft.security.tls import TlsConfigError, add_port, key_file_is_private
-from kraft.server.config import ConfigError, Listener, NodeConfig, load_config
-from kraft.server.logging_setup import configure_logging, set_status_source
-from kraft.server.meta_properties import StorageError, ensure_formatted
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.controller import QuorumController
 from metadata.lifecycle_service import BrokerLifecycleServicer, add_broker_lifecycle_service
 from metadata.loader import MetadataLoader
+from server.broker_role import BrokerRole
+from server.config import ConfigError, Listener, NodeConfig, load_config
+from server.logging_setup import configure_logging, set_status_source
+from server.storage import ensure_formatted
 from snapshots.generator import SnapshotGenerator
 
-log = logging.getLogger("kraft.server")
+log = logging.getLogger("server")
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 SHUTDOWN_TIMEOUT_S = 5.0

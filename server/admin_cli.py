@@ -4,7 +4,7 @@
   kraft-admin --bootstrap-server HOST:PORT quorum describe --replication [--human-readable]
   kraft-admin quorum status --node HOST:PORT
   kraft-admin --bootstrap-server HOST:PORT topics|partitions|brokers|leaders|reassign|configs|
-      cluster|features ...   (the Admin service: see kraft/server/admin_commands.py)
+      cluster|features ...   (the Admin service: see server/admin_commands.py)
   (add --json to any of them for machine-readable output)
 
 `describe` may be sent to any controller: a non-leader answers with the leader's address and
@@ -240,14 +240,14 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="one node's own view")
     status.add_argument("--node", required=True, help="HOST:PORT of the node")
     status.add_argument("--json", action="store_true")
-    from kraft.server import admin_commands  # imported here: it must not import this module
+    from server import admin_commands  # imported here: it must not import this module
 
     admin_commands.add_commands(groups)
     return parser
 
 
 def run(args: argparse.Namespace) -> str:
-    from kraft.server import admin_commands
+    from server import admin_commands
 
     try:
         args.tls = load_client_tls(args.command_config)

@@ -22,16 +22,17 @@ from broker.isr import IsrExpander
 from broker.lifecycle import AdvertisedListener, BrokerLifecycleManager
 from broker.metrics import BrokerMetrics, BrokerSample
 from broker.publisher import MetadataPublisher
+from broker.rpc import broker_metadata_pb2_grpc
 from broker.service import BrokerAdminServicer, BrokerMetadataServicer, ServingGate
 from broker.state import BrokerState
 from kraft.node.raft_node import RaftNode
 from kraft.node.service import QuorumServicer
-from kraft.rpc import broker_metadata_pb2_grpc, raft_pb2_grpc
+from kraft.rpc import raft_pb2_grpc
 from kraft.security.authorizer import AuthorizingInterceptor
 from kraft.security.tls import add_port
-from kraft.server.config import Listener, NodeConfig
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.loader import MetadataLoader
+from server.config import Listener, NodeConfig
 
 GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),

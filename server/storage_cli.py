@@ -15,19 +15,18 @@ import os
 import sys
 from typing import TextIO
 
-from kraft.security.certs import make_test_certs, principal_of
-from kraft.server.config import ConfigError, NodeConfig, load_config
-from kraft.server.meta_properties import (
+from kraft.log.meta_properties import (
     STORAGE_COMMAND,
     MetaProperties,
     StorageError,
-    inspect_storage,
     meta_properties_path,
     random_uuid,
-    storage_problems,
     validate_cluster_id,
     write_meta_properties,
 )
+from kraft.security.certs import make_test_certs, principal_of
+from server.config import ConfigError, NodeConfig, load_config
+from server.storage import inspect_storage, storage_problems
 
 
 def format_storage(

@@ -1,4 +1,4 @@
-"""`kraft-admin` command groups for the Admin service (proto/admin.proto).
+"""`kraft-admin` command groups for the Admin service (metadata/rpc/admin.proto).
 
   kraft-admin --bootstrap-server H:P topics create --topic T [--partitions N]
       [--replication-factor R | --replica-assignment 1:2,2:3] [--config K=V ...]
@@ -32,11 +32,11 @@ from typing import Any
 import grpc
 from tenacity import RetryError, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from kraft.rpc import admin_pb2 as pb
-from kraft.rpc import admin_pb2_grpc as rpc
 from kraft.security.tls import TlsConfig, sync_channel
 from metadata.configs import feature_level_name
 from metadata.errors import ApiErrors
+from metadata.rpc import admin_pb2 as pb
+from metadata.rpc import admin_pb2_grpc as rpc
 
 GROUPS = frozenset({"topics", "partitions", "brokers", "leaders", "reassign", "configs",
                     "cluster", "features"})

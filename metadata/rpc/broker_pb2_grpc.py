@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from kraft.rpc import broker_pb2 as kraft_dot_rpc_dot_broker__pb2
+from metadata.rpc import broker_pb2 as metadata_dot_rpc_dot_broker__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in kraft/rpc/broker_pb2_grpc.py depends on'
+        + ' but the generated code in metadata/rpc/broker_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,18 +36,18 @@ class BrokerLifecycleStub:
         """
         self.RegisterBroker = channel.unary_unary(
                 '/kraft.broker.v1.BrokerLifecycle/RegisterBroker',
-                request_serializer=kraft_dot_rpc_dot_broker__pb2.BrokerRegistrationRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_broker__pb2.BrokerRegistrationResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_broker__pb2.BrokerRegistrationRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_broker__pb2.BrokerRegistrationResponse.FromString,
                 _registered_method=True)
         self.BrokerHeartbeat = channel.unary_unary(
                 '/kraft.broker.v1.BrokerLifecycle/BrokerHeartbeat',
-                request_serializer=kraft_dot_rpc_dot_broker__pb2.BrokerHeartbeatRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_broker__pb2.BrokerHeartbeatResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_broker__pb2.BrokerHeartbeatRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_broker__pb2.BrokerHeartbeatResponse.FromString,
                 _registered_method=True)
         self.AlterPartition = channel.unary_unary(
                 '/kraft.broker.v1.BrokerLifecycle/AlterPartition',
-                request_serializer=kraft_dot_rpc_dot_broker__pb2.AlterPartitionRequest.SerializeToString,
-                response_deserializer=kraft_dot_rpc_dot_broker__pb2.AlterPartitionResponse.FromString,
+                request_serializer=metadata_dot_rpc_dot_broker__pb2.AlterPartitionRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_broker__pb2.AlterPartitionResponse.FromString,
                 _registered_method=True)
 
 
@@ -77,18 +77,18 @@ def add_BrokerLifecycleServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'RegisterBroker': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterBroker,
-                    request_deserializer=kraft_dot_rpc_dot_broker__pb2.BrokerRegistrationRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_broker__pb2.BrokerRegistrationResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_broker__pb2.BrokerRegistrationRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_broker__pb2.BrokerRegistrationResponse.SerializeToString,
             ),
             'BrokerHeartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.BrokerHeartbeat,
-                    request_deserializer=kraft_dot_rpc_dot_broker__pb2.BrokerHeartbeatRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_broker__pb2.BrokerHeartbeatResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_broker__pb2.BrokerHeartbeatRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_broker__pb2.BrokerHeartbeatResponse.SerializeToString,
             ),
             'AlterPartition': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterPartition,
-                    request_deserializer=kraft_dot_rpc_dot_broker__pb2.AlterPartitionRequest.FromString,
-                    response_serializer=kraft_dot_rpc_dot_broker__pb2.AlterPartitionResponse.SerializeToString,
+                    request_deserializer=metadata_dot_rpc_dot_broker__pb2.AlterPartitionRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_broker__pb2.AlterPartitionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -116,8 +116,8 @@ class BrokerLifecycle:
             request,
             target,
             '/kraft.broker.v1.BrokerLifecycle/RegisterBroker',
-            kraft_dot_rpc_dot_broker__pb2.BrokerRegistrationRequest.SerializeToString,
-            kraft_dot_rpc_dot_broker__pb2.BrokerRegistrationResponse.FromString,
+            metadata_dot_rpc_dot_broker__pb2.BrokerRegistrationRequest.SerializeToString,
+            metadata_dot_rpc_dot_broker__pb2.BrokerRegistrationResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -143,8 +143,8 @@ class BrokerLifecycle:
             request,
             target,
             '/kraft.broker.v1.BrokerLifecycle/BrokerHeartbeat',
-            kraft_dot_rpc_dot_broker__pb2.BrokerHeartbeatRequest.SerializeToString,
-            kraft_dot_rpc_dot_broker__pb2.BrokerHeartbeatResponse.FromString,
+            metadata_dot_rpc_dot_broker__pb2.BrokerHeartbeatRequest.SerializeToString,
+            metadata_dot_rpc_dot_broker__pb2.BrokerHeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -170,8 +170,8 @@ class BrokerLifecycle:
             request,
             target,
             '/kraft.broker.v1.BrokerLifecycle/AlterPartition',
-            kraft_dot_rpc_dot_broker__pb2.AlterPartitionRequest.SerializeToString,
-            kraft_dot_rpc_dot_broker__pb2.AlterPartitionResponse.FromString,
+            metadata_dot_rpc_dot_broker__pb2.AlterPartitionRequest.SerializeToString,
+            metadata_dot_rpc_dot_broker__pb2.AlterPartitionResponse.FromString,
             options,
             channel_credentials,
             insecure,
