@@ -18,16 +18,24 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from kraft.client import RaftClientListener
 from kraft.core.config import RaftConfig
 from kraft.core.errors import Errors, NotLeaderError, RaftError
+from kraft.core.leader import LeaderState
 from kraft.core.messages import QuorumDescription, Request, Response
-from kraft.core.raft import NodeStatus, Output, RaftCore
-from kraft.log.base import DurableLog, FlushJob
+from kraft.core.raft import LeaderAndEpoch, NodeStatus, Output, RaftCore
+from kraft.log.base import DurableLog, FlushJob, OffsetAndEpoch
 from kraft.log.quorum_state import QuorumStateStore
-from kraft.log.snapshots import MemorySnapshotStore, SnapshotStore, align_log_with_snapshots
+from kraft.log.snapshots import (
+    MemorySnapshotStore,
+    SnapshotInfo,
+    SnapshotStore,
+    align_log_with_snapshots,
+)
+from kraft.node.listeners import ListenerContext
 from kraft.node.metrics import RaftMetrics
 from kraft.node.transport import RaftTransport
 from kraft.security.tls import TlsConfig
@@ -104,7 +112,12 @@ class RaftNode:
         self._scheduled_deadline = float("inf")
         self._tasks: list[asyncio.Task[None]] = []
         self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kraft-log")
-        self._listeners: list[Callable[[Output], None]] = []
+        # Snapshots are written apart from the log's flushes, which must never wait behind one.
+        self._snapshot_io = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="kraft-snapshot")
+        self._listeners: list[ListenerContext] = []
+        self._listeners_behind = False  # a delivery stopped at its size cap: poll again
+        self._listeners_due = True  # the first step after start polls them
         self._leaderless_since: float | None = time.monotonic()
         self._stopped = False
         self._last_end_offset = log_.end_offset
@@ -132,6 +145,7 @@ class RaftNode:
         """Graceful: a leader resigns and waits (bounded) for a successor. True when the
         handover completed in time."""
         core = self._core()
+        self._listeners_due = True  # a resigning leader is no longer announced as leading
         self._guarded(lambda c: c.begin_shutdown(monotonic_ms()))
         deadline = time.monotonic() + timeout_s
         while (
@@ -162,6 +176,7 @@ class RaftNode:
             self._write_high_watermark(self.core.high_watermark)
         self.log.close()
         self._io.shutdown(wait=True)
+        self._snapshot_io.shutdown(wait=True)
 
     @property
     def fatal_error(self) -> BaseException | None:
@@ -182,11 +197,82 @@ class RaftNode:
     def leader_endpoint(self) -> str:
         return self._core().leader_endpoint()
 
-    def add_listener(self, listener: Callable[[Output], None]) -> None:
-        """Called on the loop after every core step that changed the leader or the HW, or
-        installed a snapshot (`out.snapshot_loaded`: load it before reading the log again;
-        the first output after `start` names the newest local snapshot)."""
-        self._listeners.append(listener)
+    # -- the RaftClient API (kraft/client.py) ------------------------------------------------------
+
+    @property
+    def node_id(self) -> int | None:
+        return self.config.node_id
+
+    def register(self, listener: RaftClientListener) -> None:
+        """Before `start`. The listener is called on the loop, in log order (see
+        kraft/client.py); an exception from it stops the node."""
+        self._listeners.append(ListenerContext(listener))
+
+    def leader_and_epoch(self) -> LeaderAndEpoch:
+        status = self._core().status()
+        return LeaderAndEpoch(status.leader_id, status.epoch)
+
+    def high_watermark(self) -> int:
+        return self._core().high_watermark
+
+    def log_end_offset(self) -> int:
+        return self.log.end_offset
+
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        return self.snapshots.latest_id()
+
+    async def create_snapshot(
+        self, snapshot_id: OffsetAndEpoch, last_contained_timestamp_ms: int,
+        records: Callable[[], Iterable[bytes]],
+    ) -> SnapshotInfo | None:
+        latest = self.snapshots.latest_id()
+        durable = min(self._core().high_watermark, self.log.flushed_offset)
+        if (latest is not None and snapshot_id.offset <= latest.offset) or (
+            snapshot_id.offset > durable
+        ):
+            # Past the local durable log, a crash now would cost the whole log: wait for it.
+            return None
+        info = await asyncio.get_running_loop().run_in_executor(
+            self._snapshot_io, self._write_snapshot, snapshot_id, last_contained_timestamp_ms,
+            records,
+        )
+        self._guarded(lambda _core: self.clean_log())
+        return info
+
+    def _write_snapshot(
+        self, snapshot_id: OffsetAndEpoch, timestamp_ms: int, records: Callable[[], Iterable[bytes]]
+    ) -> SnapshotInfo:
+        builder = self.snapshots.builder(snapshot_id, timestamp_ms)
+        try:
+            builder.append_all(list(records()))
+            return builder.freeze()
+        except BaseException:
+            builder.abort()
+            raise
+
+    def _poll_listeners(self) -> None:
+        core = self._core()
+        state = core.state
+        epoch_start = (
+            state.epoch_start_offset
+            if isinstance(state, LeaderState) and not state.resign_requested
+            and not core.shutting_down
+            else -1
+        )
+        status = core.status()
+        leader = LeaderAndEpoch(status.leader_id, status.epoch)
+        behind = False
+        for context in self._listeners:
+            behind |= context.poll(self.log, self.snapshots, core.high_watermark, leader,
+                                   epoch_start)
+        if behind and not self._listeners_behind:
+            self._listeners_behind = True
+            asyncio.get_running_loop().call_soon(self._poll_listeners_again)
+
+    def _poll_listeners_again(self) -> None:
+        self._listeners_behind = False
+        self._listeners_due = True
+        self._guarded(lambda _core: None)  # _process polls the listeners
 
     # -- snapshots and log cleaning ---------------------------------------------------------------
 
@@ -334,6 +420,7 @@ class RaftNode:
 
     def resign(self, epoch: int) -> None:
         """Step down as leader of `epoch` (EndQuorumEpoch to the voters); ignored if older."""
+        self._listeners_due = True
         self._guarded(lambda core: core.resign(epoch, monotonic_ms()))
 
     # -- the core's output -----------------------------------------------------------------------
@@ -359,16 +446,16 @@ class RaftNode:
             self._on_leader_change(out)
         if out.snapshot_loaded is not None:
             self._flush_wanted.set()  # the emptied log's deletions
-        if (
-            out.leader is not None or out.high_watermark is not None
+        if self._listeners and (
+            self._listeners_due or out.leader is not None or out.high_watermark is not None
             or out.snapshot_loaded is not None
         ):
-            for listener in self._listeners:
-                try:
-                    listener(out)
-                except Exception as exc:  # e.g. a committed record that cannot be replayed
-                    log.critical("a commit listener failed: %s", exc, exc_info=True)
-                    self._go_fatal(exc)
+            self._listeners_due = False
+            try:
+                self._poll_listeners()
+            except Exception as exc:  # e.g. a committed record that cannot be replayed
+                log.critical("a Raft listener failed: %s", exc, exc_info=True)
+                self._go_fatal(exc)
         end = self.log.end_offset
         if not core.is_leader and end > self._last_end_offset:
             self.metrics.records_fetched.inc(end - self._last_end_offset)
