@@ -17,7 +17,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from kraft.client import LeaderAndEpoch
+from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
+from metadata.loader import LoaderManifest
 from metadata.rpc import broker_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,14 @@ class IsrExpander:
         self._task: asyncio.Task[None] | None = None
         self._latest: MetadataImage | None = None
         self.requests_sent = 0
+
+    def on_metadata_update(
+        self, delta: MetadataDelta | None, image: MetadataImage, manifest: LoaderManifest
+    ) -> None:
+        self.on_image(image)
+
+    def on_leader_change(self, leader: LeaderAndEpoch, epoch_start_offset: int) -> None:
+        pass
 
     def on_image(self, image: MetadataImage) -> None:
         self._latest = image

@@ -1,12 +1,9 @@
-"""MetadataPublisher: committed records -> the shared MetadataLoader -> the metadata cache.
+"""CachePublisher: the MetadataLoader's publisher that feeds the broker's metadata cache.
 
-On a broker-only node nothing else drives the loader, so every Raft step that moves the high
-watermark makes it replay up to the HW (only committed records). In combined mode the
-controller drives the same loader from the same log; the publisher is registered first, so it
-does the replay (and times it) and the controller finds the loader already caught up. Either
-way each new image reaches the cache through `MetadataLoader.subscribe`, which also covers
-images the loader publishes on its own (a snapshot loaded at start-up or on a leader's
-redirect).
+Every image the loader publishes reaches the cache with the offset it reflects and the Raft
+high watermark at that moment, which the broker's metadata service reports so a client can
+tell how current an answer is. It times how long images take to build (the broker's
+`image_load` histogram).
 """
 
 from __future__ import annotations
@@ -15,45 +12,33 @@ import time
 
 from broker.cache import MetadataCache
 from broker.metrics import BrokerMetrics
-from kraft.core.raft import Output
-from kraft.node.raft_node import RaftNode
+from kraft.client import LeaderAndEpoch, RaftClient
+from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
-from metadata.loader import MetadataLoader
+from metadata.loader import LoaderManifest
 
 
-class MetadataPublisher:
-    def __init__(
-        self, node: RaftNode, loader: MetadataLoader, cache: MetadataCache, metrics: BrokerMetrics
-    ) -> None:
-        self.node = node
-        self.loader = loader
+class CachePublisher:
+    def __init__(self, client: RaftClient, cache: MetadataCache, metrics: BrokerMetrics) -> None:
+        self.client = client
         self.cache = cache
         self.metrics = metrics
+        self.applied_offset = -1  # the last offset replayed (records and control batches)
         self.high_watermark = 0
         self.started_at = time.monotonic()
         # Start to the controller confirming the broker applied its own registration record
         # (set by the role). An observer's own HW is capped by what it has fetched, so it
         # cannot tell by itself when a long log is done.
         self.initial_catch_up_s: float | None = None
-        loader.subscribe(self._on_image)
-        node.add_listener(self._on_raft_output)
 
-    @property
-    def applied_offset(self) -> int:
-        """The last offset replayed (records and control batches): what heartbeats report."""
-        return self.loader.next_offset - 1
-
-    def _on_raft_output(self, out: Output) -> None:
-        if out.high_watermark is None and out.snapshot_loaded is None:
-            return
-        if out.high_watermark is not None:
-            self.high_watermark = max(self.high_watermark, out.high_watermark)
-        started = time.perf_counter()
-        before = self.loader.image
-        self.loader.follow(out)  # a MetadataLoadError stops the node
-        if self.loader.image is not before:
-            self.metrics.image_load.observe(time.perf_counter() - started)
-        self.cache.publish(self.loader.image, self.applied_offset, self.high_watermark)
-
-    def _on_image(self, image: MetadataImage) -> None:
+    def on_metadata_update(
+        self, delta: MetadataDelta | None, image: MetadataImage, manifest: LoaderManifest
+    ) -> None:
+        if delta is not None or manifest.from_snapshot:
+            self.metrics.image_load.observe(manifest.elapsed_s)
+        self.applied_offset = manifest.next_offset - 1
+        self.high_watermark = max(self.high_watermark, self.client.high_watermark())
         self.cache.publish(image, self.applied_offset, self.high_watermark)
+
+    def on_leader_change(self, leader: LeaderAndEpoch, epoch_start_offset: int) -> None:
+        pass

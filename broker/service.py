@@ -14,13 +14,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
 
 import grpc
 
 from broker.cache import CacheSnapshot, MetadataCache
 from broker.rpc import broker_metadata_pb2 as pb
 from broker.rpc import broker_metadata_pb2_grpc as rpc
-from kraft.node.raft_node import RaftNode
+from kraft.client import RaftClient
 from kraft.security.tls import TlsConfig
 from metadata.admin_service import AdminServicer
 from metadata.controller import NotControllerError
@@ -118,41 +119,53 @@ def _topic_info(image: MetadataImage, name: str) -> pb.TopicInfo:
 # ---- Admin on a broker ----
 
 
+T = TypeVar("T")
+
+
 class _BrokerControllerView:
     """What AdminServicer asks of a controller, as a broker answers it: never active (so
     every write is forwarded to the active controller), reads from the metadata cache."""
 
-    is_active = False
+    @property
+    def is_active(self) -> bool:
+        return False
 
-    def __init__(self, node: RaftNode, cache: MetadataCache) -> None:
-        self.node = node
+    def __init__(self, client: RaftClient, cache: MetadataCache) -> None:
+        self.client = client
         self.cache = cache
 
     @property
     def committed_image(self) -> MetadataImage:
         return self.cache.image
 
-    async def write(self, rule: Callable[[MetadataImage], ControllerResult[object]]) -> object:
-        leader = self.node.status().leader_id
-        raise NotControllerError(leader, "A broker does not write metadata; ask the active "
-                                 "controller")
+    @property
+    def leader_id(self) -> int:
+        return self.client.leader_and_epoch().leader_id
+
+    @property
+    def node_id(self) -> int:
+        node_id = self.client.node_id
+        return -1 if node_id is None else node_id
+
+    async def write(self, rule: Callable[[MetadataImage], ControllerResult[T]]) -> T:
+        raise NotControllerError(self.leader_id, "A broker does not write metadata; ask the "
+                                 "active controller")
 
 
 class _ControllerEndpoints(Mapping[int, str]):
     """The voters' endpoints plus the leader's as the Raft observer learned it (a broker that
     knows the quorum only through controller.quorum.bootstrap.servers has no voter list)."""
 
-    def __init__(self, voters: Mapping[int, str], node: RaftNode) -> None:
+    def __init__(self, voters: Mapping[int, str], client: RaftClient) -> None:
         self._voters = dict(voters)
-        self._node = node
+        self._client = client
 
     def _all(self) -> dict[int, str]:
         endpoints = dict(self._voters)
-        if self._node.core is not None:
-            leader = self._node.status().leader_id
-            endpoint = self._node.leader_endpoint()
-            if leader >= 0 and endpoint and leader not in endpoints:
-                endpoints[leader] = endpoint
+        leader = self._client.leader_and_epoch().leader_id
+        endpoint = self._client.leader_endpoint() if leader >= 0 else ""
+        if leader >= 0 and endpoint and leader not in endpoints:
+            endpoints[leader] = endpoint
         return endpoints
 
     def __getitem__(self, key: int) -> str:
@@ -169,12 +182,11 @@ class BrokerAdminServicer(AdminServicer):
     """The Admin service on a broker-only node's listener."""
 
     def __init__(
-        self, node: RaftNode, cache: MetadataCache, cluster_id: str, voters: Mapping[int, str],
-        tls: TlsConfig | None = None,
+        self, client: RaftClient, cache: MetadataCache, cluster_id: str,
+        voters: Mapping[int, str], tls: TlsConfig | None = None,
     ) -> None:
-        view = _BrokerControllerView(node, cache)
-        super().__init__(view, cluster_id, voters, tls=tls)  # type: ignore[arg-type]
-        self.controller_endpoints = _ControllerEndpoints(voters, node)  # type: ignore[assignment]
+        super().__init__(_BrokerControllerView(client, cache), cluster_id, voters, tls=tls)
+        self.controller_endpoints = _ControllerEndpoints(voters, client)
 
 
 # ---- serving only when running ----

@@ -19,7 +19,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
@@ -37,7 +37,7 @@ from metadata.configs import (
     incremental_alter_configs,
     non_default_topic_configs,
 )
-from metadata.controller import NotControllerError, QuorumController
+from metadata.controller import NotControllerError
 from metadata.errors import (
     MAX_RECORDS_PER_USER_OP,
     ApiErrors,
@@ -200,10 +200,31 @@ def _bounded(image: MetadataImage, new_partitions: Iterable[int]) -> None:
                                  "Unable to perform excessively large batch operation.")
 
 
+class ControllerView(Protocol):
+    """What the Admin service needs of the node behind it: the QuorumController on a
+    controller, a read-only view of the metadata cache on a broker (broker/service.py)."""
+
+    @property
+    def is_active(self) -> bool: ...
+
+    @property
+    def committed_image(self) -> MetadataImage: ...
+
+    @property
+    def leader_id(self) -> int: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    async def write(
+        self, rule: Callable[[MetadataImage], ControllerResult[Response]]
+    ) -> Response: ...
+
+
 class AdminServicer(rpc.AdminServicer):
     def __init__(
         self,
-        controller: QuorumController,
+        controller: ControllerView,
         cluster_id: str,
         controller_endpoints: Mapping[int, str],
         *,
@@ -227,11 +248,10 @@ class AdminServicer(rpc.AdminServicer):
 
     @property
     def node_id(self) -> int:
-        node_id = self.controller.node.config.node_id
-        return -1 if node_id is None else node_id
+        return self.controller.node_id
 
     def _leader_id(self) -> int:
-        return self.controller.node.status().leader_id
+        return self.controller.leader_id
 
     def _not_controller(self, leader_id: int, message: str) -> pb.ResponseStatus:
         endpoint = self.controller_endpoints.get(leader_id, "") if leader_id >= 0 else ""

@@ -6,11 +6,12 @@ at a time, as Kafka's single event queue does. Its records are applied at once t
 validates against them, then appended as one atomic batch; the caller gets the response only
 after the batch commits. Writes are pipelined: each waits for its own commit outside the queue.
 
-State still changes only by replaying records: the committed image comes from the
-MetadataLoader, the speculative one from replaying the same records a step ahead. Losing
-leadership (or any failed append) drops the speculative image and fails every waiting write
-with NOT_CONTROLLER. Gaining it needs no reload: the controller becomes active once its loader
-has applied everything committed before the new epoch began, and starts from that image.
+State still changes only by replaying records: the controller is one of the MetadataLoader's
+publishers, so the committed image is the loader's, and the speculative one comes from
+replaying the same records a step ahead. Losing leadership (or any failed append) drops the
+speculative image and fails every waiting write with NOT_CONTROLLER. Gaining it needs no reload:
+the Raft client announces this node's leadership only once the loader holds everything
+committed before the new epoch began, and the controller starts from that image.
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from kraft.core.errors import RaftError
-from kraft.core.raft import Output
-from kraft.node.raft_node import RaftNode
+from kraft.client import LeaderAndEpoch, RaftClient, RaftError
 from metadata.brokers import (
     BrokerHeartbeatManager,
     BrokerHeartbeatReply,
@@ -37,8 +36,8 @@ from metadata.brokers import (
 from metadata.configs import METADATA_VERSION, SUPPORTED_FEATURES
 from metadata.delta import MetadataDelta
 from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
-from metadata.image import CLUSTER_DEFAULT_BROKER, MetadataImage
-from metadata.loader import MetadataLoader
+from metadata.image import CLUSTER_DEFAULT_BROKER, EMPTY_IMAGE, MetadataImage
+from metadata.loader import LoaderManifest
 from metadata.records import FeatureLevelRecord, NoOpRecord, Record, encode_record
 from metadata.replication import balance_partition_leaders, elect_unclean_leaders, fence_broker
 
@@ -74,13 +73,12 @@ class NotControllerError(ControllerApiError):
 class QuorumController:
     def __init__(
         self,
-        node: RaftNode,
-        loader: MetadataLoader,
+        client: RaftClient,
         noop_interval_ms: int = 500,
         session_timeout_ms: int = 9000,
     ) -> None:
-        self.node = node
-        self.loader = loader
+        """Install it as a publisher of the process's MetadataLoader."""
+        self.client = client
         self.noop_interval_ms = noop_interval_ms
         self.heartbeats = BrokerHeartbeatManager(session_timeout_ms)
         self._fencing_task: asyncio.Task[None] | None = None
@@ -92,8 +90,9 @@ class QuorumController:
         self._renounced_epoch = -1
         self._next_offset = 0
         self._noop_task: asyncio.Task[None] | None = None
+        self._committed = EMPTY_IMAGE
+        self._committed_next = 0  # the offset after the last batch the loader published
         self._applied = asyncio.Event()  # set whenever the loader moves or leadership changes
-        node.add_listener(self._on_raft_output)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -103,7 +102,17 @@ class QuorumController:
 
     @property
     def committed_image(self) -> MetadataImage:
-        return self.loader.image
+        return self._committed
+
+    @property
+    def leader_id(self) -> int:
+        """The Raft leader as this node knows it (-1: unknown)."""
+        return self.client.leader_and_epoch().leader_id
+
+    @property
+    def node_id(self) -> int:
+        node_id = self.client.node_id
+        return -1 if node_id is None else node_id
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -140,7 +149,7 @@ class QuorumController:
             lasts = await asyncio.gather(*pending)
         except RaftError as exc:
             self._renounce(f"append failed: {exc}")
-            raise NotControllerError(self.node.status().leader_id, str(exc)) from exc
+            raise NotControllerError(self.leader_id, str(exc)) from exc
         if lasts[-1] != expected_last:
             self._renounce(f"records landed at {lasts[-1]}, expected {expected_last}")
             raise NotControllerError(-1, "the log moved under the controller")
@@ -158,7 +167,7 @@ class QuorumController:
             delta.replay(record, base + index, self._active_epoch, now)
         self._latest = delta.apply()
         self._next_offset = base + len(records)
-        return asyncio.ensure_future(self.node.append(encoded))
+        return asyncio.ensure_future(self.client.append(encoded))
 
     # -- broker lifecycle ----------------------------------------------------------------------
 
@@ -197,14 +206,14 @@ class QuorumController:
         async with self._queue:
             self._require_active()
             target = self._next_offset
-        while self.loader.next_offset < target:
+        while self._committed_next < target:
             self._applied.clear()
             await self._applied.wait()
             self._require_active()
 
     def _require_active(self) -> MetadataImage:
         if self._latest is None:
-            leader = self.node.status().leader_id
+            leader = self.leader_id
             raise NotControllerError(
                 leader,
                 "This is not the active controller"
@@ -214,37 +223,36 @@ class QuorumController:
 
     # -- leadership ------------------------------------------------------------------------------
 
-    def _on_raft_output(self, out: Output) -> None:
-        self.loader.follow(out)
+    def on_metadata_update(
+        self, delta: MetadataDelta | None, image: MetadataImage, manifest: LoaderManifest
+    ) -> None:
+        self._committed = image
+        self._committed_next = manifest.next_offset
         self._applied.set()
-        core = self.node.core
-        assert core is not None
-        if out.leader is not None and self._latest is not None and (
-            not core.is_leader or core.epoch != self._active_epoch
-        ):
-            self._deactivate(f"leadership moved to {out.leader.leader_id}")
-        if self._latest is None and core.is_leader and not core.shutting_down:
-            self._maybe_activate()
 
-    def _maybe_activate(self) -> None:
-        core = self.node.core
-        assert core is not None
-        leader_state = core.quorum.state
-        epoch_start = getattr(leader_state, "epoch_start_offset", None)
-        # Everything before the LeaderChange record must be applied before the first write.
-        if epoch_start is None or self.loader.next_offset <= epoch_start:
-            return
-        if core.epoch <= self._renounced_epoch:
+    def on_leader_change(self, leader: LeaderAndEpoch, epoch_start_offset: int) -> None:
+        self._applied.set()
+        if self._latest is not None and (
+            epoch_start_offset < 0 or leader.epoch != self._active_epoch
+        ):
+            self._deactivate(f"leadership moved to {leader.leader_id} in epoch {leader.epoch}")
+        if self._latest is None and epoch_start_offset >= 0:
+            self._activate(leader.epoch)
+
+    def _activate(self, epoch: int) -> None:
+        """The loader holds everything before the epoch's LeaderChange batch (the client's
+        promise), so the first write can validate against the committed image."""
+        if epoch <= self._renounced_epoch:
             return  # its speculative state was dropped: only a new epoch starts clean
-        self._active_epoch = core.epoch
-        self._latest = self.loader.image
-        self._next_offset = self.node.log.end_offset
+        self._active_epoch = epoch
+        self._latest = self._committed
+        self._next_offset = self.client.log_end_offset()
         self.heartbeats.reset(self._latest, _wall_ms())
-        log.info("active controller for epoch %d from offset %d", core.epoch, self._next_offset)
+        log.info("active controller for epoch %d from offset %d", epoch, self._next_offset)
         if self.noop_interval_ms > 0:
-            self._noop_task = asyncio.ensure_future(self._write_noops(core.epoch))
-        self._fencing_task = asyncio.ensure_future(self._fence_stale_brokers(core.epoch))
-        self._periodic_task = asyncio.ensure_future(self._periodic_elections(core.epoch))
+            self._noop_task = asyncio.ensure_future(self._write_noops(epoch))
+        self._fencing_task = asyncio.ensure_future(self._fence_stale_brokers(epoch))
+        self._periodic_task = asyncio.ensure_future(self._periodic_elections(epoch))
         if METADATA_VERSION not in self._latest.features:
             self._bootstrap_task = asyncio.ensure_future(self._bootstrap())
 
@@ -264,9 +272,7 @@ class QuorumController:
         epoch = self._active_epoch
         self._deactivate(reason)
         self._renounced_epoch = max(self._renounced_epoch, epoch)
-        core = self.node.core
-        if core is not None and core.is_leader and core.epoch == epoch:
-            self.node.resign(epoch)
+        self.client.resign(epoch)
 
     def _deactivate(self, reason: str) -> None:
         if self._latest is None:
@@ -282,7 +288,7 @@ class QuorumController:
 
     def _cluster_setting(self, key: str) -> str:
         """A controller setting: the cluster-wide dynamic broker default, else Kafka's default."""
-        latest = self._latest or self.loader.image
+        latest = self._latest or self._committed
         value = latest.config(CLUSTER_DEFAULT_BROKER).get(key)
         return value if value is not None else PERIODIC_DEFAULTS[key]
 

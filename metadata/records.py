@@ -1,8 +1,8 @@
 """Metadata records: Kafka's record types as frozen dataclasses, and their on-disk encoding.
 
-A record's bytes are `u16 api key, u16 version, protobuf body` (metadata/rpc/metadata.proto). The api
-keys, names, field names and sentinels are Kafka's (NO_LEADER -1, NO_LEADER_CHANGE -2, "absent =
-unchanged" lists as None), so `record_to_json` prints what `kafka-dump-log
+A record's bytes are `u16 api key, u16 version, protobuf body` (metadata/rpc/metadata.proto).
+The api keys, names, field names and sentinels are Kafka's (NO_LEADER -1, NO_LEADER_CHANGE -2,
+"absent = unchanged" lists as None), so `record_to_json` prints what `kafka-dump-log
 --cluster-metadata-decoder` prints. Decoding anything but a well-formed record raises
 RecordDecodeError and nothing else: bytes come from disks and peers.
 """

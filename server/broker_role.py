@@ -2,8 +2,9 @@
 
 It shares the node's RaftNode and MetadataLoader: on a broker-only node the RaftNode is an
 observer (its node.id is not a voter), in combined mode it is the controller's voter and the
-broker reads the same local log. The role adds the metadata cache and its publisher, the
-lifecycle against the active controller, the services of the broker listener, and metrics.
+broker reads the same local log. The role installs its publishers on the loader (the metadata
+cache's, then the ISR expander's) and adds the lifecycle against the active controller, the
+services of the broker listener, and metrics.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from broker.cache import MetadataCache
 from broker.isr import IsrExpander
 from broker.lifecycle import AdvertisedListener, BrokerLifecycleManager
 from broker.metrics import BrokerMetrics, BrokerSample
-from broker.publisher import MetadataPublisher
+from broker.publisher import CachePublisher
 from broker.rpc import broker_metadata_pb2_grpc
 from broker.service import BrokerAdminServicer, BrokerMetadataServicer, ServingGate
 from broker.state import BrokerState
@@ -32,6 +33,7 @@ from kraft.security.authorizer import AuthorizingInterceptor
 from kraft.security.tls import add_port
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.loader import MetadataLoader
+from metadata.rpc import broker_pb2
 from server.config import Listener, NodeConfig
 
 GRPC_OPTIONS = [
@@ -60,10 +62,14 @@ class BrokerRole:
         self.node = node
         self.cache = MetadataCache()
         self.metrics = BrokerMetrics(registry)
-        # Before any QuorumController: this publisher drives (and times) the shared loader.
-        self.publisher = MetadataPublisher(node, loader, self.cache, self.metrics)
-        self._loader = loader
-        self.isr: IsrExpander | None = None
+        self.publisher = CachePublisher(node, self.cache, self.metrics)
+        loader.install(self.publisher)
+        # Acts only once the lifecycle runs: registered, caught up and unfenced.
+        self.isr = IsrExpander(
+            config.node_id, self._alter_partition,
+            lambda: self.lifecycle.broker_epoch if self.lifecycle is not None else -1,
+            lambda: self.state is BrokerState.RUNNING)
+        loader.install(self.isr)
         self.listeners = broker_listeners(config)
         self.server: grpc.aio.Server | None = None
         self.ports: dict[str, int] = {}
@@ -148,11 +154,13 @@ class BrokerRole:
             tls=config.controller_tls,
         )
         self.lifecycle.start()
-        lifecycle = self.lifecycle
-        self.isr = IsrExpander(
-            config.node_id, lifecycle.alter_partition, lambda: lifecycle.broker_epoch,
-            lambda: lifecycle.state is BrokerState.RUNNING)
-        self._loader.subscribe(self.isr.on_image)
+
+    async def _alter_partition(
+        self, request: broker_pb2.AlterPartitionRequest
+    ) -> broker_pb2.AlterPartitionResponse:
+        if self.lifecycle is None:
+            raise RuntimeError("the broker lifecycle has not started")
+        return await self.lifecycle.alter_partition(request)
 
     def _leader_endpoint(self) -> str | None:
         status = self.node.status()

@@ -176,28 +176,39 @@ class Server:
         # records: the test hooks append raw payloads and make this a bare Raft node.
         self.controller: QuorumController | None = None
         self.broker: BrokerRole | None = None
-        loader = MetadataLoader(self.log, snapshots=self.snapshots)
         self.snapshot_generator: SnapshotGenerator | None = None
+        self.loader: MetadataLoader | None = None
         if not config.test_hooks_enabled:
-            self.snapshot_generator = SnapshotGenerator(
-                self.node, loader,
-                config.value("metadata.log.max.record.bytes.between.snapshots"),
-                config.value("metadata.log.max.snapshot.interval.ms"),
-            )
-        if config.is_broker:  # first: its publisher drives the loader the controller shares
-            self.broker = BrokerRole(config, self.cluster_id, self.node, loader,
-                                     self.metrics.registry)
-        if config.is_controller and not config.test_hooks_enabled:
-            self.controller = QuorumController(
-                self.node, loader,
-                noop_interval_ms=config.metadata_max_idle_interval_ms,
-                session_timeout_ms=config.value("broker.session.timeout.ms"),
-            )
+            self.loader = self._metadata_layer(config)
         self.server: grpc.aio.Server | None = None
         self.faults: FaultInjector | None = None
         self.port = 0
         self.metrics_port: int | None = None
         self._metrics_server = None
+
+    def _metadata_layer(self, config: NodeConfig) -> MetadataLoader:
+        """One MetadataLoader, the log's only listener, and its publishers in the order they
+        see each image: the broker's cache and ISR expander, the controller, the snapshot
+        generator."""
+        loader = MetadataLoader()
+        self.node.register(loader)
+        if config.is_broker:
+            self.broker = BrokerRole(config, self.cluster_id, self.node, loader,
+                                     self.metrics.registry)
+        if config.is_controller:
+            self.controller = QuorumController(
+                self.node,
+                noop_interval_ms=config.metadata_max_idle_interval_ms,
+                session_timeout_ms=config.value("broker.session.timeout.ms"),
+            )
+            loader.install(self.controller)
+        self.snapshot_generator = SnapshotGenerator(
+            self.node,
+            config.value("metadata.log.max.record.bytes.between.snapshots"),
+            config.value("metadata.log.max.snapshot.interval.ms"),
+        )
+        loader.install(self.snapshot_generator)
+        return loader
 
     async def start(self) -> None:
         self.admin: AdminServicer | None = None
@@ -275,6 +286,8 @@ class Server:
     def fatal_error(self) -> BaseException | None:
         if self.node.fatal_error is not None:
             return self.node.fatal_error
+        if self.loader is not None and self.loader.fatal_error is not None:
+            return self.loader.fatal_error
         return self.broker.fatal_error if self.broker is not None else None
 
     async def stop(self, graceful: bool) -> None:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import cast
 
-from kraft.log.base import Batch, CorruptRecordError, OffsetAndEpoch, ReplicatedLog
+from kraft.log.base import Batch, CorruptRecordError, OffsetAndEpoch
 from kraft.log.codec import BatchHeader, decode_batches, is_torn_tail, scan_prefix
 from kraft.log.segmented import list_segments
 from kraft.log.snapshots import parse_snapshot_file_name
@@ -142,7 +141,7 @@ class LogView:
         self.on_read: Callable[[int, int], None] | None = None  # (bytes read, total)
 
     def batches(self, start: int, end: int) -> Iterator[Batch]:
-        """Decoded batches covering [start, end) (MetadataLoader's ReplicatedLog.batches)."""
+        """Decoded batches covering [start, end) (what a Raft node hands its MetadataLoader)."""
         for segment in self.segments:
             for header in segment.headers:
                 if header.next_offset <= start:
@@ -232,12 +231,12 @@ def build_image(
             f"{source.path}: no snapshot at or below offset {target} that the log continues "
             f"from ({held})")
     # The loader itself replays, so time travel and a node share one set of rules.
-    loader = MetadataLoader(cast(ReplicatedLog, log), base)
+    loader = MetadataLoader(base, off_loop_snapshots=False)
     start = loader.next_offset
     progress = Progress("replaying the log", log.total_bytes, enabled=show_progress)
     log.on_read = progress.update
     try:
-        image = loader.catch_up(target)
+        image = loader.catch_up(log, target)
     except MetadataLoadError as exc:
         offset = getattr(exc.__cause__, "offset", None)
         where = source.path if offset is None else log.path_of(offset)

@@ -419,7 +419,11 @@ class RaftNode:
             self._appends.append(_PendingAppend(offset, core.epoch, started, future))
 
     def resign(self, epoch: int) -> None:
-        """Step down as leader of `epoch` (EndQuorumEpoch to the voters); ignored if older."""
+        """Step down as leader of `epoch` (EndQuorumEpoch to the voters); ignored unless this
+        node leads that epoch."""
+        core = self._core()
+        if not (core.is_leader and core.epoch == epoch):
+            return
         self._listeners_due = True
         self._guarded(lambda core: core.resign(epoch, monotonic_ms()))
 

@@ -44,7 +44,7 @@ def loader_image(partition_dir: Path, scratch: Path, offset: int) -> MetadataIma
     shutil.copytree(partition_dir, copy)
     log = SegmentedLog(copy)
     try:
-        return MetadataLoader(log).catch_up(offset)
+        return MetadataLoader(off_loop_snapshots=False).catch_up(log, offset)
     finally:
         log.close()
 

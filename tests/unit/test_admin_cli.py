@@ -308,10 +308,10 @@ def test_not_controller_is_retried_then_reported(
     harness = AdminHarness(tmp_path, brokers=(1,))
     try:
         async def resign() -> None:
-            core = harness.controller.node.core
+            core = harness.controller.client.core
             assert core is not None
             core.begin_shutdown(0)
-            harness.controller.node._process()
+            harness.controller.client._process()
             await until(lambda: not harness.controller.is_active)
 
         harness.run(resign())

@@ -26,7 +26,6 @@ from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.controller import QuorumController
 from metadata.errors import ApiErrors, ControllerResult
 from metadata.image import MetadataImage
-from metadata.loader import MetadataLoader
 from metadata.records import Endpoint, RegisterBrokerRecord, random_uuid
 from metadata.replication import (
     AlterPartitionData,
@@ -39,6 +38,7 @@ from metadata.replication import (
 )
 from metadata.rpc import admin_pb2 as pb
 from metadata.rpc import admin_pb2_grpc as rpc
+from tests.unit.controller_harness import attach_controller
 
 T = TypeVar("T")
 E = ApiErrors
@@ -107,7 +107,7 @@ class AdminHarness(LoopThread):
         node = RaftNode(RaftConfig(CLUSTER_ID, 1, {1: "127.0.0.1:1"}),
                         SegmentedLog(root / "log"), QuorumStateStore(root / "quorum-state"),
                         rng=random.Random(1))
-        self.controller = QuorumController(node, MetadataLoader(node.log), noop_interval_ms=0)
+        self.controller = attach_controller(node, noop_interval_ms=0)
         await node.start()
         await until(lambda: self.controller.is_active)
         self.server = grpc.aio.server()
@@ -145,7 +145,7 @@ class AdminHarness(LoopThread):
             await self.server.stop(0)
             await self.servicer.close()
             await self.controller.close()
-            await self.controller.node.stop()
+            await self.controller.client.stop()
 
         self.run(stop())
         self.stop()
@@ -571,12 +571,12 @@ def test_an_inactive_controller_with_no_other_to_forward_to_answers_not_controll
 ) -> None:
     harness = AdminHarness(tmp_path, brokers=())
     try:
-        core = harness.controller.node.core
+        core = harness.controller.client.core
         assert core is not None
 
         async def resign() -> None:
             core.begin_shutdown(0)
-            harness.controller.node._process()
+            harness.controller.client._process()
             await until(lambda: not harness.controller.is_active)
 
         harness.run(resign())
@@ -612,19 +612,18 @@ class TwoControllers(LoopThread):
                                 election_backoff_max_ms=100, request_timeout_ms=2000)
             node = RaftNode(config, SegmentedLog(root / f"log-{i}"),
                             QuorumStateStore(root / f"state-{i}"), rng=random.Random(i))
-            self.controllers[i] = QuorumController(node, MetadataLoader(node.log),
-                                                   noop_interval_ms=0)
+            self.controllers[i] = attach_controller(node, noop_interval_ms=0)
             raft_rpc.add_RaftServicer_to_server(RaftServicer(node), server)
             self.servicers[i] = AdminServicer(self.controllers[i], CLUSTER_ID, self.endpoints)
             add_admin_service(server, self.servicers[i])
             await server.start()
         for controller in self.controllers.values():
-            await controller.node.start()
+            await controller.client.start()
 
         def settled() -> bool:
             active = [i for i, c in self.controllers.items() if c.is_active]
             return len(active) == 1 and all(
-                c.node.status().leader_id == active[0] for c in self.controllers.values())
+                c.client.status().leader_id == active[0] for c in self.controllers.values())
 
         await until(settled)
         self.active = next(i for i, c in self.controllers.items() if c.is_active)
@@ -637,7 +636,7 @@ class TwoControllers(LoopThread):
                 await self.servers[i].stop(0)
                 await self.servicers[i].close()
                 await self.controllers[i].close()
-                await self.controllers[i].node.stop()
+                await self.controllers[i].client.stop()
 
         self.run(stop())
         self.stop()

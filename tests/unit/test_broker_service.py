@@ -13,6 +13,7 @@ from broker.cache import MetadataCache
 from broker.rpc import broker_metadata_pb2 as pb
 from broker.rpc import broker_metadata_pb2_grpc as rpc
 from broker.service import BrokerMetadataServicer, ServingGate, _BrokerControllerView
+from kraft.client import LeaderAndEpoch
 from metadata.controller import NotControllerError
 from metadata.delta import MetadataDelta
 from metadata.errors import ApiErrors
@@ -131,11 +132,16 @@ def test_gate_refuses_until_running() -> None:
     asyncio.run(scenario())
 
 
-class _Node:
-    def status(self):  # type: ignore[no-untyped-def]
-        class S:
-            leader_id = 2
-        return S()
+class _Client:
+    """The part of a RaftClient the broker's Admin view reads."""
+
+    node_id = 4
+
+    def leader_and_epoch(self) -> LeaderAndEpoch:
+        return LeaderAndEpoch(2, 7)
+
+    def leader_endpoint(self) -> str:
+        return "127.0.0.1:9093"
 
 
 def test_admin_view_on_a_broker_reads_the_cache_and_refuses_writes() -> None:
@@ -143,7 +149,7 @@ def test_admin_view_on_a_broker_reads_the_cache_and_refuses_writes() -> None:
         cache = MetadataCache()
         image = image_with_topic()
         cache.publish(image, 3, 4)
-        view = _BrokerControllerView(_Node(), cache)  # type: ignore[arg-type]
+        view = _BrokerControllerView(_Client(), cache)  # type: ignore[arg-type]
         assert view.committed_image is image and not view.is_active
         try:
             await view.write(lambda image: None)  # type: ignore[arg-type,return-value]

@@ -344,10 +344,10 @@ def history_log() -> tuple[MemoryLog, list[int]]:
 
 def test_loader_continues_from_a_loaded_snapshot(tmp_path: os.PathLike[str]) -> None:
     log, ends = history_log()
-    full = MetadataLoader(log).catch_up(log.end_offset)
+    full = MetadataLoader(off_loop_snapshots=False).catch_up(log, log.end_offset)
     store = FileSnapshotStore(tmp_path)
     for end in ends[:-1]:
-        at_end = MetadataLoader(log).catch_up(end)
+        at_end = MetadataLoader(off_loop_snapshots=False).catch_up(log, end)
         snapshot_id = OffsetAndEpoch(end, EPOCH)
         info = write_image_snapshot(store, at_end, snapshot_id, at_end.provenance.timestamp_ms)
         assert info.records == len(image_to_records(at_end))
@@ -355,9 +355,9 @@ def test_loader_continues_from_a_loaded_snapshot(tmp_path: os.PathLike[str]) -> 
         loaded = load_snapshot_image(store.path(snapshot_id))
         assert loaded.provenance.offset == end - 1  # the loader's next offset is `end`
         assert loaded == as_loaded(at_end, end)
-        loader = MetadataLoader(log, loaded)
+        loader = MetadataLoader(loaded, off_loop_snapshots=False)
         assert loader.next_offset == end
-        resumed = loader.catch_up(log.end_offset)
+        resumed = loader.catch_up(log, log.end_offset)
         assert diff_images(as_loaded(full, end), resumed) == []
         assert resumed == as_loaded(full, end)
     assert store.ids() == [OffsetAndEpoch(e, EPOCH) for e in ends[:-1]]

@@ -18,7 +18,6 @@ from metadata.controller import NotControllerError, QuorumController
 from metadata.delta import MetadataDelta
 from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
 from metadata.image import CLUSTER_DEFAULT_BROKER, EMPTY_IMAGE
-from metadata.loader import MetadataLoader
 from metadata.records import (
     ConfigRecord,
     ConfigResourceType,
@@ -29,6 +28,7 @@ from metadata.records import (
     random_uuid,
 )
 from metadata.topics import CreatableTopic, create_topics
+from tests.unit.controller_harness import attach_controller
 
 
 async def _until(condition, timeout_s: float = 5.0) -> None:  # type: ignore[no-untyped-def]
@@ -42,7 +42,7 @@ async def _until(condition, timeout_s: float = 5.0) -> None:  # type: ignore[no-
 async def active_controller(tmp_path: Path, noop_ms: int = 0) -> QuorumController:
     node = RaftNode(RaftConfig("c", 1, {1: "127.0.0.1:1"}), SegmentedLog(tmp_path / "log"),
                     QuorumStateStore(tmp_path / "quorum-state"), rng=random.Random(1))
-    controller = QuorumController(node, MetadataLoader(node.log), noop_interval_ms=noop_ms)
+    controller = attach_controller(node, noop_interval_ms=noop_ms)
     await node.start()
     await _until(lambda: controller.is_active)
     return controller
@@ -72,7 +72,7 @@ def test_writes_validate_against_uncommitted_writes_and_answer_after_commit(
         image = controller.committed_image
         assert image.topic("orders") is not None
         assert len(image.topic("orders").partitions) == 3  # type: ignore[union-attr]
-        await controller.node.stop()
+        await controller.client.stop()
 
     asyncio.run(scenario())
 
@@ -85,7 +85,7 @@ def test_the_committed_image_is_exactly_the_replay_of_the_log(tmp_path: Path) ->
         topics = [CreatableTopic(f"t{i}", num_partitions=2, replication_factor=2)
                   for i in range(5)]
         await controller.write(lambda img: create_topics(img, topics))
-        node = controller.node
+        node = controller.client
         delta = MetadataDelta(EMPTY_IMAGE)
         for batch in node.log.batches(0, node.status().high_watermark):
             if not batch.control:
@@ -103,9 +103,9 @@ def test_the_committed_image_is_exactly_the_replay_of_the_log(tmp_path: Path) ->
 def test_noops_keep_the_high_watermark_moving(tmp_path: Path) -> None:
     async def scenario() -> None:
         controller = await active_controller(tmp_path, noop_ms=10)
-        start = controller.node.status().high_watermark
-        await _until(lambda: controller.node.status().high_watermark >= start + 3)
-        node = controller.node
+        start = controller.client.status().high_watermark
+        await _until(lambda: controller.client.status().high_watermark >= start + 3)
+        node = controller.client
         records = [decode_record(r) for b in node.log.batches(0, node.log.end_offset)
                    if not b.control for r in b.records]
         assert any(isinstance(r, NoOpRecord) for r in records)
@@ -117,13 +117,13 @@ def test_noops_keep_the_high_watermark_moving(tmp_path: Path) -> None:
 def test_a_node_that_is_not_leader_answers_not_controller(tmp_path: Path) -> None:
     async def scenario() -> None:
         controller = await active_controller(tmp_path)
-        controller.node.core.begin_shutdown(0)  # type: ignore[union-attr]
-        controller.node._process()
+        controller.client.core.begin_shutdown(0)  # type: ignore[union-attr]
+        controller.client._process()
         await _until(lambda: not controller.is_active)
         with pytest.raises(NotControllerError) as error:
             await controller.write(lambda _img: register(9))
         assert error.value.error == ApiErrors.NOT_CONTROLLER
-        await controller.node.stop()
+        await controller.client.stop()
 
     asyncio.run(scenario())
 
@@ -132,7 +132,7 @@ def test_broker_lifecycle_register_unfence_fence_on_session_expiry(tmp_path: Pat
     async def scenario() -> None:
         node = RaftNode(RaftConfig("c", 1, {1: "127.0.0.1:1"}), SegmentedLog(tmp_path / "log"),
                         QuorumStateStore(tmp_path / "quorum-state"), rng=random.Random(1))
-        controller = QuorumController(node, MetadataLoader(node.log), noop_interval_ms=0,
+        controller = attach_controller(node, noop_interval_ms=0,
                                       session_timeout_ms=300)
         await node.start()
         await _until(lambda: controller.is_active)
@@ -181,7 +181,7 @@ def test_a_live_broker_id_cannot_be_registered_twice(tmp_path: Path) -> None:
         controller = await active_controller(tmp_path)
         first = BrokerRegistrationRequest(1, "c", random_uuid(), ())
         epoch = await controller.register_broker(first, "c")
-        hw = controller.node.status().high_watermark
+        hw = controller.client.status().high_watermark
         await controller.broker_heartbeat(BrokerHeartbeatRequest(1, epoch, hw, False, False))
         with pytest.raises(ControllerApiError) as duplicate:
             await controller.register_broker(
@@ -193,7 +193,7 @@ def test_a_live_broker_id_cannot_be_registered_twice(tmp_path: Path) -> None:
         assert foreign.value.error == ApiErrors.INCONSISTENT_CLUSTER_ID
         # The same incarnation re-registering keeps its epoch.
         assert await controller.register_broker(first, "c") == epoch
-        await controller.node.stop()
+        await controller.client.stop()
 
     asyncio.run(scenario())
 
@@ -207,7 +207,7 @@ def test_auto_leader_rebalance_restores_preferred_leaders(tmp_path: Path) -> Non
             epochs[broker] = await controller.register_broker(request, "c")
         for broker in (1, 2, 3):
             await controller.broker_heartbeat(BrokerHeartbeatRequest(
-                broker, epochs[broker], controller.node.status().high_watermark, False, False))
+                broker, epochs[broker], controller.client.status().high_watermark, False, False))
         await controller.write(lambda img: create_topics(
             img, [CreatableTopic("t", num_partitions=3, replication_factor=3)]))
         topic = controller.committed_image.topic("t")
@@ -226,7 +226,7 @@ def test_auto_leader_rebalance_restores_preferred_leaders(tmp_path: Path) -> Non
         await controller.write(lambda _img: ControllerResult(records, None))
         await _until(lambda: controller.committed_image.partition(  # type: ignore[union-attr]
             topic.topic_id, 0).leader == preferred, timeout_s=10)
-        await controller.node.stop()
+        await controller.client.stop()
 
     asyncio.run(scenario())
 
@@ -236,7 +236,7 @@ def test_a_failed_append_renounces_and_a_new_epoch_starts_from_the_log(tmp_path:
         node = RaftNode(RaftConfig("c", 1, {1: "127.0.0.1:1"}, fetch_max_bytes=4096),
                         SegmentedLog(tmp_path / "log"),
                         QuorumStateStore(tmp_path / "quorum-state"), rng=random.Random(1))
-        controller = QuorumController(node, MetadataLoader(node.log), noop_interval_ms=0)
+        controller = attach_controller(node, noop_interval_ms=0)
         await node.start()
         await _until(lambda: controller.is_active)
         epoch = node.status().epoch
@@ -281,9 +281,9 @@ def test_a_big_non_atomic_result_yields_to_the_event_loop_between_slices(tmp_pat
         assert image.configs[CLUSTER_DEFAULT_BROKER]["num.partitions"] == str(count - 1)
         # The loop ran other tasks between slices, not only before and after the write.
         assert any(base < offset < base + count for offset in seen), sorted(seen)
-        batches = [b for b in controller.node.log.batches(0, 1 << 62) if not b.control]
+        batches = [b for b in controller.client.log.batches(0, 1 << 62) if not b.control]
         sizes = [len(b.records) for b in batches if len(b.records) > 1]
         assert max(sizes) <= NON_ATOMIC_SLICE
-        await controller.node.stop()
+        await controller.client.stop()
 
     asyncio.run(scenario())

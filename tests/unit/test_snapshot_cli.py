@@ -71,7 +71,7 @@ def loader_image(directory: Path, offset: int) -> MetadataImage:
     """What a node that stopped at `offset` has applied (every record below it)."""
     log = SegmentedLog(directory)
     try:
-        return MetadataLoader(log).catch_up(offset)
+        return MetadataLoader(off_loop_snapshots=False).catch_up(log, offset)
     finally:
         log.close()
 
