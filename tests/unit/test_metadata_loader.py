@@ -9,7 +9,6 @@ import pytest
 
 from kraft.client import LeaderAndEpoch, OffsetAndEpoch, SnapshotReader
 from kraft.log.base import Batch
-from kraft.log.codec import encode_batch
 from kraft.log.memory import MemoryLog
 from kraft.log.snapshots import MemorySnapshotStore
 from metadata.delta import MetadataDelta
@@ -91,7 +90,7 @@ def test_a_snapshot_replays_off_the_event_loop_and_later_batches_wait_for_it() -
     release = threading.Event()
     reader = snapshot_of(TopicRecord("foo", FOO), end=5)
     slow = SnapshotReader(reader.snapshot_id, 0,
-                          lambda: release.wait(10) and reader.read() or b"")
+                          lambda: (release.wait(10) and reader.read()) or b"")
 
     async def scenario() -> None:
         loader = MetadataLoader()
