@@ -6,6 +6,7 @@ STAMP := $(VENV)/.installed
 SEEDS ?= 10000
 SEED_START ?= 0
 SIM_JOBS ?= 2
+CONTROLLER_SEEDS ?= 500
 # make chaos DURATION=300 SEED=42 CONTROLLERS=5 CHAOS_ARGS=--no-audit
 DURATION ?= 300
 SEED ?=
@@ -37,8 +38,10 @@ demo: $(STAMP)
 audit-demo: $(STAMP)
 	$(PY) -m tests.audit.demo build/audit-demo
 
+# The Raft scenarios, then the real QuorumController on simulated nodes (tests/sim/controller_sim.py).
 sim: $(STAMP)
 	$(PY) -m kraft.sim --seeds $(SEEDS) --seed $(SEED_START) --jobs $(SIM_JOBS)
+	$(PY) -m tests.sim.controller_sim --seeds $(CONTROLLER_SEEDS) --seed $(SEED_START)
 
 chaos: $(STAMP)
 	$(PY) -m tests.chaos --duration $(DURATION) --controllers $(CONTROLLERS) \

@@ -101,6 +101,16 @@ class QuorumController:
         return self._latest is not None
 
     @property
+    def active_epoch(self) -> int:
+        """The Raft epoch this controller is active in (-1: not active)."""
+        return self._active_epoch
+
+    @property
+    def latest_image(self) -> MetadataImage | None:
+        """The speculative image — committed state plus writes in flight — while active."""
+        return self._latest
+
+    @property
     def committed_image(self) -> MetadataImage:
         return self._committed
 

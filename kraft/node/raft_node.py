@@ -27,6 +27,7 @@ from kraft.core.errors import Errors, NotLeaderError, RaftError
 from kraft.core.leader import LeaderState
 from kraft.core.messages import QuorumDescription, Request, Response
 from kraft.core.raft import LeaderAndEpoch, NodeStatus, Output, RaftCore
+from kraft.delivery import ListenerContext
 from kraft.log.base import DurableLog, FlushJob, OffsetAndEpoch
 from kraft.log.quorum_state import QuorumStateStore
 from kraft.log.snapshots import (
@@ -35,7 +36,6 @@ from kraft.log.snapshots import (
     SnapshotStore,
     align_log_with_snapshots,
 )
-from kraft.node.listeners import ListenerContext
 from kraft.node.metrics import RaftMetrics
 from kraft.node.transport import RaftTransport
 from kraft.security.tls import TlsConfig

@@ -1,4 +1,4 @@
-"""The Raft client's delivery rules (kraft/node/listeners.py), one test per rule, over an
+"""The Raft client's delivery rules (kraft/delivery.py), one test per rule, over an
 in-memory log and snapshot store."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import pytest
 
+from kraft import delivery as listeners
 from kraft.client import Batch, LeaderAndEpoch, OffsetAndEpoch, SnapshotReader
+from kraft.delivery import ListenerContext
 from kraft.log.memory import MemoryLog
 from kraft.log.snapshots import MemorySnapshotStore
-from kraft.node import listeners
-from kraft.node.listeners import ListenerContext
 
 NO_LEADER = LeaderAndEpoch(-1, 0)
 
