@@ -234,7 +234,8 @@ class AdminServicer(rpc.AdminServicer):
         self.tls = tls  # how to dial the active controller when forwarding
         self.controller = controller
         self.cluster_id = cluster_id
-        self.controller_endpoints = MappingProxyType(dict(controller_endpoints))
+        self.controller_endpoints: Mapping[int, str] = MappingProxyType(
+            dict(controller_endpoints))
         self.forward_timeout_s = forward_timeout_s
         self._channels: dict[str, grpc.aio.Channel] = {}
 

@@ -210,7 +210,7 @@ class QuorumController:
             log.info("fencing broker %d: no heartbeat for %d ms", stale,
                      self.heartbeats.session_timeout_ms)
             with contextlib.suppress(ControllerApiError):
-                await self.write(lambda image, b=stale: fence_broker(image, b))
+                await self.write(functools.partial(fence_broker, broker_id=stale))
 
     async def _barrier(self) -> None:
         async with self._queue:

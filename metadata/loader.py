@@ -147,7 +147,10 @@ class MetadataLoader:
     # -- RaftClientListener ------------------------------------------------------------------------
 
     def handle_commit(self, batches: Sequence[Batch]) -> None:
-        self._in_order(lambda: self.replay(batches, batches[-1].next_offset))
+        def apply() -> None:
+            self.replay(batches, batches[-1].next_offset)
+
+        self._in_order(apply)
 
     def handle_load_snapshot(self, reader: SnapshotReader) -> None:
         if self.applied == reader.snapshot_id:
