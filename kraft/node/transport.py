@@ -36,7 +36,7 @@ from kraft.core.messages import (
 from kraft.rpc import convert
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
-from kraft.security.tls import TlsConfig, aio_channel
+from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, aio_channel
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,7 @@ CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 50),
     ("grpc.min_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 500),
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    *MESSAGE_SIZE_OPTIONS,
 ]
 
 # gRPC reports every broken connection as UNAVAILABLE; only its details tell a dead peer from a

@@ -17,6 +17,14 @@ from dataclasses import dataclass
 import grpc
 
 CLIENT_AUTH_VALUES = ("none", "requested", "required")
+# gRPC's default 4 MiB cap is below what the project sends in one message (a Fetch answer or a
+# snapshot chunk of up to 8 MiB, every topic of a large cluster in one Admin answer): every
+# channel and server takes these options.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MESSAGE_SIZE_OPTIONS: list[tuple[str, object]] = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+]
 _KEY = re.compile(rb"-----BEGIN (?:RSA |EC |ENCRYPTED )?PRIVATE KEY-----.*?-----END "
                   rb"(?:RSA |EC |ENCRYPTED )?PRIVATE KEY-----\s*", re.S)
 _CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\s*", re.S)
