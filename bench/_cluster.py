@@ -27,6 +27,7 @@ from harness.cluster import write_controller_configs
 from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
+from kraft.security.tls import MESSAGE_SIZE_OPTIONS
 
 PYTHON = sys.executable
 CLIENT_OPTIONS = [
@@ -35,8 +36,7 @@ CLIENT_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 20),
     ("grpc.min_reconnect_backoff_ms", 20),
     ("grpc.max_reconnect_backoff_ms", 200),
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    *MESSAGE_SIZE_OPTIONS,
 ]
 # Runs in the child before it becomes kraft-server: ask the kernel to SIGKILL it when the
 # benchmark dies, then exec the server (exec keeps the death signal).

@@ -35,7 +35,7 @@ from tenacity import (
 )
 
 from broker.state import BrokerState
-from kraft.security.tls import TlsConfig, aio_channel
+from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, aio_channel
 from metadata.errors import ApiErrors
 from metadata.records import random_uuid
 from metadata.rpc import broker_pb2 as pb
@@ -50,6 +50,7 @@ _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 20),
     ("grpc.min_reconnect_backoff_ms", 20),
     ("grpc.max_reconnect_backoff_ms", 500),
+    *MESSAGE_SIZE_OPTIONS,
 ]
 
 

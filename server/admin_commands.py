@@ -32,7 +32,7 @@ from typing import Any
 import grpc
 from tenacity import RetryError, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from kraft.security.tls import TlsConfig, sync_channel
+from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, sync_channel
 from metadata.configs import feature_level_name
 from metadata.errors import ApiErrors
 from metadata.rpc import admin_pb2 as pb
@@ -43,8 +43,6 @@ GROUPS = frozenset({"topics", "partitions", "brokers", "leaders", "reassign", "c
 RPC_TIMEOUT_S = 15.0  # longer than a node's forwarding deadline (10 s)
 RETRY_FOR_S = 15.0
 REQUEST_TIMED_OUT = 7
-# Describing every topic of a large cluster is one message: allow what the server may send.
-_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
 _RECOVERY_STATES = {0: "RECOVERED", 1: "RECOVERING"}
 _SOURCES = {s: n.removeprefix("CONFIG_SOURCE_") for n, s in pb.ConfigSource.items()}
 _CONFIG_TYPES = {t: n.removeprefix("CONFIG_TYPE_") for n, t in pb.ConfigType.items()}
@@ -107,7 +105,7 @@ class AdminClient:
 
     def _attempt(self, method: str, request: Any) -> Any:
         endpoint = self._redirect or self.servers[self._next % len(self.servers)]
-        with sync_channel(endpoint, self.tls, _CHANNEL_OPTIONS) as channel:
+        with sync_channel(endpoint, self.tls, MESSAGE_SIZE_OPTIONS) as channel:
             try:
                 response = getattr(rpc.AdminStub(channel), method)(request,
                                                                     timeout=RPC_TIMEOUT_S)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import grpc
 
+from kraft.security.tls import MESSAGE_SIZE_OPTIONS
 from metadata.rpc import admin_pb2 as apb
 from metadata.rpc import admin_pb2_grpc as arpc
 from tests.chaos.checks import Served
 from tests.chaos.writers import TOPIC_RESOURCE
 
-_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
 DESCRIBE_BATCH = 1000  # resources per DescribeConfigs (the server takes at most 10,000)
 
 
@@ -17,7 +17,7 @@ def served_by(node_id: int, endpoint: str, prefix: str, config_topics: list[str]
     """Every chaos topic the node lists, and every dynamic config (any key) it serves for
     `config_topics`. Raises grpc.RpcError, or AssertionError when the node refuses (e.g. a
     broker not running yet)."""
-    with grpc.insecure_channel(endpoint, options=_OPTIONS) as channel:
+    with grpc.insecure_channel(endpoint, options=MESSAGE_SIZE_OPTIONS) as channel:
         stub = arpc.AdminStub(channel)
         listed = stub.ListTopics(apb.ListTopicsRequest(), timeout=10)
         _ok(listed.status, node_id)

@@ -13,6 +13,7 @@ import grpc
 
 from broker.rpc import broker_metadata_pb2 as bmpb
 from broker.rpc import broker_metadata_pb2_grpc as bmrpc
+from kraft.security.tls import MESSAGE_SIZE_OPTIONS
 from metadata.records import random_uuid
 from metadata.rpc import broker_pb2 as pb
 from metadata.rpc import broker_pb2_grpc as rpc
@@ -128,8 +129,7 @@ def broker_cluster(
 def broker_topics(
     endpoint: str, names: list[str] | None = None, wait_ms: int = 0
 ) -> bmpb.DescribeTopicsResponse:
-    with grpc.insecure_channel(endpoint, options=[
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024)]) as channel:
+    with grpc.insecure_channel(endpoint, options=MESSAGE_SIZE_OPTIONS) as channel:
         return bmrpc.BrokerMetadataStub(channel).DescribeTopics(
             bmpb.DescribeTopicsRequest(names=names or [], wait_ms=wait_ms),
             timeout=wait_ms / 1000 + 10)

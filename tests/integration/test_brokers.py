@@ -11,6 +11,7 @@ import urllib.request
 import grpc
 
 from harness.cluster import run_cli, wait_for
+from kraft.security.tls import MESSAGE_SIZE_OPTIONS
 from metadata.rpc import admin_pb2 as apb
 from metadata.rpc import admin_pb2_grpc as arpc
 from tests.integration.brokers import broker_cluster, broker_topics, partition_view
@@ -43,8 +44,7 @@ def fenced(endpoint: str, broker_id: int) -> bool | None:
 
 def controller_topics(endpoint: str) -> dict[tuple[str, int], tuple]:
     """Every partition as a controller's committed image has it (Admin.DescribeTopics)."""
-    with grpc.insecure_channel(endpoint, options=[
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024)]) as channel:
+    with grpc.insecure_channel(endpoint, options=MESSAGE_SIZE_OPTIONS) as channel:
         reply = arpc.AdminStub(channel).DescribeTopics(apb.DescribeTopicsRequest(), timeout=10)
     return {
         (t.name, p.partition_index): (p.leader, tuple(p.replicas), tuple(p.isr),
