@@ -20,8 +20,9 @@ import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kraft.client import RaftClientListener
+from kraft.client import RaftClient, RaftClientListener
 from kraft.core.config import RaftConfig
 from kraft.core.errors import Errors, NotLeaderError, RaftError
 from kraft.core.leader import LeaderState
@@ -523,7 +524,7 @@ class RaftNode:
             lambda core: core.handle_failure(correlation_id, monotonic_ms(), unreachable)
         )
 
-    def _guarded(self, step: Callable[[RaftCore], None]) -> None:
+    def _guarded(self, step: Callable[[RaftCore], object]) -> None:
         """Every entry into the core goes through here. A broken invariant, or a failed write
         of the election state (the disk refused: a vote or a leadership cannot be made
         durable), stops the node: it answers nothing more and the process exits."""
@@ -608,3 +609,9 @@ class RaftNode:
         if self.core is None:
             raise RuntimeError("the node has not started")
         return self.core
+
+
+if TYPE_CHECKING:  # mypy proves that the node implements the Raft client API
+
+    def _implements_raft_client(node: RaftNode) -> RaftClient:
+        return node

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kraft.client import RaftClientListener
+from kraft.client import RaftClient, RaftClientListener
 from kraft.core.errors import NotLeaderError
 from kraft.core.leader import LeaderState
 from kraft.core.raft import LeaderAndEpoch
@@ -228,3 +228,9 @@ class ClientCluster(SimCluster):
         client = self.clients.get(node.node_id)
         if client is not None and client.alive:
             client.after_step()
+
+
+if TYPE_CHECKING:  # mypy proves that the simulated node implements the Raft client API
+
+    def _implements_raft_client(client: SimRaftClient) -> RaftClient:
+        return client
