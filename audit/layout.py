@@ -24,11 +24,11 @@ from kraft.log.meta_properties import (
 )
 from kraft.log.snapshots import parse_snapshot_file_name
 from kraft.properties import PropertiesError, parse_properties
+from metadata.topics import METADATA_PARTITION_DIR
 
-__all__ = ["HIGH_WATERMARK_FILE", "PARTITION_DIR", "LayoutError", "LogFile", "NodeLog",
+__all__ = ["HIGH_WATERMARK_FILE", "LayoutError", "LogFile", "NodeLog",
            "discover", "parse_node_map", "partition_dir"]
 
-PARTITION_DIR = "__cluster_metadata-0"
 HIGH_WATERMARK_FILE = "high-watermark"
 _SEGMENT = re.compile(r"(\d{20})\.log")  # kraft.log.segmented's segment names
 
@@ -60,13 +60,13 @@ def partition_dir(log_dir: str, files: Files = LOCAL) -> str:
     """The `__cluster_metadata-0` directory for a metadata.log.dir or that directory itself."""
     if not files.is_dir(log_dir):
         raise LayoutError(f"log directory {log_dir} does not exist or is not a directory")
-    inner = files.join(log_dir, PARTITION_DIR)
+    inner = files.join(log_dir, METADATA_PARTITION_DIR)
     if files.is_dir(inner):
         return inner
-    if files.name(log_dir) == PARTITION_DIR:
+    if files.name(log_dir) == METADATA_PARTITION_DIR:
         return log_dir
     raise LayoutError(
-        f"{log_dir} holds no {PARTITION_DIR} directory: pass a node's metadata.log.dir"
+        f"{log_dir} holds no {METADATA_PARTITION_DIR} directory: pass a node's metadata.log.dir"
     )
 
 

@@ -12,7 +12,6 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from audit.layout import PARTITION_DIR
 from kraft.log.codec import LEADER_CHANGE, encode_control_record
 from kraft.log.meta_properties import MetaProperties, write_meta_properties
 from kraft.log.segmented import SegmentedLog
@@ -29,6 +28,7 @@ from metadata.records import (
     encode_record,
 )
 from metadata.records import random_uuid as record_uuid
+from metadata.topics import METADATA_PARTITION_DIR
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 
@@ -65,7 +65,7 @@ def generate(
     """Write about `records` records to `root/node-N/__cluster_metadata-0` for each node."""
     rng = random.Random(seed)
     first = root / f"node-{nodes[0]}"
-    log = SegmentedLog(first / PARTITION_DIR, segment_bytes=segment_bytes, cache_bytes=0)
+    log = SegmentedLog(first / METADATA_PARTITION_DIR, segment_bytes=segment_bytes, cache_bytes=0)
     info = SyntheticLog()
     clock = [1_700_000_000_000]
     epoch = [0]
@@ -116,7 +116,8 @@ def generate(
     log.close()
     for node in nodes:
         if node != nodes[0]:
-            shutil.copytree(first / PARTITION_DIR, root / f"node-{node}" / PARTITION_DIR)
+            shutil.copytree(first / METADATA_PARTITION_DIR,
+                            root / f"node-{node}" / METADATA_PARTITION_DIR)
         write_meta_properties(str(root / f"node-{node}"), MetaProperties(CLUSTER_ID, node))
     return info
 

@@ -43,6 +43,7 @@ from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from metadata.rpc import admin_pb2 as apb
 from metadata.rpc import admin_pb2_grpc as arpc
+from metadata.topics import METADATA_PARTITION_DIR
 
 BROKERS = [4, 5, 6]
 PARTITIONS_PER_TOPIC = 9_999  # + its TopicRecord = 10,000 records, one atomic batch
@@ -207,7 +208,7 @@ class Bench:
         node = self.cluster.nodes[broker]
         if wipe:
             shutil.rmtree(Path(node.config_path.parent / f"node-{broker}" /
-                               "__cluster_metadata-0"))
+                               METADATA_PARTITION_DIR))
         started = time.perf_counter()
         self.cluster.start(broker)
         assert node.process is not None

@@ -30,8 +30,8 @@ from kraft.log.base import OffsetAndEpoch
 from kraft.log.snapshots import FileSnapshotStore
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
+from metadata.topics import METADATA_PARTITION_DIR
 
-PARTITION_DIR = "__cluster_metadata-0"
 RECORD_BYTES = 100
 _STAMP = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
 
@@ -69,12 +69,12 @@ def run(mib: int, trials: int) -> dict[str, object]:
     try:
         cluster.format()
         started = time.perf_counter()
-        snapshot_id, size = build_snapshot(root / "node-1" / PARTITION_DIR, mib)
+        snapshot_id, size = build_snapshot(root / "node-1" / METADATA_PARTITION_DIR, mib)
         build_s = time.perf_counter() - started
-        source = root / "node-1" / PARTITION_DIR
-        (root / "node-2" / PARTITION_DIR).mkdir(parents=True, exist_ok=True)
+        source = root / "node-1" / METADATA_PARTITION_DIR
+        (root / "node-2" / METADATA_PARTITION_DIR).mkdir(parents=True, exist_ok=True)
         for path in source.glob("*.checkpoint"):
-            shutil.copy(path, root / "node-2" / PARTITION_DIR / path.name)
+            shutil.copy(path, root / "node-2" / METADATA_PARTITION_DIR / path.name)
         cluster.start(1)
         cluster.start(2)
 
@@ -96,7 +96,7 @@ def run(mib: int, trials: int) -> dict[str, object]:
             seconds.append((installed - sent).total_seconds())
             cluster.signal(3, 9)
             cluster.wait_exit(3, 10)
-            partition = root / "node-3" / PARTITION_DIR
+            partition = root / "node-3" / METADATA_PARTITION_DIR
             for path in partition.iterdir():
                 if path.name not in ("quorum-state",):
                     path.unlink()

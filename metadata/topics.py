@@ -31,6 +31,8 @@ from metadata.records import (
 )
 
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+# The metadata log's directory under metadata.log.dir: Kafka's <topic>-<partition> name.
+METADATA_PARTITION_DIR = f"{CLUSTER_METADATA_TOPIC}-0"
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 

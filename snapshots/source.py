@@ -19,10 +19,9 @@ from kraft.log.segmented import list_segments
 from kraft.log.snapshots import parse_snapshot_file_name
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.loader import MetadataLoader, MetadataLoadError
+from metadata.topics import METADATA_PARTITION_DIR
 from snapshots.progress import Progress
 from snapshots.reader import load_snapshot_image
-
-METADATA_PARTITION_DIR = "__cluster_metadata-0"
 
 Warn = Callable[[str], None]
 

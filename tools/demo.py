@@ -26,6 +26,7 @@ import grpc
 from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
+from metadata.topics import METADATA_PARTITION_DIR
 from server.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,7 +194,7 @@ def main() -> int:
         wait_until(preferred_restored, "the preferred leaders (broker 5 back in the ISRs)")
         admin("--bootstrap-server", any_node, "topics", "describe", "--topic", "orders")
 
-        log_dir = DATA / "controller-1" / "__cluster_metadata-0"
+        log_dir = DATA / "controller-1" / METADATA_PARTITION_DIR
         banner(f"kraft-snapshot verify {log_dir.relative_to(ROOT)}")
         snapshot_cli("verify", str(log_dir))
         banner(f"kraft-snapshot tree {log_dir.relative_to(ROOT)} /topics/orders")

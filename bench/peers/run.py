@@ -42,6 +42,7 @@ from bench.peers import kraft_side, report, syncobj_peer, zk
 from bench.peers.failover import handover_trials, kill_trials
 from bench.peers.load import Target, Write, interleaved, summary
 from bench.quorum_bench import git
+from metadata.topics import METADATA_PARTITION_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 TUNED_TICK_S = 0.005
@@ -218,7 +219,7 @@ def node_footprint(cluster: Any) -> dict[str, dict[str, float]]:
                 for line in status:
                     if line.startswith("VmRSS:"):
                         rss_kib = int(line.split()[1])
-        directory = node.config_path.parent / f"node-{node_id}" / "__cluster_metadata-0"
+        directory = node.config_path.parent / f"node-{node_id}" / METADATA_PARTITION_DIR
         size = sum(f.stat().st_size for f in directory.glob("*") if f.is_file())
         out[str(node_id)] = {"rss_mib": rss_kib / 1024, "log_and_snapshots_mib": size / 2**20}
     return out

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from audit.layout import PARTITION_DIR
 from kraft.log.base import Batch
 from kraft.log.codec import decode_batches, encode_batch
 from kraft.log.segmented import list_segments
+from metadata.topics import METADATA_PARTITION_DIR
 
 
 def segments(node_dir: Path) -> list[tuple[int, str]]:
-    return list_segments(node_dir / PARTITION_DIR)
+    return list_segments(node_dir / METADATA_PARTITION_DIR)
 
 
 def find_batch(node_dir: Path, match: Callable[[Batch], bool]) -> Batch:

@@ -9,7 +9,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from audit.layout import PARTITION_DIR
 from kraft.log.codec import LEADER_CHANGE, encode_batch, encode_control_record
 from kraft.log.meta_properties import MetaProperties, write_meta_properties
 from kraft.log.segmented import segment_path
@@ -23,6 +22,7 @@ from metadata.records import (
     TopicRecord,
     encode_record,
 )
+from metadata.topics import METADATA_PARTITION_DIR
 
 NODES = (1, 2, 3)
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -91,7 +91,7 @@ def write_node(root: Path, node: int, specs: list[Spec]) -> dict[int, Written]:
     """The node's metadata.log.dir under `root`: meta.properties, and the batches as segment
     files. Returns where each batch (by base offset) was written."""
     node_dir = root / f"node-{node}"
-    partition = node_dir / PARTITION_DIR
+    partition = node_dir / METADATA_PARTITION_DIR
     partition.mkdir(parents=True)
     write_meta_properties(os.fspath(node_dir), MetaProperties(CLUSTER_ID, node))
     where: dict[int, Written] = {}

@@ -12,8 +12,9 @@ import pytest
 
 from audit.findings import VIOLATION, WARNING
 from audit.job import AuditResult, run_audit
-from audit.layout import HIGH_WATERMARK_FILE, PARTITION_DIR, discover
+from audit.layout import HIGH_WATERMARK_FILE, discover
 from metadata.records import NoOpRecord, TopicRecord
+from metadata.topics import METADATA_PARTITION_DIR
 from tests.audit.small_log import (
     END,
     NODES,
@@ -79,7 +80,7 @@ def test_torn_tail(spark, tmp_path: Path) -> None:
     result = audit(spark, tmp_path)
     assert found(result, "torn-tail") == [(WARNING, 3, 18)], _lines(result)
     assert result.violations == [], _lines(result)
-    (tmp_path / "node-3" / PARTITION_DIR / HIGH_WATERMARK_FILE).write_text(str(END))
+    (tmp_path / "node-3" / METADATA_PARTITION_DIR / HIGH_WATERMARK_FILE).write_text(str(END))
     result = audit(spark, tmp_path)
     assert found(result, "torn-tail") == [(VIOLATION, 3, 18)], _lines(result)
     detail = next(f.detail for f in result.findings if f.check == "torn-tail")

@@ -13,8 +13,9 @@ import pytest
 
 from audit import cli, jvm
 from audit.fs import is_uri, resolve
-from audit.layout import PARTITION_DIR, discover
+from audit.layout import discover
 from audit.report import iso_utc, when
+from metadata.topics import METADATA_PARTITION_DIR
 from tests.audit.small_log import NODES, T0, healthy, write_nodes
 
 T0_ISO = "2023-11-14T22:13:20.000Z"  # T0 = 1_700_000_000_000 ms
@@ -43,7 +44,7 @@ def test_relative_paths_are_resolved_on_the_driver(spark, tmp_path: Path,
     write_nodes(tmp_path, healthy())
     monkeypatch.chdir(tmp_path)
     log = discover("node-2")
-    assert log.partition_dir == os.fspath(tmp_path / "node-2" / PARTITION_DIR)
+    assert log.partition_dir == os.fspath(tmp_path / "node-2" / METADATA_PARTITION_DIR)
     tasks = jvm.plan({"includeJson": "false"}, ["node-1", "node-2"], spark)
     assert tasks and all(os.path.isabs(t.log_file.path) for t in tasks)
     code = cli.main(_args(["node-1", "node-2", "node-3"], "out"))
@@ -74,13 +75,14 @@ def test_uris_read_and_write_through_hadoop_filesystem(spark, tmp_path: Path) ->
     [corrupt] = [r for r in pq.read_table(out / "findings.parquet").to_pylist()
                  if r["check"] == "corrupt-batch"]
     assert (corrupt["node_id"], corrupt["offset"]) == (2, 4)
-    assert corrupt["detail"].startswith(f"file:{tmp_path}/node-2/{PARTITION_DIR}/")
+    assert corrupt["detail"].startswith(f"file:{tmp_path}/node-2/{METADATA_PARTITION_DIR}/")
 
 
 @pytest.mark.parametrize(("make", "expect"), [
     (lambda t: f"file://{t}/missing", "does not exist"),
     (lambda t: os.fspath(t / "missing"), "does not exist"),
-    (lambda t: f"file://{t}/node-1/{PARTITION_DIR}/{0:020d}.log", "does not exist or is not"),
+    (lambda t: f"file://{t}/node-1/{METADATA_PARTITION_DIR}/{0:020d}.log",
+     "does not exist or is not"),
     (lambda t: f"nosuchfs://{t}/node-1", 'No FileSystem for scheme "nosuchfs"'),
 ])
 def test_bad_log_dir_is_one_line_and_exit_1(spark, tmp_path: Path, capsys, make,

@@ -14,7 +14,6 @@ import pyarrow as pa
 import pytest
 
 from audit import jvm
-from audit.layout import PARTITION_DIR
 from audit.source import NAME
 from kraft.log.codec import (
     LEADER_CHANGE,
@@ -24,6 +23,7 @@ from kraft.log.codec import (
     encode_batch,
     encode_control_record,
 )
+from metadata.topics import METADATA_PARTITION_DIR
 from tests.audit.faults import find_batch, rewrite_batch, segments
 
 NODES = (1, 2, 3)
@@ -63,7 +63,7 @@ def write_snapshot(node: Path, end_offset: int, epoch: int, records: list[bytes]
         offset += len(chunk)
     batches.append(encode_batch(offset, epoch, [encode_control_record(SNAPSHOT_FOOTER, {})], 1,
                                 control=True))
-    path = node / PARTITION_DIR / f"{end_offset:020d}-{epoch:010d}.checkpoint"
+    path = node / METADATA_PARTITION_DIR / f"{end_offset:020d}-{epoch:010d}.checkpoint"
     path.write_bytes(b"".join(batches))
     return path
 
@@ -129,7 +129,7 @@ def test_same_rows_and_errors_on_damaged_logs(spark, synthetic, tmp_path: Path) 
     short.write_bytes(short.read_bytes()[:-20])
     nofooter = write_snapshot(nodes[3], 100, 1, records[:10])
     nofooter.write_bytes(nofooter.read_bytes()[:-70])
-    (nodes[3] / PARTITION_DIR / f"{50:020d}-{1:010d}.checkpoint").write_bytes(b"")
+    (nodes[3] / METADATA_PARTITION_DIR / f"{50:020d}-{1:010d}.checkpoint").write_bytes(b"")
     dirs = [os.fspath(d) for d in nodes.values()]
 
     rows = assert_same_rows(spark, dirs)
@@ -154,7 +154,7 @@ def test_same_rows_on_a_real_run(spark, real_run) -> None:
 def test_without_javac_the_cli_says_so_in_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "JAVA_HOME": os.fspath(tmp_path / "no-jdk"), "PATH": "/nonexistent",
            "KRAFT_AUDIT_CACHE": os.fspath(tmp_path / "cache")}
-    log = tmp_path / "node-1" / PARTITION_DIR
+    log = tmp_path / "node-1" / METADATA_PARTITION_DIR
     log.mkdir(parents=True)
     done = subprocess.run([sys.executable, "-m", "audit.cli", "--log-dir", os.fspath(log.parent),
                            "--node-ids", "1", "--out", os.fspath(tmp_path / "out")],

@@ -14,7 +14,7 @@ from audit import replay
 from audit.consistency import NodeRange
 from audit.findings import Finding
 from audit.job import read_options, run_audit
-from audit.layout import PARTITION_DIR, discover
+from audit.layout import discover
 from audit.source import NAME
 from kraft.log.codec import encode_batch
 from metadata.records import (
@@ -29,6 +29,7 @@ from metadata.records import (
     encode_record,
     random_uuid,
 )
+from metadata.topics import METADATA_PARTITION_DIR
 from tests.audit.reference_replay import ROW_FIELDS, ReferenceReplayer
 
 BROKERS = (1, 2, 3, 4, 5)
@@ -84,7 +85,7 @@ def random_records(rng: random.Random, count: int) -> list[bytes]:
 
 
 def write_log(root: Path, records: list[bytes], per_batch: int = 7) -> Path:
-    partition = root / PARTITION_DIR
+    partition = root / METADATA_PARTITION_DIR
     partition.mkdir(parents=True)
     with open(partition / f"{0:020d}.log", "wb") as file:
         for base in range(0, len(records), per_batch):

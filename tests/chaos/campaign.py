@@ -18,6 +18,7 @@ import grpc
 
 from harness.cluster import ProcessCluster, add_fault_dirs, wait_for
 from metadata.errors import ApiErrors
+from metadata.topics import METADATA_PARTITION_DIR
 from server.admin_commands import AdminClient, CommandError
 from tests.chaos.checks import (
     Check,
@@ -28,7 +29,6 @@ from tests.chaos.checks import (
     floors,
 )
 from tests.chaos.committed import (
-    PARTITION_DIR,
     CommittedIndex,
     build_index,
     read_hw,
@@ -285,7 +285,7 @@ class Campaign:
         """Every node's high-watermark file reaches the leader's high watermark, taken once
         the probe was acknowledged and the brokers unfenced: then each node's committed log
         holds every acknowledged write (all were committed below it)."""
-        partitions = {n: node.config_path.parent / f"node-{n}" / PARTITION_DIR
+        partitions = {n: node.config_path.parent / f"node-{n}" / METADATA_PARTITION_DIR
                       for n, node in self.cluster.nodes.items()}
         target = -1
 
@@ -392,7 +392,7 @@ class Campaign:
 
     def _snapshots(self) -> dict[int, int]:
         """Snapshot files per node at the end (restarts loaded the newest before replaying)."""
-        return {n: len(list((node.config_path.parent / f"node-{n}" / PARTITION_DIR)
+        return {n: len(list((node.config_path.parent / f"node-{n}" / METADATA_PARTITION_DIR)
                             .glob("*.checkpoint")))
                 for n, node in sorted(self.cluster.nodes.items())}
 

@@ -24,8 +24,7 @@ from metadata.records import (
     TopicRecord,
     decode_record,
 )
-
-PARTITION_DIR = "__cluster_metadata-0"
+from metadata.topics import METADATA_PARTITION_DIR
 
 
 @functools.lru_cache(maxsize=1 << 18)
@@ -108,7 +107,7 @@ def read_hw(partition: Path) -> int | None:
 
 
 def read_node_log(log_dir: Path, node_id: int) -> NodeLog:
-    partition = log_dir / PARTITION_DIR
+    partition = log_dir / METADATA_PARTITION_DIR
     hw = read_hw(partition)  # first: the log files are at least as new as this
     out = NodeLog(node_id, -1, 0, hw)
     if hw is None:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from kraft.log.base import CorruptRecordError
 from kraft.log.snapshots import parse_snapshot_file_name, read_snapshot_records
+from metadata.topics import METADATA_PARTITION_DIR
 from tests.chaos.checks import Check
-from tests.chaos.committed import PARTITION_DIR, ChaosState, CommittedIndex, state_of
+from tests.chaos.committed import ChaosState, CommittedIndex, state_of
 
 
 def _differences(got: ChaosState, want: ChaosState) -> list[str]:
@@ -31,7 +32,8 @@ def to_check(log_dirs: dict[int, Path], index: CommittedIndex) -> Check:
     problems, checked, beyond = [], 0, 0
     prefix = index.prefix
     for node_id, log_dir in sorted(log_dirs.items()):
-        found = sorted((sid.offset, p) for p in (log_dir / PARTITION_DIR).glob("*.checkpoint")
+        partition = log_dir / METADATA_PARTITION_DIR
+        found = sorted((sid.offset, p) for p in partition.glob("*.checkpoint")
                        if (sid := parse_snapshot_file_name(p.name)) is not None)
         chosen = {found[-1]} if found else set()
         log = index.nodes.get(node_id)

@@ -19,6 +19,7 @@ from kraft.log.segmented import LogFaults
 from kraft.log.snapshots import FileSnapshotStore, SnapshotBuilder
 from kraft.node.faults import FaultInjector, read_faults
 from metadata.records import ConfigRecord, ConfigResourceType, TopicRecord, encode_record
+from metadata.topics import METADATA_PARTITION_DIR
 from tests.chaos.checks import (
     Served,
     check_floors,
@@ -27,7 +28,7 @@ from tests.chaos.checks import (
     floors,
     order_violations,
 )
-from tests.chaos.committed import PARTITION_DIR, CommittedIndex, NodeLog, build_index, read_node_log
+from tests.chaos.committed import CommittedIndex, NodeLog, build_index, read_node_log
 from tests.chaos.faults import (
     FaultFiles,
     FaultRecord,
@@ -166,7 +167,7 @@ def write_segment(partition: Path, base: int, records: list[bytes]) -> Path:
 
 
 def test_the_log_is_read_up_to_the_high_watermark_only(tmp_path: Path) -> None:
-    partition = tmp_path / "node-1" / PARTITION_DIR
+    partition = tmp_path / "node-1" / METADATA_PARTITION_DIR
     partition.mkdir(parents=True)
     path = write_segment(partition, 0, [topic("p-t1"), config("p-t1", "5"), topic("p-t2")])
     with path.open("ab") as file:
@@ -181,7 +182,7 @@ def test_the_log_is_read_up_to_the_high_watermark_only(tmp_path: Path) -> None:
 
 
 def test_a_log_that_cannot_be_read_below_its_high_watermark_fails(tmp_path: Path) -> None:
-    partition = tmp_path / "node-2" / PARTITION_DIR
+    partition = tmp_path / "node-2" / METADATA_PARTITION_DIR
     partition.mkdir(parents=True)
     first = write_segment(partition, 0, LOG[:3])
     write_segment(partition, 3, LOG[3:])
@@ -208,7 +209,7 @@ def test_a_log_that_cannot_be_read_below_its_high_watermark_fails(tmp_path: Path
 
 
 def test_a_log_above_zero_needs_the_snapshot_it_starts_at(tmp_path: Path) -> None:
-    partition = tmp_path / "node-3" / PARTITION_DIR
+    partition = tmp_path / "node-3" / METADATA_PARTITION_DIR
     partition.mkdir(parents=True)
     write_segment(partition, 5, LOG[5:])
     (partition / "high-watermark").write_text("6\n")
@@ -227,7 +228,7 @@ def _snapshot(partition: Path, end: int, records: list[bytes]) -> None:
 
 
 def test_a_snapshot_that_differs_from_the_log_fails(tmp_path: Path) -> None:
-    partition = tmp_path / "node-1" / PARTITION_DIR
+    partition = tmp_path / "node-1" / METADATA_PARTITION_DIR
     partition.mkdir(parents=True)
     t1, cfg, t2 = topic("p-t1"), config("p-t1", "5"), topic("p-t2")
     write_segment(partition, 0, [t1, cfg, t2])

@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from harness.cluster import ProcessCluster, run_cli, wait_for
 from kraft.core.errors import Errors
 from kraft.log.segmented import SegmentedLog
-from server.main import METADATA_PARTITION_DIR
+from metadata.topics import METADATA_PARTITION_DIR
 
 ELECTION_WAIT_S = 15
 

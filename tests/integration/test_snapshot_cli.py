@@ -17,6 +17,7 @@ from kraft.log.segmented import SegmentedLog, list_segments
 from kraft.log.snapshots import parse_snapshot_file_name
 from metadata.image import MetadataImage
 from metadata.loader import MetadataLoader
+from metadata.topics import METADATA_PARTITION_DIR
 from snapshots import tree
 from snapshots.diff import as_loaded
 from tests.integration.brokers import TestBroker
@@ -82,7 +83,7 @@ def test_kraft_snapshot_on_a_real_clusters_files(make_cluster, tmp_path: Path) -
         admin(cluster, "topics", "create", "--topic", "payments", "--partitions", "2",
               "--replication-factor", "2")
         node_dir = cluster.root / "node-1"
-        partition_dir = node_dir / "__cluster_metadata-0"
+        partition_dir = node_dir / METADATA_PARTITION_DIR
         wait_for(lambda: len(list(partition_dir.glob("*.checkpoint"))) >= 2, WAIT_S,
                  "node 1 to write snapshots")
     finally:
@@ -168,7 +169,7 @@ def test_kraft_snapshot_on_a_real_clusters_files(make_cluster, tmp_path: Path) -
     # the damaged batch holds fails with its position; verify names it.
     copy = tmp_path / "damaged-log"
     shutil.copytree(node_dir, copy)
-    first = copy / "__cluster_metadata-0" / Path(segments[0][1]).name
+    first = copy / METADATA_PARTITION_DIR / Path(segments[0][1]).name
     data = bytearray(first.read_bytes())
     second = int.from_bytes(data[:4], "big") + 8
     data[second + 45] ^= 0xFF

@@ -12,16 +12,16 @@ from kraft.log.codec import scan_prefix
 from kraft.log.segmented import list_segments
 from kraft.log.snapshots import parse_snapshot_file_name, verify_snapshot_file
 from metadata.rpc import admin_pb2 as pb
+from metadata.topics import METADATA_PARTITION_DIR
 from server.admin_commands import AdminClient
 from snapshots.image_records import image_to_records
 from snapshots.source import build_image, open_source
 
 WAIT_S = 20
-PARTITION_DIR = "__cluster_metadata-0"
 
 
 def partition_dir(cluster: ProcessCluster, node_id: int) -> Path:
-    return cluster.root / f"node-{node_id}" / PARTITION_DIR
+    return cluster.root / f"node-{node_id}" / METADATA_PARTITION_DIR
 
 
 def snapshot_ids(cluster: ProcessCluster, node_id: int) -> list[tuple[int, int]]:

@@ -23,6 +23,7 @@ from kraft.log.snapshots import FileSnapshotStore
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.loader import MetadataLoader
 from metadata.records import ConfigResourceType, Record, encode_record
+from metadata.topics import METADATA_PARTITION_DIR
 from snapshots import cli, tree
 from snapshots.diff import as_loaded, diff_images
 from snapshots.progress import Progress
@@ -88,7 +89,7 @@ def epoch_at(directory: Path, offset: int) -> int:
 def metadata_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, list[int]]:
     """A metadata.log.dir with __cluster_metadata-0 holding segments and two snapshots."""
     root = tmp_path_factory.mktemp("meta")
-    directory = root / "__cluster_metadata-0"
+    directory = root / METADATA_PARTITION_DIR
     end = write_log(directory)
     store = FileSnapshotStore(directory)
     snapshot_offsets = [12, end - 5]
@@ -112,7 +113,7 @@ def copy_dir(root: Path, tmp_path: Path) -> Path:
     shutil.copytree(root, target)
     for path in target.rglob("*"):
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
-    return target / "__cluster_metadata-0"
+    return target / METADATA_PARTITION_DIR
 
 
 # ---- the tree commands -------------------------------------------------------------------
@@ -151,7 +152,7 @@ def test_tree_commands_show_the_latest_image(metadata_dir, capsys) -> None:
 def test_tree_json_equals_the_loaders_image(metadata_dir, capsys) -> None:
     root, end, snapshots = metadata_dir
     code, out, _ = run(capsys, "tree", root, "--json")
-    expected = as_loaded(loader_image(root / "__cluster_metadata-0", end), snapshots[-1])
+    expected = as_loaded(loader_image(root / METADATA_PARTITION_DIR, end), snapshots[-1])
     assert code == 0 and json.loads(out) == tree.to_json(tree.image_tree(expected))
 
 
@@ -170,7 +171,7 @@ def test_missing_paths_and_directories(metadata_dir, capsys) -> None:
 
 def test_time_travel_matches_a_loader_stopped_at_every_offset(metadata_dir) -> None:
     root, end, snapshots = metadata_dir
-    directory = root / "__cluster_metadata-0"
+    directory = root / METADATA_PARTITION_DIR
     source = open_source(str(root))
     for offset in range(end + 1):
         built = build_image(source, offset, warn=pytest.fail)
@@ -198,13 +199,13 @@ def test_at_offset_on_the_cli_and_its_limits(metadata_dir, capsys) -> None:
     assert code == 0 and out.split() == ["orders"]
     code, out, _ = run(capsys, "cat", root, "/provenance", "--at-offset", "10", "--json")
     assert json.loads(out)["offset"] == loader_image(
-        root / "__cluster_metadata-0", 10).provenance.offset
+        root / METADATA_PARTITION_DIR, 10).provenance.offset
     code, _, err = run(capsys, "ls", root, "--at-offset", str(end + 1))
     assert code == 3 and f"offset {end + 1} is past the end" in err
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["ls", str(root), "--at-offset", "-1"])
     assert exit_info.value.code == 2
-    snapshot = sorted((root / "__cluster_metadata-0").glob("*.checkpoint"))[0]
+    snapshot = sorted((root / METADATA_PARTITION_DIR).glob("*.checkpoint"))[0]
     code, out, _ = run(capsys, "ls", snapshot, "/topics", "--at-offset", str(snapshots[0]))
     assert code == 0
     code, _, err = run(capsys, "ls", snapshot, "--at-offset", "3")
@@ -213,7 +214,7 @@ def test_at_offset_on_the_cli_and_its_limits(metadata_dir, capsys) -> None:
 
 def test_diff_lists_what_changed(metadata_dir, capsys) -> None:
     root, end, _ = metadata_dir
-    directory = root / "__cluster_metadata-0"
+    directory = root / METADATA_PARTITION_DIR
     start = loader_image(directory, 20).provenance.offset + 1
     code, out, _ = run(capsys, "diff", root, "--from", start, "--to", end, "--json")
     changes = {c["path"]: c for c in json.loads(out)["changes"]}
@@ -236,7 +237,7 @@ def test_diff_lists_what_changed(metadata_dir, capsys) -> None:
 
 def test_dump_decodes_every_batch_and_record(metadata_dir, capsys) -> None:
     root, end, snapshots = metadata_dir
-    directory = root / "__cluster_metadata-0"
+    directory = root / METADATA_PARTITION_DIR
     code, out, _ = run(capsys, "dump", root, "--json")
     lines = [json.loads(line) for line in out.splitlines()]
     assert code == 0
@@ -374,7 +375,7 @@ def test_gaps_and_a_cleaned_log(metadata_dir, tmp_path, capsys) -> None:
 
 def test_one_segment_alone(metadata_dir, capsys) -> None:
     root, _, _ = metadata_dir
-    segments = list_segments(root / "__cluster_metadata-0")
+    segments = list_segments(root / METADATA_PARTITION_DIR)
     later = segments[1][1]
     code, out, _ = run(capsys, "verify", later)
     assert code == 0, out  # no claim about the log start from one file
