@@ -35,8 +35,8 @@ from tenacity import (
 )
 
 from broker.state import BrokerState
+from kraft.errors import Errors, error_name
 from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, aio_channel
-from metadata.errors import ApiErrors
 from metadata.records import random_uuid
 from metadata.rpc import broker_pb2 as pb
 from metadata.rpc import broker_pb2_grpc as rpc
@@ -194,7 +194,7 @@ class BrokerLifecycleManager:
         try:
             reply = await self._with_retries(
                 "RegisterBroker", request, timeout_s,
-                retry_codes=(ApiErrors.DUPLICATE_BROKER_REGISTRATION,))
+                retry_codes=(Errors.DUPLICATE_BROKER_REGISTRATION,))
         except RetryError as exc:
             raise RegistrationError(
                 f"broker {self.broker_id} could not register with the active controller "
@@ -203,7 +203,7 @@ class BrokerLifecycleManager:
         if reply.error_code != 0:
             raise RegistrationError(
                 f"broker {self.broker_id}: the controller refused the registration: "
-                f"{_error_name(reply.error_code)}: {reply.error_message}")
+                f"{error_name(reply.error_code)}: {reply.error_message}")
         self.broker_epoch = reply.broker_epoch
         self.registrations += 1
         log.info("registered broker %d with epoch %d (incarnation %s)", self.broker_id,
@@ -224,12 +224,12 @@ class BrokerLifecycleManager:
         except RetryError as exc:
             log.warning("heartbeat failed: %s", exc.last_attempt.exception())
             return
-        if reply.error_code == ApiErrors.STALE_BROKER_EPOCH:
+        if reply.error_code == Errors.STALE_BROKER_EPOCH:
             log.warning("heartbeat refused (%s); registering again", reply.error_message)
             await self._register(self.registration_timeout_s)
             return
         if reply.error_code != 0:
-            log.warning("heartbeat refused: %s: %s", _error_name(reply.error_code),
+            log.warning("heartbeat refused: %s: %s", error_name(reply.error_code),
                         reply.error_message)
             return
         self._apply_reply(reply)
@@ -287,14 +287,14 @@ class BrokerLifecycleManager:
             self._hint = None
             self._next_controller += 1
             raise _Retry(f"{endpoint}: {exc.code().name}") from exc
-        if reply.error_code == ApiErrors.NOT_CONTROLLER:
+        if reply.error_code == Errors.NOT_CONTROLLER:
             hint = reply.controller.controller_endpoint
             self._hint = hint if hint and hint != endpoint else None
             if self._hint is None:
                 self._next_controller += 1
             raise _Retry(f"{endpoint}: NOT_CONTROLLER ({reply.error_message})")
         if reply.error_code in retry_codes:
-            raise _Retry(f"{_error_name(reply.error_code)}: {reply.error_message}")
+            raise _Retry(f"{error_name(reply.error_code)}: {reply.error_message}")
         self._hint = endpoint  # it answered as the active controller: keep using it
         return reply
 
@@ -306,9 +306,3 @@ class BrokerLifecycleManager:
             return leader
         return self.controllers[self._next_controller % len(self.controllers)]
 
-
-def _error_name(code: int) -> str:
-    try:
-        return ApiErrors(code).name
-    except ValueError:
-        return f"error {code}"

@@ -22,10 +22,11 @@ from broker.cache import CacheSnapshot, MetadataCache
 from broker.rpc import broker_metadata_pb2 as pb
 from broker.rpc import broker_metadata_pb2_grpc as rpc
 from kraft.client import RaftClient
+from kraft.errors import Errors
 from kraft.security.tls import TlsConfig
 from metadata.admin_service import AdminServicer
 from metadata.controller import NotControllerError
-from metadata.errors import ApiErrors, ControllerResult
+from metadata.errors import ControllerResult
 from metadata.image import MetadataImage
 
 MAX_WAIT_MS = 60_000
@@ -96,7 +97,7 @@ def _broker_info(b) -> pb.BrokerInfo:  # type: ignore[no-untyped-def]
 def _topic_info(image: MetadataImage, name: str) -> pb.TopicInfo:
     topic = image.topic(name)
     if topic is None:
-        return pb.TopicInfo(name=name, error_code=ApiErrors.UNKNOWN_TOPIC_OR_PARTITION,
+        return pb.TopicInfo(name=name, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION,
                             error_message=f"The topic '{name}' does not exist.")
     cluster = image.cluster
 

@@ -23,7 +23,8 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
-from kraft.security.tls import TlsConfig, aio_channel
+from kraft.errors import Errors
+from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, aio_channel
 from metadata.configs import (
     AlterableConfig,
     AlterConfigOp,
@@ -40,7 +41,6 @@ from metadata.configs import (
 from metadata.controller import NotControllerError
 from metadata.errors import (
     MAX_RECORDS_PER_USER_OP,
-    ApiErrors,
     ControllerApiError,
     ControllerResult,
 )
@@ -69,27 +69,18 @@ FORWARDED_BY = "kraft-forwarded-by"  # metadata key: the node that forwarded thi
 FORWARD_TIMEOUT_S = 10.0
 MAX_ENTRIES = 10_000  # per repeated field of a request: Kafka's bound on one user operation
 MAX_STRING_CHARS = 32_768
-REQUEST_TIMED_OUT = 7  # Kafka's code; no rule returns it, so it is not in ApiErrors
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
-_CHANNEL_OPTIONS = [("grpc.enable_retries", 0)]  # one forward, never a hidden second one
+# One forward, never a hidden second one.
+_CHANNEL_OPTIONS = [("grpc.enable_retries", 0), *MESSAGE_SIZE_OPTIONS]
 
 Response = TypeVar("Response")
 Handler = Callable[["AdminServicer", Any, grpc.aio.ServicerContext], Awaitable[Any]]
 
 
-class _Refused(Exception):
-    """A whole-request error whose code is not an ApiErrors member (REQUEST_TIMED_OUT)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 # ---- request checks ----
 
 def _invalid(message: str) -> ControllerApiError:
-    return ControllerApiError(ApiErrors.INVALID_REQUEST, message)
+    return ControllerApiError(Errors.INVALID_REQUEST, message)
 
 
 def _check_count(what: str, count: int) -> None:
@@ -149,12 +140,10 @@ def _guarded(response_type: Callable[..., Response]) -> Callable[[Handler], Hand
                 return response_type(status=self._not_controller(exc.leader_id, exc.message))
             except ControllerApiError as exc:
                 return response_type(status=_status(exc.code, exc.message))
-            except _Refused as exc:
-                return response_type(status=_status(exc.code, exc.message))
             except Exception as exc:  # never let a request take the node down
                 log.exception("%s failed", handler.__name__)
                 return response_type(status=_status(
-                    ApiErrors.UNKNOWN_SERVER_ERROR,
+                    Errors.UNKNOWN_SERVER_ERROR,
                     f"Unexpected error in {handler.__name__}: {type(exc).__name__}: {exc}"))
 
         return guarded
@@ -196,7 +185,7 @@ def _bounded(image: MetadataImage, new_partitions: Iterable[int]) -> None:
     """Refuse before placement what Kafka's BoundedList would refuse after: placing 2^31
     partitions would exhaust memory before the rule could count its records."""
     if sum(n for n in new_partitions if n > 0) > MAX_RECORDS_PER_USER_OP:
-        raise ControllerApiError(ApiErrors.POLICY_VIOLATION,
+        raise ControllerApiError(Errors.POLICY_VIOLATION,
                                  "Unable to perform excessively large batch operation.")
 
 
@@ -256,7 +245,7 @@ class AdminServicer(rpc.AdminServicer):
 
     def _not_controller(self, leader_id: int, message: str) -> pb.ResponseStatus:
         endpoint = self.controller_endpoints.get(leader_id, "") if leader_id >= 0 else ""
-        return _status(ApiErrors.NOT_CONTROLLER, message, leader_id, endpoint)
+        return _status(Errors.NOT_CONTROLLER, message, leader_id, endpoint)
 
     async def _forward(
         self, method: str, request: Any, context: grpc.aio.ServicerContext
@@ -280,9 +269,10 @@ class AdminServicer(rpc.AdminServicer):
                               metadata=((FORWARDED_BY, str(self.node_id)),))
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise _Refused(REQUEST_TIMED_OUT, f"The active controller {leader} at "
-                               f"{endpoint} did not answer within {self.forward_timeout_s} s; "
-                               "the request may or may not have been applied.") from exc
+                raise ControllerApiError(
+                    Errors.REQUEST_TIMED_OUT, f"The active controller {leader} at {endpoint} did "
+                    f"not answer within {self.forward_timeout_s} s; the request may or may not "
+                    "have been applied.") from exc
             raise NotControllerError(leader, f"This is not the active controller, and "
                                      f"forwarding to controller {leader} at {endpoint} failed: "
                                      f"{exc.code().name}") from exc
@@ -353,7 +343,7 @@ class AdminServicer(rpc.AdminServicer):
         for name in names:
             topic = image.topic(name)
             if topic is None:
-                missing = ControllerApiError(ApiErrors.UNKNOWN_TOPIC_OR_PARTITION,
+                missing = ControllerApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION,
                                              f"The topic '{name}' does not exist.")
                 described.append(pb.TopicDescription(name=name, **_error(missing)))
                 continue
@@ -404,7 +394,7 @@ class AdminServicer(rpc.AdminServicer):
         image = self.controller.committed_image
         registration = image.cluster.broker(request.broker_id)
         if registration is None:
-            raise ControllerApiError(ApiErrors.BROKER_ID_NOT_REGISTERED,
+            raise ControllerApiError(Errors.BROKER_ID_NOT_REGISTERED,
                                      f"Broker ID {request.broker_id} is not currently registered")
         [described] = describe_configs(image, [DescribeConfigsResource(
             ConfigResourceType.BROKER, str(request.broker_id))])

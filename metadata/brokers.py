@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
+from kraft.errors import Errors
+from metadata.errors import ControllerApiError, ControllerResult
 from metadata.image import MetadataImage
 from metadata.records import Endpoint, RegisterBrokerRecord
 from metadata.replication import begin_controlled_shutdown, fence_broker, unfence_broker
@@ -134,7 +135,7 @@ def register_broker(
     """Kafka's registerBroker: the broker epoch is the offset its record will get."""
     if request.cluster_id != cluster_id:
         raise ControllerApiError(
-            ApiErrors.INCONSISTENT_CLUSTER_ID,
+            Errors.INCONSISTENT_CLUSTER_ID,
             f"Expected cluster ID {cluster_id}, but got cluster ID {request.cluster_id}",
         )
     existing = image.cluster.broker(request.broker_id)
@@ -144,7 +145,7 @@ def register_broker(
     else:
         if existing is not None and heartbeats.has_valid_session(image, request.broker_id, now_ms):
             raise ControllerApiError(
-                ApiErrors.DUPLICATE_BROKER_REGISTRATION,
+                Errors.DUPLICATE_BROKER_REGISTRATION,
                 "Another broker is registered with that broker id.",
             )
         epoch, fenced, in_cs = next_offset, True, False
@@ -204,12 +205,12 @@ def process_heartbeat(
     registration = image.cluster.broker(request.broker_id)
     if registration is None:
         raise ControllerApiError(
-            ApiErrors.STALE_BROKER_EPOCH,
+            Errors.STALE_BROKER_EPOCH,
             f"No broker registration found for broker id {request.broker_id}",
         )
     if registration.epoch != request.broker_epoch:
         raise ControllerApiError(
-            ApiErrors.STALE_BROKER_EPOCH,
+            Errors.STALE_BROKER_EPOCH,
             f"Expected broker epoch {registration.epoch}, but got broker epoch "
             f"{request.broker_epoch}",
         )

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from types import MappingProxyType
 
-from metadata.errors import ApiErrors, ControllerApiError, ControllerResult, check_user_op_size
+from kraft.errors import Errors
+from metadata.errors import ControllerApiError, ControllerResult, check_user_op_size
 from metadata.image import CLUSTER_DEFAULT_BROKER, ConfigResource, MetadataImage
 from metadata.records import ConfigRecord, ConfigResourceType, Record
 from metadata.topics import (
@@ -149,7 +150,7 @@ def _schema(resource_type: int) -> Mapping[str, ConfigKey]:
 
 def _invalid_value(key: str, value: str, reason: str) -> ControllerApiError:
     """Kafka's ConfigException(name, value, message) wording."""
-    return ControllerApiError(ApiErrors.INVALID_CONFIG,
+    return ControllerApiError(Errors.INVALID_CONFIG,
                               f"Invalid value {value} for configuration {key}: {reason}")
 
 
@@ -187,7 +188,7 @@ def _validate_configs(
     kind = "topic" if resource_type == ConfigResourceType.TOPIC else "broker"
     for name in configs:  # LogConfig.validateNames runs before any value is parsed
         if name not in schema:
-            return ControllerApiError(ApiErrors.INVALID_CONFIG,
+            return ControllerApiError(Errors.INVALID_CONFIG,
                                       f"Unknown {kind} config name: {name}")
     for name, value in configs.items():
         error = validate_value(schema[name], value)
@@ -207,27 +208,27 @@ def _validate_resource(resource_type: int, name: str) -> None:
     """ControllerConfigurationValidator.validate(resource)."""
     if resource_type == ConfigResourceType.TOPIC:
         if not name:
-            raise ControllerApiError(ApiErrors.INVALID_REQUEST,
+            raise ControllerApiError(Errors.INVALID_REQUEST,
                                      "Default topic resources are not allowed.")
         error = topic_name_error(name)
         if error is not None:
-            raise ControllerApiError(ApiErrors.INVALID_TOPIC_EXCEPTION, error)
+            raise ControllerApiError(Errors.INVALID_TOPIC_EXCEPTION, error)
     elif resource_type == ConfigResourceType.BROKER:
         if name:
             if _INTEGER.fullmatch(name) is None or not _INT_RANGE[0] <= int(name) <= _INT_RANGE[1]:
-                raise ControllerApiError(ApiErrors.INVALID_REQUEST,
+                raise ControllerApiError(Errors.INVALID_REQUEST,
                                          "Unable to parse broker name as a base 10 number.")
             if int(name) < 0:
-                raise ControllerApiError(ApiErrors.INVALID_REQUEST, "Invalid negative broker ID.")
+                raise ControllerApiError(Errors.INVALID_REQUEST, "Invalid negative broker ID.")
     else:
         type_name = (ConfigResourceType(resource_type).name
                      if resource_type in ConfigResourceType._value2member_map_ else resource_type)
-        raise ControllerApiError(ApiErrors.INVALID_REQUEST, f"Unknown resource type {type_name}")
+        raise ControllerApiError(Errors.INVALID_REQUEST, f"Unknown resource type {type_name}")
 
 
 def _check_topic_exists(image: MetadataImage, name: str) -> None:
     if image.topic(name) is None:
-        raise ControllerApiError(ApiErrors.UNKNOWN_TOPIC_OR_PARTITION,
+        raise ControllerApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"The topic '{name}' does not exist.")
 
 
@@ -400,7 +401,7 @@ def incremental_alter_configs(
     for resource in resources:
         try:
             if counts[(resource.resource_type, resource.resource_name)] > 1:
-                raise ControllerApiError(ApiErrors.INVALID_REQUEST,
+                raise ControllerApiError(Errors.INVALID_REQUEST,
                                          "Each resource must appear at most once.")
             records.extend(_alter_one(image, resource, controller_ids))
             results.append(AlterConfigsResult(resource.resource_type, resource.resource_name))
@@ -416,11 +417,11 @@ def _alter_one(
 ) -> list[Record]:
     names = [c.name for c in resource.configs]
     if len(set(names)) != len(names):
-        raise ControllerApiError(ApiErrors.INVALID_REQUEST, "Error due to duplicate config keys")
+        raise ControllerApiError(Errors.INVALID_REQUEST, "Error due to duplicate config keys")
     missing = [c.name for c in resource.configs
                if c.op != AlterConfigOp.DELETE and c.value is None]
     if missing:
-        raise ControllerApiError(ApiErrors.INVALID_REQUEST,
+        raise ControllerApiError(Errors.INVALID_REQUEST,
                                  "Null value not supported for : " + ", ".join(missing))
     rtype, rname = resource.resource_type, resource.resource_name
     if rtype not in (ConfigResourceType.TOPIC, ConfigResourceType.BROKER):
@@ -446,7 +447,7 @@ def _alter_one(
     if rtype == ConfigResourceType.TOPIC:
         _check_topic_exists(image, rname)
     elif rname and int(rname) not in image.cluster.brokers and int(rname) not in controller_ids:
-        raise ControllerApiError(ApiErrors.BROKER_ID_NOT_REGISTERED,
+        raise ControllerApiError(Errors.BROKER_ID_NOT_REGISTERED,
                                  f"No node with id {int(rname)} found.")
     return records
 
@@ -460,7 +461,7 @@ def _apply_op(resource_type: int, change: AlterableConfig, old: str | None) -> s
         key = _schema(resource_type).get(change.name)
         op_name = AlterConfigOp(change.op).name
         if key is None or key.type is not ConfigType.LIST:
-            raise ControllerApiError(ApiErrors.INVALID_CONFIG, f"Can't {op_name} to key "
+            raise ControllerApiError(Errors.INVALID_CONFIG, f"Can't {op_name} to key "
                                      f"{change.name} because its type is not LIST.")
         parts = [p for p in (old if old is not None else key.default or "").split(",") if p]
         for value in (change.value or "").split(","):
@@ -469,7 +470,7 @@ def _apply_op(resource_type: int, change: AlterableConfig, old: str | None) -> s
             elif change.op == AlterConfigOp.SUBTRACT and value in parts:
                 parts.remove(value)
         return ",".join(parts)
-    raise ControllerApiError(ApiErrors.INVALID_REQUEST, f"Unknown config operation {change.op}")
+    raise ControllerApiError(Errors.INVALID_REQUEST, f"Unknown config operation {change.op}")
 
 
 # ---- CreateTopics with every config checked ----

@@ -11,9 +11,10 @@ from typing import TypeVar
 
 import grpc
 
+from kraft.errors import Errors
 from metadata.brokers import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from metadata.controller import NotControllerError, QuorumController
-from metadata.errors import ApiErrors, ControllerApiError
+from metadata.errors import ControllerApiError
 from metadata.records import Endpoint, is_valid_uuid
 from metadata.replication import (
     AlterPartitionData,
@@ -58,14 +59,14 @@ class BrokerLifecycleServicer(rpc.BrokerLifecycleServicer):
         try:
             return ok(await call())
         except _Invalid as exc:
-            return failed(ApiErrors.INVALID_REQUEST, str(exc), self._hint(-1))
+            return failed(Errors.INVALID_REQUEST, str(exc), self._hint(-1))
         except NotControllerError as exc:
             return failed(exc.code, exc.message, self._hint(exc.leader_id))
         except ControllerApiError as exc:
             return failed(exc.code, exc.message, self._hint(-1))
         except Exception as exc:  # never let a bad request take the node down
             log.exception("broker lifecycle call failed")
-            return failed(ApiErrors.UNKNOWN_SERVER_ERROR, f"unexpected error: {exc}",
+            return failed(Errors.UNKNOWN_SERVER_ERROR, f"unexpected error: {exc}",
                           self._hint(-1))
 
     async def RegisterBroker(self, request, context):

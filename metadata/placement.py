@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from metadata.errors import ApiErrors, ControllerApiError
+from kraft.errors import Errors
+from metadata.errors import ControllerApiError
 from metadata.image import BrokerRegistration
 
 
@@ -68,4 +69,4 @@ def _striped(order: Sequence[int], position: int, count: int) -> tuple[int, ...]
 
 
 def _invalid(message: str) -> ControllerApiError:
-    return ControllerApiError(ApiErrors.INVALID_REPLICATION_FACTOR, message)
+    return ControllerApiError(Errors.INVALID_REPLICATION_FACTOR, message)

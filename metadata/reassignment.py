@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from metadata.errors import ApiErrors, ControllerApiError, ControllerResult, check_user_op_size
+from kraft.errors import Errors
+from metadata.errors import ControllerApiError, ControllerResult, check_user_op_size
 from metadata.image import MetadataImage, PartitionRegistration
 from metadata.partition_change import Election, build_partition_change
 from metadata.records import PartitionChangeRecord
@@ -61,12 +62,12 @@ def alter_partition_reassignments(
 def _alter_one(changes: PartitionChanges, target: ReassignablePartition) -> None:
     topic = changes.image.topic(target.topic)
     if topic is None:
-        raise ControllerApiError(ApiErrors.UNKNOWN_TOPIC_OR_PARTITION,
+        raise ControllerApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"Unable to find a topic named {target.topic}.")
     partition = changes.partition(topic.topic_id, target.partition_index)
     if partition is None:
         raise ControllerApiError(
-            ApiErrors.UNKNOWN_TOPIC_OR_PARTITION,
+            Errors.UNKNOWN_TOPIC_OR_PARTITION,
             f"Unable to find partition {target.topic}:{target.partition_index}.")
     if target.replicas is None:
         record = _cancel(changes, target, topic.topic_id, partition)
@@ -104,20 +105,20 @@ def _cancel(
 ) -> PartitionChangeRecord | None:
     """Kafka's PartitionReassignmentRevert: back to the replicas without the adding ones."""
     if not partition.is_reassigning:
-        raise ControllerApiError(ApiErrors.NO_REASSIGNMENT_IN_PROGRESS)
+        raise ControllerApiError(Errors.NO_REASSIGNMENT_IN_PROGRESS)
     adding = set(partition.adding_replicas)
     replicas = tuple(r for r in partition.replicas if r not in adding)
     isr = tuple(r for r in partition.isr if r not in adding)
     unclean_allowed = unclean_leader_election_enabled(changes.image, target.topic)
     if not isr:
         if not replicas:
-            raise ControllerApiError(ApiErrors.INVALID_REPLICA_ASSIGNMENT, "Invalid replica "
+            raise ControllerApiError(Errors.INVALID_REPLICA_ASSIGNMENT, "Invalid replica "
                                      "assignment: addingReplicas contains all replicas.")
         # Only replicas being added are in sync: reverting needs an unclean leader.
         isr = replicas[:1]
         if not unclean_allowed:
             raise ControllerApiError(
-                ApiErrors.INVALID_REPLICA_ASSIGNMENT,
+                Errors.INVALID_REPLICA_ASSIGNMENT,
                 f"Unable to revert partition assignment for {target.topic}:"
                 f"{target.partition_index} because it would require an unclean leader "
                 "election.")

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from metadata.errors import ApiErrors, ControllerApiError, ControllerResult, check_user_op_size
+from kraft.errors import Errors
+from metadata.errors import ControllerApiError, ControllerResult, check_user_op_size
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.partition_change import Election, build_partition_change
 from metadata.records import (
@@ -117,7 +118,7 @@ def _leader_and_isr_updates(
 def _registered(image: MetadataImage, broker_id: int) -> int:
     registration = image.cluster.broker(broker_id)
     if registration is None:
-        raise ControllerApiError(ApiErrors.BROKER_ID_NOT_REGISTERED,
+        raise ControllerApiError(Errors.BROKER_ID_NOT_REGISTERED,
                                  f"Broker ID {broker_id} is not currently registered")
     return registration.epoch
 
@@ -193,23 +194,23 @@ def _elect_one(
     """Kafka's electLeader for one partition of an ElectLeaders request."""
     topic = changes.image.topic(topic_name)
     if topic is None:
-        return ControllerApiError(ApiErrors.UNKNOWN_TOPIC_OR_PARTITION,
+        return ControllerApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION,
                                   f"No such topic as {topic_name}")
     partition = changes.partition(topic.topic_id, partition_id)
     if partition is None:
-        return ControllerApiError(ApiErrors.UNKNOWN_TOPIC_OR_PARTITION,
+        return ControllerApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION,
                                   f"No such partition as {topic_name}-{partition_id}")
     if (election_type is ElectionType.PREFERRED and partition.has_preferred_leader) or (
             election_type is ElectionType.UNCLEAN and partition.has_leader):
-        return ControllerApiError(ApiErrors.ELECTION_NOT_NEEDED)
+        return ControllerApiError(Errors.ELECTION_NOT_NEEDED)
     election = (Election.PREFERRED if election_type is ElectionType.PREFERRED
                 else Election.UNCLEAN)
     record = build_partition_change(partition, topic.topic_id, partition_id,
                                     changes.image.cluster.is_active, election=election)
     if record is None:
-        return ControllerApiError(ApiErrors.PREFERRED_LEADER_NOT_AVAILABLE
+        return ControllerApiError(Errors.PREFERRED_LEADER_NOT_AVAILABLE
                                   if election_type is ElectionType.PREFERRED
-                                  else ApiErrors.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+                                  else Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE)
     changes.add(record)
     return None
 
@@ -227,7 +228,7 @@ def elect_leaders(
         for name in sorted(image.topics.by_name):
             for partition_id in sorted(image.topics.by_name[name].partitions):
                 error = _elect_one(changes, name, partition_id, election_type)
-                if error is None or error.error is not ApiErrors.ELECTION_NOT_NEEDED:
+                if error is None or error.error is not Errors.ELECTION_NOT_NEEDED:
                     results[(name, partition_id)] = PartitionElectionResult(
                         name, partition_id, error)
     else:
@@ -353,10 +354,10 @@ def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) 
     """Kafka's checkBrokerEpoch: STALE_BROKER_EPOCH for the whole request."""
     registration = image.cluster.broker(broker_id)
     if registration is None:
-        raise ControllerApiError(ApiErrors.STALE_BROKER_EPOCH,
+        raise ControllerApiError(Errors.STALE_BROKER_EPOCH,
                                  f"No broker registration found for broker id {broker_id}")
     if registration.epoch != broker_epoch:
-        raise ControllerApiError(ApiErrors.STALE_BROKER_EPOCH, f"Expected broker epoch "
+        raise ControllerApiError(Errors.STALE_BROKER_EPOCH, f"Expected broker epoch "
                                  f"{registration.epoch}, but got broker epoch {broker_epoch}")
 
 
@@ -390,37 +391,37 @@ def _alter_partition_error(
 ) -> ControllerApiError | None:
     """Kafka's validateAlterPartitionData, checks in Kafka's order."""
     if partition is None:
-        return ControllerApiError(ApiErrors.UNKNOWN_TOPIC_OR_PARTITION)
+        return ControllerApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
     # A requester with newer epochs than ours means this controller is probably stale.
     if data.leader_epoch > partition.leader_epoch:
-        return ControllerApiError(ApiErrors.NOT_CONTROLLER)
+        return ControllerApiError(Errors.NOT_CONTROLLER)
     if data.partition_epoch > partition.partition_epoch:
-        return ControllerApiError(ApiErrors.NOT_CONTROLLER)
+        return ControllerApiError(Errors.NOT_CONTROLLER)
     if data.leader_epoch < partition.leader_epoch:
-        return ControllerApiError(ApiErrors.FENCED_LEADER_EPOCH)
+        return ControllerApiError(Errors.FENCED_LEADER_EPOCH)
     if broker_id != partition.leader:
-        return ControllerApiError(ApiErrors.INVALID_REQUEST, f"Broker {broker_id} is not the "
+        return ControllerApiError(Errors.INVALID_REQUEST, f"Broker {broker_id} is not the "
                                   f"leader ({partition.leader}) of the partition.")
     if data.partition_epoch < partition.partition_epoch:
-        return ControllerApiError(ApiErrors.INVALID_UPDATE_VERSION)
+        return ControllerApiError(Errors.INVALID_UPDATE_VERSION)
     new_isr = [state.broker_id for state in data.new_isr]
     if not is_valid_isr(partition.replicas, new_isr):
-        return ControllerApiError(ApiErrors.INVALID_REQUEST, f"Invalid ISR {new_isr} for "
+        return ControllerApiError(Errors.INVALID_REQUEST, f"Invalid ISR {new_isr} for "
                                   f"replicas {list(partition.replicas)}.")
     if partition.leader not in new_isr:
-        return ControllerApiError(ApiErrors.INVALID_REQUEST,
+        return ControllerApiError(Errors.INVALID_REQUEST,
                                   f"The new ISR {new_isr} does not include the leader.")
     recovering = data.leader_recovery_state == LeaderRecoveryState.RECOVERING
     if recovering and len(new_isr) > 1:
-        return ControllerApiError(ApiErrors.INVALID_REQUEST, "The ISR has more than one "
+        return ControllerApiError(Errors.INVALID_REQUEST, "The ISR has more than one "
                                   "replica while the leader is recovering from an unclean "
                                   "election.")
     if recovering and not partition.is_recovering:
-        return ControllerApiError(ApiErrors.INVALID_REQUEST, "The leader recovery state cannot "
+        return ControllerApiError(Errors.INVALID_REQUEST, "The leader recovery state cannot "
                                   "change from RECOVERED to RECOVERING.")
     ineligible = _ineligible_replicas(image, data.new_isr)
     if ineligible:
-        return ControllerApiError(ApiErrors.INELIGIBLE_REPLICA, "The new ISR contains "
+        return ControllerApiError(Errors.INELIGIBLE_REPLICA, "The new ISR contains "
                                   "ineligible replicas: " + ", ".join(ineligible) + ".")
     return None
 
@@ -452,7 +453,7 @@ def _alter_one(
 ) -> AlterPartitionResult:
     index = data.partition_index
     if topic is None:
-        return AlterPartitionResult(topic_id, index, ControllerApiError(ApiErrors.UNKNOWN_TOPIC_ID))
+        return AlterPartitionResult(topic_id, index, ControllerApiError(Errors.UNKNOWN_TOPIC_ID))
     partition = changes.partition(topic_id, index)
     error = _alter_partition_error(changes.image, broker_id, partition, data)
     if error is not None:
@@ -468,7 +469,7 @@ def _alter_one(
         partition = changes.add(record)
         if record.leader not in (broker_id, NO_LEADER_CHANGE):
             return AlterPartitionResult(topic_id, index,
-                                        ControllerApiError(ApiErrors.NEW_LEADER_ELECTED))
+                                        ControllerApiError(Errors.NEW_LEADER_ELECTED))
     return AlterPartitionResult(
         topic_id, index, None, partition.leader, partition.leader_epoch, partition.isr,
         partition.leader_recovery_state, partition.partition_epoch,

@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from metadata.errors import ApiErrors, ControllerApiError, ControllerResult, check_user_op_size
+from kraft.errors import Errors
+from metadata.errors import ControllerApiError, ControllerResult, check_user_op_size
 from metadata.image import (
     MetadataImage,
     PartitionRegistration,
@@ -113,7 +114,7 @@ def topic_name_error(name: str) -> str | None:
 
 def _invalid_value(key: str, value: str, reason: str) -> ControllerApiError:
     return ControllerApiError(
-        ApiErrors.INVALID_CONFIG, f"Invalid value {value} for configuration {key}: {reason}"
+        Errors.INVALID_CONFIG, f"Invalid value {value} for configuration {key}: {reason}"
     )
 
 
@@ -137,7 +138,7 @@ def _config_records(topic: CreatableTopic) -> list[Record]:
     missing = [key for key, value in topic.configs if value is None]
     if missing:
         raise ControllerApiError(
-            ApiErrors.INVALID_CONFIG,
+            Errors.INVALID_CONFIG,
             "Null value not supported for topic configs: " + ",".join(missing),
         )
     values: dict[str, str] = {}
@@ -190,7 +191,7 @@ def validate_manual_assignment(
 
 
 def _bad_assignment(message: str) -> ControllerApiError:
-    return ControllerApiError(ApiErrors.INVALID_REPLICA_ASSIGNMENT, message)
+    return ControllerApiError(Errors.INVALID_REPLICA_ASSIGNMENT, message)
 
 
 def new_partition(image: MetadataImage, replicas: Sequence[int]) -> PartitionRegistration:
@@ -228,7 +229,7 @@ def create_topics(
             continue
         try:
             if counts[topic.name] > 1:
-                raise ControllerApiError(ApiErrors.INVALID_REQUEST, "Duplicate topic name.")
+                raise ControllerApiError(Errors.INVALID_REQUEST, "Duplicate topic name.")
             topic_records, result = _create_topic(
                 image, topic, created, default_num_partitions, default_replication_factor,
                 new_topic_id,
@@ -254,17 +255,17 @@ def _create_topic(
     name = topic.name
     if name == CLUSTER_METADATA_TOPIC:
         raise ControllerApiError(
-            ApiErrors.INVALID_REQUEST,
+            Errors.INVALID_REQUEST,
             f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
         )
     name_error = topic_name_error(name)
     if name_error is not None:
-        raise ControllerApiError(ApiErrors.INVALID_TOPIC_EXCEPTION, name_error)
+        raise ControllerApiError(Errors.INVALID_TOPIC_EXCEPTION, name_error)
     if name in image.topics.by_name:
-        raise ControllerApiError(ApiErrors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        raise ControllerApiError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     other = colliding_topic(image, name, created)
     if other is not None:
-        raise ControllerApiError(ApiErrors.INVALID_TOPIC_EXCEPTION,
+        raise ControllerApiError(Errors.INVALID_TOPIC_EXCEPTION,
                                  f"Topic '{name}' collides with existing topic: {other}")
     config_records = _config_records(topic)
     partitions = (_manual_partitions(image, topic) if topic.assignments
@@ -283,10 +284,10 @@ def _manual_partitions(
     image: MetadataImage, topic: CreatableTopic
 ) -> list[PartitionRegistration]:
     if topic.replication_factor != -1:
-        raise ControllerApiError(ApiErrors.INVALID_REQUEST, "A manual partition assignment was "
+        raise ControllerApiError(Errors.INVALID_REQUEST, "A manual partition assignment was "
                                  "specified, but replication factor was not set to -1.")
     if topic.num_partitions != -1:
-        raise ControllerApiError(ApiErrors.INVALID_REQUEST, "A manual partition assignment was "
+        raise ControllerApiError(Errors.INVALID_REQUEST, "A manual partition assignment was "
                                  "specified, but numPartitions was not set to -1.")
     by_index: dict[int, PartitionRegistration] = {}
     replication_factor: int | None = None
@@ -317,10 +318,10 @@ def _placed_partitions(
     default_replication_factor: int,
 ) -> list[PartitionRegistration]:
     if topic.replication_factor < -1 or topic.replication_factor == 0:
-        raise ControllerApiError(ApiErrors.INVALID_REPLICATION_FACTOR, "Replication factor must "
+        raise ControllerApiError(Errors.INVALID_REPLICATION_FACTOR, "Replication factor must "
                                  "be larger than 0, or -1 to use the default value.")
     if topic.num_partitions < -1 or topic.num_partitions == 0:
-        raise ControllerApiError(ApiErrors.INVALID_PARTITIONS, "Number of partitions was set "
+        raise ControllerApiError(Errors.INVALID_PARTITIONS, "Number of partitions was set "
                                  "to an invalid non-positive value.")
     count = default_num_partitions if topic.num_partitions == -1 else topic.num_partitions
     factor = (default_replication_factor if topic.replication_factor == -1
@@ -335,7 +336,7 @@ def _placed_partitions(
     partitions = [new_partition(image, replicas) for replicas in placed]
     if any(not p.isr for p in partitions):
         raise ControllerApiError(
-            ApiErrors.INVALID_REPLICATION_FACTOR,
+            Errors.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {factor} time(s): All brokers are currently "
             "fenced or in controlled shutdown.",
         )
@@ -359,7 +360,7 @@ def create_partitions(
             continue
         try:
             if counts[topic.name] > 1:
-                raise ControllerApiError(ApiErrors.INVALID_REQUEST, "Duplicate topic name.")
+                raise ControllerApiError(Errors.INVALID_REQUEST, "Duplicate topic name.")
             records.extend(_create_partitions(image, topic))
             results[topic.name] = CreatePartitionsTopicResult(topic.name)
         except ControllerApiError as error:
@@ -371,14 +372,14 @@ def create_partitions(
 def _create_partitions(image: MetadataImage, request: CreatePartitionsTopic) -> list[Record]:
     topic = image.topic(request.name)
     if topic is None:
-        raise ControllerApiError(ApiErrors.UNKNOWN_TOPIC_OR_PARTITION)
+        raise ControllerApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
     current = len(topic.partitions)
     if request.count == current:
-        raise ControllerApiError(ApiErrors.INVALID_PARTITIONS,
+        raise ControllerApiError(Errors.INVALID_PARTITIONS,
                                  f"Topic already has {current} partition(s).")
     if request.count < current:
         raise ControllerApiError(
-            ApiErrors.INVALID_PARTITIONS, f"The topic {request.name} currently has {current} "
+            Errors.INVALID_PARTITIONS, f"The topic {request.name} currently has {current} "
             f"partition(s); {request.count} would not be an increase.")
     additional = request.count - current
     if request.assignments is not None and len(request.assignments) != additional:
@@ -425,7 +426,7 @@ def delete_topics(
     """ControllerApis.deleteTopics + RCM.deleteTopics: a RemoveTopicRecord per topic, all in
     one batch. Results come in request order (Kafka shuffles them), one per distinct entry."""
     if not deletion_enabled:
-        raise ControllerApiError(ApiErrors.TOPIC_DELETION_DISABLED)
+        raise ControllerApiError(Errors.TOPIC_DELETION_DISABLED)
     counts = Counter(topics)
     # topic id -> the first entry that asked for it, to catch a name and an id for one topic
     claimed: dict[str, TopicRef] = {}
@@ -435,23 +436,23 @@ def delete_topics(
             continue
         if ref.name is None and ref.topic_id is None:
             deletion.fail(ref, ControllerApiError(
-                ApiErrors.INVALID_REQUEST, "Neither topic name nor id were specified."), None)
+                Errors.INVALID_REQUEST, "Neither topic name nor id were specified."), None)
         elif ref.name is not None and ref.topic_id is not None:
             deletion.fail(ref, ControllerApiError(
-                ApiErrors.INVALID_REQUEST, "You may not specify both topic name and topic id."),
+                Errors.INVALID_REQUEST, "You may not specify both topic name and topic id."),
                 None)
         elif counts[ref] > 1:
             message = "Duplicate topic name." if ref.name is not None else "Duplicate topic id."
-            deletion.fail(ref, ControllerApiError(ApiErrors.INVALID_REQUEST, message), None)
+            deletion.fail(ref, ControllerApiError(Errors.INVALID_REQUEST, message), None)
         else:
             topic = (image.topic(ref.name) if ref.name is not None
                      else image.topic_by_id(ref.topic_id or ""))
             if topic is None:
-                error = (ApiErrors.UNKNOWN_TOPIC_OR_PARTITION if ref.name is not None
-                         else ApiErrors.UNKNOWN_TOPIC_ID)
+                error = (Errors.UNKNOWN_TOPIC_OR_PARTITION if ref.name is not None
+                         else Errors.UNKNOWN_TOPIC_ID)
                 deletion.fail(ref, ControllerApiError(error), None)
             elif topic.topic_id in claimed:
-                twice = ControllerApiError(ApiErrors.INVALID_REQUEST, "The provided topic name "
+                twice = ControllerApiError(Errors.INVALID_REQUEST, "The provided topic name "
                                            "maps to an ID that was already supplied.")
                 deletion.fail(ref, twice, topic)
                 deletion.fail(claimed[topic.topic_id], twice, topic)

@@ -29,7 +29,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from kraft.core.errors import Errors
+from kraft.errors import Errors, error_name
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.client_config import load_client_tls
@@ -95,7 +95,7 @@ def describe_quorum(
             if resp.error_code == Errors.NONE:
                 return resp
             if resp.error_code != Errors.NOT_LEADER_OR_FOLLOWER:
-                raise AdminError(f"{target}: {Errors(resp.error_code).name}: {resp.error_message}")
+                raise AdminError(f"{target}: {error_name(resp.error_code)}: {resp.error_message}")
             if resp.leader_id < 0 or not resp.leader_endpoint:
                 raise _Retryable(f"no leader is known at {target} (epoch {resp.leader_epoch})")
             target = resp.leader_endpoint

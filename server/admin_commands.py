@@ -32,9 +32,9 @@ from typing import Any
 import grpc
 from tenacity import RetryError, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from kraft.errors import Errors, error_name
 from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, sync_channel
 from metadata.configs import feature_level_name
-from metadata.errors import ApiErrors
 from metadata.rpc import admin_pb2 as pb
 from metadata.rpc import admin_pb2_grpc as rpc
 
@@ -42,7 +42,6 @@ GROUPS = frozenset({"topics", "partitions", "brokers", "leaders", "reassign", "c
                     "cluster", "features"})
 RPC_TIMEOUT_S = 15.0  # longer than a node's forwarding deadline (10 s)
 RETRY_FOR_S = 15.0
-REQUEST_TIMED_OUT = 7
 _RECOVERY_STATES = {0: "RECOVERED", 1: "RECOVERING"}
 _SOURCES = {s: n.removeprefix("CONFIG_SOURCE_") for n, s in pb.ConfigSource.items()}
 _CONFIG_TYPES = {t: n.removeprefix("CONFIG_TYPE_") for n, t in pb.ConfigType.items()}
@@ -54,12 +53,6 @@ class CommandError(Exception):
 
 class _Retryable(Exception):
     """NOT_CONTROLLER or an unreachable node: worth another try."""
-
-
-def error_name(code: int) -> str:
-    if code == REQUEST_TIMED_OUT:
-        return "REQUEST_TIMED_OUT"
-    return ApiErrors(code).name if code in ApiErrors._value2member_map_ else f"ERROR_{code}"
 
 
 def _failure(code: int, message: str) -> str:
@@ -121,7 +114,7 @@ class AdminClient:
                 raise CommandError(f"{endpoint} answered {code.name}: "
                                    f"{exc.details()}") from exc  # type: ignore[attr-defined]
         status = response.status
-        if status.error_code == ApiErrors.NOT_CONTROLLER:
+        if status.error_code == Errors.NOT_CONTROLLER:
             self._redirect = status.controller_endpoint or None
             raise _Retryable(_failure(status.error_code, status.error_message))
         if status.error_code != 0:
@@ -322,7 +315,7 @@ def _topics_create(client: AdminClient, args: argparse.Namespace) -> str:
         topic.replication_factor = (-1 if args.replication_factor is None
                                     else args.replication_factor)
     [result] = client.call("CreateTopics", pb.CreateTopicsRequest(topics=[topic])).topics
-    if result.error_code == ApiErrors.TOPIC_ALREADY_EXISTS and args.if_not_exists:
+    if result.error_code == Errors.TOPIC_ALREADY_EXISTS and args.if_not_exists:
         return json.dumps({"name": args.topic, "created": False}) if args.json else ""
     if result.error_code:
         raise CommandError(_failure(result.error_code, result.error_message))
@@ -336,7 +329,7 @@ def _topics_create(client: AdminClient, args: argparse.Namespace) -> str:
 def _topics_delete(client: AdminClient, args: argparse.Namespace) -> str:
     request = pb.DeleteTopicsRequest(topics=[pb.TopicRef(name=args.topic)])
     [result] = client.call("DeleteTopics", request).topics
-    if result.error_code == ApiErrors.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
+    if result.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
         return json.dumps({"name": args.topic, "deleted": False}) if args.json else ""
     if result.error_code:
         raise CommandError(_failure(result.error_code, result.error_message))
@@ -462,7 +455,7 @@ def _leaders_elect(client: AdminClient, args: argparse.Namespace) -> str:
                                                            partitions=partitions))
     results = client.call("ElectLeaders", request).results
     kind = args.election_type.upper()
-    failed = [r for r in results if r.error_code not in (0, ApiErrors.ELECTION_NOT_NEEDED)]
+    failed = [r for r in results if r.error_code not in (0, Errors.ELECTION_NOT_NEEDED)]
     failures = [f"{r.topic}-{r.partition}: {_failure(r.error_code, r.error_message)}"
                 for r in failed]
     if args.json:
@@ -471,7 +464,7 @@ def _leaders_elect(client: AdminClient, args: argparse.Namespace) -> str:
     else:
         done = [f"{r.topic}-{r.partition}" for r in results if not r.error_code]
         not_needed = [f"{r.topic}-{r.partition}" for r in results
-                      if r.error_code == ApiErrors.ELECTION_NOT_NEEDED]
+                      if r.error_code == Errors.ELECTION_NOT_NEEDED]
         lines = []
         if done:
             lines.append(f"Successfully completed leader election ({kind}) for partitions "

@@ -24,11 +24,12 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pool, symbol_database
 
+from kraft.errors import Errors
 from kraft.security.principal import peer_principal
 
 log = logging.getLogger(__name__)
 
-CLUSTER_AUTHORIZATION_FAILED = 31
+CLUSTER_AUTHORIZATION_FAILED = Errors.CLUSTER_AUTHORIZATION_FAILED
 OPERATIONS = ("Create", "Delete", "Alter", "AlterConfigs", "Describe", "DescribeConfigs",
               "ClusterAction")
 READS = frozenset({"Describe", "DescribeConfigs"})

@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 
 from harness.cluster import ProcessCluster, add_fault_dirs, wait_for
-from metadata.errors import ApiErrors
+from kraft.errors import Errors
 from metadata.topics import METADATA_PARTITION_DIR
 from server.admin_commands import AdminClient, CommandError
 from tests.chaos.checks import (
@@ -239,7 +239,7 @@ class Campaign:
             try:
                 create_topic(client, name)
             except Refused as exc:  # a unique name that exists: an earlier try landed
-                return exc.code == ApiErrors.TOPIC_ALREADY_EXISTS
+                return exc.code == Errors.TOPIC_ALREADY_EXISTS
             except CommandError:
                 return False  # e.g. the quorum still settling: try again
             return True

@@ -16,6 +16,7 @@ import grpc
 import pytest
 
 from kraft.core.config import RaftConfig
+from kraft.errors import Errors
 from kraft.log.quorum_state import QuorumStateStore
 from kraft.log.segmented import SegmentedLog
 from kraft.node.raft_node import RaftNode
@@ -24,7 +25,7 @@ from kraft.rpc import raft_pb2_grpc as raft_rpc
 from metadata import admin_service
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.controller import QuorumController
-from metadata.errors import ApiErrors, ControllerResult
+from metadata.errors import ControllerResult
 from metadata.image import MetadataImage
 from metadata.records import Endpoint, RegisterBrokerRecord, random_uuid
 from metadata.replication import (
@@ -41,7 +42,7 @@ from metadata.rpc import admin_pb2_grpc as rpc
 from tests.unit.controller_harness import attach_controller
 
 T = TypeVar("T")
-E = ApiErrors
+E = Errors
 CLUSTER_ID = "admin-test-cluster"
 
 
@@ -136,7 +137,7 @@ class AdminHarness(LoopThread):
                 p.partition_epoch),)),))
         [result] = self.write(lambda image: alter_partition(image, request))
         # NEW_LEADER_ELECTED: written, and the reporter is no longer the leader.
-        assert result.error is None or result.error.error == ApiErrors.NEW_LEADER_ELECTED
+        assert result.error is None or result.error.error == Errors.NEW_LEADER_ELECTED
 
     def close(self) -> None:
         self.channel.close()
@@ -712,7 +713,7 @@ def test_a_failed_forward_is_not_controller_and_a_slow_one_a_timeout(
     for servicer, code, start in (
         (unreachable, E.NOT_CONTROLLER, "This is not the active controller, and forwarding to "
          f"controller {pair.active} at 127.0.0.1:"),
-        (impatient, admin_service.REQUEST_TIMED_OUT, f"The active controller {pair.active} at "),
+        (impatient, E.REQUEST_TIMED_OUT, f"The active controller {pair.active} at "),
     ):
         server, port = pair.run(serve(servicer))
         try:

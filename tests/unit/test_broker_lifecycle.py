@@ -11,7 +11,7 @@ import grpc
 
 from broker.lifecycle import AdvertisedListener, BrokerLifecycleManager
 from broker.state import BrokerState
-from metadata.errors import ApiErrors
+from kraft.errors import Errors
 from metadata.rpc import broker_pb2 as pb
 from metadata.rpc import broker_pb2_grpc as rpc
 
@@ -34,24 +34,24 @@ class ScriptedController(rpc.BrokerLifecycleServicer):
     async def RegisterBroker(self, request, context):  # type: ignore[no-untyped-def]
         if self.redirect is not None:
             return pb.BrokerRegistrationResponse(
-                error_code=ApiErrors.NOT_CONTROLLER, broker_epoch=-1,
+                error_code=Errors.NOT_CONTROLLER, broker_epoch=-1,
                 controller=pb.ControllerHint(controller_id=2, controller_endpoint=self.redirect))
         self.registrations.append(request)
         if self.refuse_registrations > 0:
             self.refuse_registrations -= 1
             return pb.BrokerRegistrationResponse(
-                error_code=ApiErrors.DUPLICATE_BROKER_REGISTRATION, broker_epoch=-1)
+                error_code=Errors.DUPLICATE_BROKER_REGISTRATION, broker_epoch=-1)
         return pb.BrokerRegistrationResponse(broker_epoch=self.registration_offset)
 
     async def BrokerHeartbeat(self, request, context):  # type: ignore[no-untyped-def]
         if self.redirect is not None:
             return pb.BrokerHeartbeatResponse(
-                error_code=ApiErrors.NOT_CONTROLLER, is_fenced=True,
+                error_code=Errors.NOT_CONTROLLER, is_fenced=True,
                 controller=pb.ControllerHint(controller_id=2, controller_endpoint=self.redirect))
         self.heartbeats.append(request)
         if self.stale_heartbeats > 0:
             self.stale_heartbeats -= 1
-            return pb.BrokerHeartbeatResponse(error_code=ApiErrors.STALE_BROKER_EPOCH,
+            return pb.BrokerHeartbeatResponse(error_code=Errors.STALE_BROKER_EPOCH,
                                               is_fenced=True)
         caught_up = request.current_metadata_offset >= self.registration_offset
         if request.want_shut_down:

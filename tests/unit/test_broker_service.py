@@ -14,9 +14,9 @@ from broker.rpc import broker_metadata_pb2 as pb
 from broker.rpc import broker_metadata_pb2_grpc as rpc
 from broker.service import BrokerMetadataServicer, ServingGate, _BrokerControllerView
 from kraft.client import LeaderAndEpoch
+from kraft.errors import Errors
 from metadata.controller import NotControllerError
 from metadata.delta import MetadataDelta
-from metadata.errors import ApiErrors
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.records import Endpoint, PartitionRecord, RegisterBrokerRecord, TopicRecord
 
@@ -73,7 +73,7 @@ def test_describe_from_the_cache_with_its_position() -> None:
             [p] = orders.partitions
             assert (p.leader, list(p.replicas), list(p.isr), p.leader_epoch,
                     p.partition_epoch, list(p.offline_replicas)) == (1, [1, 2], [1, 2], 3, 5, [2])
-            assert missing.error_code == ApiErrors.UNKNOWN_TOPIC_OR_PARTITION
+            assert missing.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
         finally:
             await channel.close()
             await server.stop(None)
@@ -103,7 +103,7 @@ def test_long_polls_wake_on_publish_and_time_out_with_what_there_is() -> None:
             # A wait that is never satisfied answers at its deadline with the current state.
             late = await stub.DescribeTopics(
                 pb.DescribeTopicsRequest(names=["never"], wait_ms=100), timeout=5)
-            assert late.topics[0].error_code == ApiErrors.UNKNOWN_TOPIC_OR_PARTITION
+            assert late.topics[0].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
         finally:
             await channel.close()
             await server.stop(None)

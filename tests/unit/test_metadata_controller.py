@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from kraft.core.config import RaftConfig
+from kraft.errors import Errors
 from kraft.log.quorum_state import QuorumStateStore
 from kraft.log.segmented import SegmentedLog
 from kraft.node.raft_node import RaftNode
 from metadata.brokers import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from metadata.controller import NotControllerError, QuorumController
 from metadata.delta import MetadataDelta
-from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
+from metadata.errors import ControllerApiError, ControllerResult
 from metadata.image import CLUSTER_DEFAULT_BROKER, EMPTY_IMAGE
 from metadata.records import (
     ConfigRecord,
@@ -68,7 +69,7 @@ def test_writes_validate_against_uncommitted_writes_and_answer_after_commit(
         results = await asyncio.gather(first, second)
         assert results[0][0].error is None
         assert results[1][0].error is not None
-        assert results[1][0].error.error == ApiErrors.TOPIC_ALREADY_EXISTS
+        assert results[1][0].error.error == Errors.TOPIC_ALREADY_EXISTS
         image = controller.committed_image
         assert image.topic("orders") is not None
         assert len(image.topic("orders").partitions) == 3  # type: ignore[union-attr]
@@ -122,7 +123,7 @@ def test_a_node_that_is_not_leader_answers_not_controller(tmp_path: Path) -> Non
         await _until(lambda: not controller.is_active)
         with pytest.raises(NotControllerError) as error:
             await controller.write(lambda _img: register(9))
-        assert error.value.error == ApiErrors.NOT_CONTROLLER
+        assert error.value.error == Errors.NOT_CONTROLLER
         await controller.client.stop()
 
     asyncio.run(scenario())
@@ -170,7 +171,7 @@ def test_broker_lifecycle_register_unfence_fence_on_session_expiry(tmp_path: Pat
         # A stale epoch is refused with Kafka's error.
         with pytest.raises(ControllerApiError) as stale:
             await controller.broker_heartbeat(BrokerHeartbeatRequest(1, 12345, 0, False, False))
-        assert stale.value.error == ApiErrors.STALE_BROKER_EPOCH
+        assert stale.value.error == Errors.STALE_BROKER_EPOCH
         await node.stop()
 
     asyncio.run(scenario())
@@ -186,11 +187,11 @@ def test_a_live_broker_id_cannot_be_registered_twice(tmp_path: Path) -> None:
         with pytest.raises(ControllerApiError) as duplicate:
             await controller.register_broker(
                 BrokerRegistrationRequest(1, "c", random_uuid(), ()), "c")
-        assert duplicate.value.error == ApiErrors.DUPLICATE_BROKER_REGISTRATION
+        assert duplicate.value.error == Errors.DUPLICATE_BROKER_REGISTRATION
         with pytest.raises(ControllerApiError) as foreign:
             await controller.register_broker(
                 BrokerRegistrationRequest(2, "other", random_uuid(), ()), "c")
-        assert foreign.value.error == ApiErrors.INCONSISTENT_CLUSTER_ID
+        assert foreign.value.error == Errors.INCONSISTENT_CLUSTER_ID
         # The same incarnation re-registering keeps its epoch.
         assert await controller.register_broker(first, "c") == epoch
         await controller.client.stop()

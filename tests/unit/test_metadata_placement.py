@@ -6,7 +6,8 @@ from collections.abc import Iterable
 
 import pytest
 
-from metadata.errors import ApiErrors, ControllerApiError
+from kraft.errors import Errors
+from metadata.errors import ControllerApiError
 from metadata.image import BrokerRegistration, MetadataImage
 from metadata.placement import place_replicas, rack_alternated
 from metadata.records import BrokerRegistrationChangeRecord
@@ -60,5 +61,5 @@ def test_controlled_shutdown_brokers_are_not_used() -> None:
 def test_kafkas_placer_errors(fenced: tuple[int, ...], rf: int, message: str) -> None:
     with pytest.raises(ControllerApiError) as raised:
         place_replicas(brokers(cluster(fenced=fenced)), 1, rf)
-    assert raised.value.error is ApiErrors.INVALID_REPLICATION_FACTOR
+    assert raised.value.error is Errors.INVALID_REPLICATION_FACTOR
     assert raised.value.message == message

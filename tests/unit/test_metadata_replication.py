@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
+from kraft.errors import Errors
+from metadata.errors import ControllerApiError, ControllerResult
 from metadata.image import MetadataImage
 from metadata.records import (
     NO_LEADER,
@@ -114,7 +115,7 @@ def test_unregister_broker() -> None:
     assert list(after.partitions_with_isr_member(3)) == []
     with pytest.raises(ControllerApiError) as raised:
         unregister_broker(after, 3)
-    assert raised.value.error is ApiErrors.BROKER_ID_NOT_REGISTERED
+    assert raised.value.error is Errors.BROKER_ID_NOT_REGISTERED
     assert raised.value.message == "Broker ID 3 is not currently registered"
 
 
@@ -267,7 +268,7 @@ def test_alter_partition_checks_in_kafkas_order() -> None:
     image = foo_cluster()
     with pytest.raises(ControllerApiError) as raised:
         alter(image, 1, 0, [1], broker_epoch=5)
-    assert raised.value.error is ApiErrors.STALE_BROKER_EPOCH
+    assert raised.value.error is Errors.STALE_BROKER_EPOCH
     assert raised.value.message == "Expected broker epoch 101, but got broker epoch 5"
     assert alter_error(alter(image, 1, 0, [1], topic_id=BAR)) == "UNKNOWN_TOPIC_ID"
     assert alter_error(alter(image, 1, 7, [1])) == "UNKNOWN_TOPIC_OR_PARTITION"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
+from kraft.errors import Errors
+from metadata.errors import ControllerApiError, ControllerResult
 from metadata.image import ConfigResource
 from metadata.records import (
     BrokerRegistrationChangeRecord,
@@ -293,7 +294,7 @@ def test_delete_topics_duplicates_and_disabled() -> None:
         "The provided topic name maps to an ID that was already supplied."}
     with pytest.raises(ControllerApiError) as raised:
         delete_topics(image, [TopicRef(name="foo")], deletion_enabled=False)
-    assert raised.value.error is ApiErrors.TOPIC_DELETION_DISABLED
+    assert raised.value.error is Errors.TOPIC_DELETION_DISABLED
 
 
 def test_too_many_records_is_a_policy_violation() -> None:
