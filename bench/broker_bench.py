@@ -39,6 +39,7 @@ from bench.log_bench import machine
 from broker.rpc import broker_metadata_pb2 as bmpb
 from broker.rpc import broker_metadata_pb2_grpc as bmrpc
 from harness.cluster import write_broker_configs
+from kraft.errors import Errors
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from metadata.rpc import admin_pb2 as apb
@@ -47,7 +48,6 @@ from metadata.topics import METADATA_PARTITION_DIR
 
 BROKERS = [4, 5, 6]
 PARTITIONS_PER_TOPIC = 9_999  # + its TopicRecord = 10,000 records, one atomic batch
-NOT_CONTROLLER = 41
 TOPIC_ALREADY_EXISTS = 36
 SETTINGS = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "9000"}
 
@@ -129,7 +129,7 @@ class Bench:
             except grpc.RpcError:
                 retried = True  # the controller failed over under load: try the next one
                 continue
-            if reply.status.error_code == NOT_CONTROLLER:
+            if reply.status.error_code == Errors.NOT_CONTROLLER:
                 retried = True
                 continue
             assert reply.status.error_code == 0, reply.status

@@ -22,6 +22,7 @@ import grpc
 
 from bench._cluster import CLIENT_OPTIONS, Cluster
 from bench.log_bench import machine
+from kraft.errors import Errors
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.tls import TlsConfig, aio_channel
@@ -30,8 +31,6 @@ from metadata.rpc import admin_pb2 as apb
 from metadata.rpc import admin_pb2_grpc as arpc
 from metadata.rpc import broker_pb2 as bpb
 from metadata.rpc import broker_pb2_grpc as brpc
-
-NOT_CONTROLLER = 41
 
 
 async def leader_endpoint(
@@ -69,7 +68,7 @@ async def start_brokers(
                 break
             # The new leader becomes the active controller once its epoch's first record
             # commits; until then it answers NOT_CONTROLLER.
-            if reply.error_code != NOT_CONTROLLER or time.monotonic() > deadline:
+            if reply.error_code != Errors.NOT_CONTROLLER or time.monotonic() > deadline:
                 raise RuntimeError(f"registration failed: {reply.error_message}")
             await asyncio.sleep(0.02)  # retry pause of a bounded wait
         epochs[broker] = reply.broker_epoch

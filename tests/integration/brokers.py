@@ -13,12 +13,12 @@ import grpc
 
 from broker.rpc import broker_metadata_pb2 as bmpb
 from broker.rpc import broker_metadata_pb2_grpc as bmrpc
+from kraft.errors import Errors
 from kraft.security.tls import MESSAGE_SIZE_OPTIONS
 from metadata.records import random_uuid
 from metadata.rpc import broker_pb2 as pb
 from metadata.rpc import broker_pb2_grpc as rpc
 
-NOT_CONTROLLER = 41
 RETRY_FOR_S = 15.0
 
 
@@ -57,7 +57,7 @@ class TestBroker:
                     (self.controllers.index(self._target) + 1) % len(self.controllers)]
                 self._stop.wait(0.02)  # a retry pause; returns early when stopped
                 continue
-            if reply.error_code == NOT_CONTROLLER:  # type: ignore[attr-defined]
+            if reply.error_code == Errors.NOT_CONTROLLER:  # type: ignore[attr-defined]
                 hint = reply.controller.controller_endpoint  # type: ignore[attr-defined]
                 self._target = hint or self.controllers[
                     (self.controllers.index(self._target) + 1) % len(self.controllers)]
