@@ -31,8 +31,6 @@ from metadata.configs import (
     AlterConfigsResource,
     ConfigEntry,
     DescribeConfigsResource,
-    cluster_default_int,
-    create_topics_checked,
     describe_configs,
     describe_features,
     incremental_alter_configs,
@@ -60,6 +58,7 @@ from metadata.topics import (
     ReplicaAssignment,
     TopicRef,
     create_partitions,
+    create_topics,
     delete_topics,
 )
 
@@ -291,10 +290,10 @@ class AdminServicer(rpc.AdminServicer):
             return forwarded
 
         def rule(image: MetadataImage) -> Any:
-            default = cluster_default_int(image, "num.partitions")
+            default: int = image.cluster_setting("num.partitions")
             _bounded(image, (len(t.assignments) or (default if t.num_partitions == -1
                                                      else t.num_partitions) for t in topics))
-            return create_topics_checked(image, topics, validate_only=request.validate_only)
+            return create_topics(image, topics, validate_only=request.validate_only)
 
         results = await self._write(rule)
         return pb.CreateTopicsResponse(status=_status(), topics=[

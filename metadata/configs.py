@@ -1,35 +1,31 @@
-"""Dynamic configs as pure rules: DescribeConfigs, IncrementalAlterConfigs, CreateTopics with
-full config checks, and DescribeFeatures (spec §1 ConfigRecord / FeatureLevelRecord).
+"""Dynamic configs as pure rules: DescribeConfigs, IncrementalAlterConfigs and
+DescribeFeatures (spec §1 ConfigRecord / FeatureLevelRecord).
 
 Configs live in the image as ConfigRecords per resource: TOPIC <name>, BROKER <id> and the
-cluster-wide default BROKER "". A topic key resolves topic value -> cluster default of its
-broker synonym -> Kafka's default; a broker key resolves broker value -> cluster default ->
-Kafka's default. Values are checked as Kafka's ConfigDef does (type, range, valid list) with
-its messages. Departures from Kafka: broker keys must be known (Kafka lets custom broker
-properties through), and `num.partitions` / `default.replication.factor` are dynamic here
-because the controller reads them for CreateTopics defaults.
+cluster-wide default BROKER "". The keys are declared in metadata/config_keys.py. A topic key
+resolves topic value -> cluster default of its broker synonym -> Kafka's default; a broker key
+resolves broker value -> cluster default -> Kafka's default. Values are checked as Kafka's
+ConfigDef does (type, range, valid list) with its messages. Departures from Kafka: broker keys
+must be known (Kafka lets custom broker properties through), and `num.partitions` /
+`default.replication.factor` are dynamic here because the controller reads them for
+CreateTopics defaults.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from types import MappingProxyType
+from typing import Any
 
 from kraft.errors import Errors
+from metadata.config_def import ConfigKey, ConfigType, java_integer
+from metadata.config_keys import BROKER_CONFIGS, TOPIC_CONFIGS, schema, validate_configs
 from metadata.errors import ControllerApiError, ControllerResult, check_user_op_size
 from metadata.image import CLUSTER_DEFAULT_BROKER, ConfigResource, MetadataImage
 from metadata.records import ConfigRecord, ConfigResourceType, Record
-from metadata.topics import (
-    CLUSTER_METADATA_TOPIC,
-    CreatableTopic,
-    CreatableTopicResult,
-    colliding_topic,
-    create_topics,
-    topic_name_error,
-)
+from metadata.topics import topic_name_error
 
 
 class ConfigSource(IntEnum):
@@ -43,17 +39,6 @@ class ConfigSource(IntEnum):
     DEFAULT_CONFIG = 5
 
 
-class ConfigType(IntEnum):
-    """Kafka's DescribeConfigsResponse.ConfigType ids (the ones used here)."""
-
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    LONG = 5
-    LIST = 7
-
-
 class AlterConfigOp(IntEnum):
     """Kafka's AlterConfigOp.OpType ids."""
 
@@ -61,145 +46,6 @@ class AlterConfigOp(IntEnum):
     DELETE = 1
     APPEND = 2
     SUBTRACT = 3
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigKey:
-    name: str
-    type: ConfigType
-    default: str | None
-    doc: str
-    at_least: int | None = None
-    valid_values: tuple[str, ...] | None = None  # LIST: Kafka's ValidList.in
-    synonym: str | None = None  # a topic key's broker-level name
-
-
-_INT_RANGE = (-(2**31), 2**31 - 1)
-_LONG_RANGE = (-(2**63), 2**63 - 1)
-_INTEGER = re.compile(r"[+-]?[0-9]+")  # what Java's Integer.valueOf / Long.valueOf accept
-_LIST_SEPARATOR = re.compile(r"\s*,\s*")  # ConfigDef.COMMA_WITH_WHITESPACE
-
-# Kafka's defaults (LogConfig, ServerLogConfigs, ReplicationConfigs at the spec's snapshot).
-_SEGMENT_BYTES_MIN = 14  # LegacyRecord.RECORD_OVERHEAD_V0
-_RETENTION_MS = "604800000"  # 7 days (Kafka derives log.retention.ms from log.retention.hours)
-_MAX_MESSAGE_BYTES = "1048588"  # 1 MiB + Records.LOG_OVERHEAD
-
-
-def _keys(*keys: ConfigKey) -> Mapping[str, ConfigKey]:
-    return MappingProxyType({key.name: key for key in keys})
-
-
-TOPIC_CONFIGS = _keys(
-    ConfigKey("cleanup.policy", ConfigType.LIST, "delete",
-              "The retention policy of old log segments: delete, compact or both.",
-              valid_values=("compact", "delete"), synonym="log.cleanup.policy"),
-    ConfigKey("max.message.bytes", ConfigType.INT, _MAX_MESSAGE_BYTES,
-              "The largest record batch size allowed.", at_least=0,
-              synonym="message.max.bytes"),
-    ConfigKey("min.insync.replicas", ConfigType.INT, "1",
-              "The ISR size below which acks=all producers are refused.", at_least=1,
-              synonym="min.insync.replicas"),
-    ConfigKey("retention.bytes", ConfigType.LONG, "-1",
-              "The size a partition may grow to before old segments are discarded.",
-              synonym="log.retention.bytes"),
-    ConfigKey("retention.ms", ConfigType.LONG, _RETENTION_MS,
-              "How long a log segment is kept before it is discarded; -1 for no limit.",
-              at_least=-1, synonym="log.retention.ms"),
-    ConfigKey("segment.bytes", ConfigType.INT, "1073741824",
-              "The segment file size of the log.", at_least=_SEGMENT_BYTES_MIN,
-              synonym="log.segment.bytes"),
-    ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, "false",
-              "Whether a replica outside the ISR may become leader as a last resort.",
-              synonym="unclean.leader.election.enable"),
-)
-
-BROKER_CONFIGS = _keys(
-    ConfigKey("auto.leader.rebalance.enable", ConfigType.BOOLEAN, "true",
-              "Whether the controller moves leadership back to preferred replicas."),
-    ConfigKey("default.replication.factor", ConfigType.INT, "1",
-              "The replication factor of a topic created without one."),
-    ConfigKey("leader.imbalance.check.interval.seconds", ConfigType.LONG, "300",
-              "How often the controller checks for imbalanced leaders.", at_least=1),
-    ConfigKey("leader.imbalance.per.broker.percentage", ConfigType.INT, "10",
-              "The share of a broker's preferred partitions it may not lead before a "
-              "rebalance."),
-    ConfigKey("log.cleanup.policy", ConfigType.LIST, "delete",
-              "The default cleanup policy of topics.", valid_values=("compact", "delete")),
-    ConfigKey("log.retention.bytes", ConfigType.LONG, "-1",
-              "The default retention.bytes of topics."),
-    ConfigKey("log.retention.ms", ConfigType.LONG, _RETENTION_MS,
-              "The default retention.ms of topics.", at_least=-1),
-    ConfigKey("log.segment.bytes", ConfigType.INT, "1073741824",
-              "The default segment.bytes of topics.", at_least=_SEGMENT_BYTES_MIN),
-    ConfigKey("message.max.bytes", ConfigType.INT, _MAX_MESSAGE_BYTES,
-              "The default max.message.bytes of topics.", at_least=0),
-    ConfigKey("min.insync.replicas", ConfigType.INT, "1",
-              "The default min.insync.replicas of topics.", at_least=1),
-    ConfigKey("num.partitions", ConfigType.INT, "1",
-              "The partition count of a topic created without one.", at_least=1),
-    ConfigKey("unclean.leader.election.enable", ConfigType.BOOLEAN, "false",
-              "The default unclean.leader.election.enable of topics."),
-)
-
-
-def _schema(resource_type: int) -> Mapping[str, ConfigKey]:
-    return TOPIC_CONFIGS if resource_type == ConfigResourceType.TOPIC else BROKER_CONFIGS
-
-
-# ---- values ----
-
-def _invalid_value(key: str, value: str, reason: str) -> ControllerApiError:
-    """Kafka's ConfigException(name, value, message) wording."""
-    return ControllerApiError(Errors.INVALID_CONFIG,
-                              f"Invalid value {value} for configuration {key}: {reason}")
-
-
-def _list_parts(value: str) -> list[str]:
-    trimmed = value.strip()
-    return _LIST_SEPARATOR.split(trimmed) if trimmed else []
-
-
-def validate_value(key: ConfigKey, value: str) -> ControllerApiError | None:
-    """Kafka's ConfigDef.parseType then the key's validator."""
-    trimmed = value.strip()
-    if key.type in (ConfigType.INT, ConfigType.LONG):
-        low, high = _INT_RANGE if key.type is ConfigType.INT else _LONG_RANGE
-        if _INTEGER.fullmatch(trimmed) is None or not low <= int(trimmed) <= high:
-            return _invalid_value(key.name, value, f"Not a number of type {key.type.name}")
-        if key.at_least is not None and int(trimmed) < key.at_least:
-            # ConfigDef's validator sees the parsed number, so "+07" reads back as 7.
-            return _invalid_value(key.name, str(int(trimmed)),
-                                  f"Value must be at least {key.at_least}")
-    elif key.type is ConfigType.BOOLEAN:
-        if trimmed.lower() not in ("true", "false"):
-            return _invalid_value(key.name, value, "Expected value to be either true or false")
-    elif key.type is ConfigType.LIST and key.valid_values is not None:
-        for part in _list_parts(value):
-            if part not in key.valid_values:
-                return _invalid_value(key.name, part, "String must be one of: "
-                                      + ", ".join(key.valid_values))
-    return None
-
-
-def _validate_configs(
-    resource_type: int, configs: Mapping[str, str]
-) -> ControllerApiError | None:
-    schema = _schema(resource_type)
-    kind = "topic" if resource_type == ConfigResourceType.TOPIC else "broker"
-    for name in configs:  # LogConfig.validateNames runs before any value is parsed
-        if name not in schema:
-            return ControllerApiError(Errors.INVALID_CONFIG,
-                                      f"Unknown {kind} config name: {name}")
-    for name, value in configs.items():
-        error = validate_value(schema[name], value)
-        if error is not None:
-            return error
-    return None
-
-
-def validate_topic_configs(configs: Mapping[str, str]) -> ControllerApiError | None:
-    """Every key known, every value of its type and range (LogConfig.validate)."""
-    return _validate_configs(ConfigResourceType.TOPIC, configs)
 
 
 # ---- resources ----
@@ -215,7 +61,7 @@ def _validate_resource(resource_type: int, name: str) -> None:
             raise ControllerApiError(Errors.INVALID_TOPIC_EXCEPTION, error)
     elif resource_type == ConfigResourceType.BROKER:
         if name:
-            if _INTEGER.fullmatch(name) is None or not _INT_RANGE[0] <= int(name) <= _INT_RANGE[1]:
+            if java_integer(name) is None:
                 raise ControllerApiError(Errors.INVALID_REQUEST,
                                          "Unable to parse broker name as a base 10 number.")
             if int(name) < 0:
@@ -272,7 +118,7 @@ class DescribeConfigsResult:
     entries: tuple[ConfigEntry, ...] = ()
 
 
-def _entry(name: str, key: ConfigKey | None, chain: list[ConfigSynonym]) -> ConfigEntry:
+def _entry(name: str, key: ConfigKey[Any] | None, chain: list[ConfigSynonym]) -> ConfigEntry:
     if not chain:  # a stored key the schema does not know: shown as it is
         chain = [ConfigSynonym(name, None, ConfigSource.UNKNOWN)]
     first = chain[0]
@@ -348,15 +194,6 @@ def describe_configs(
 def non_default_topic_configs(image: MetadataImage, topic: str) -> list[ConfigEntry]:
     """The entries kafka-topics --describe prints after `Configs:`."""
     return [e for e in _topic_entries(image, topic).values() if not e.is_default]
-
-
-def cluster_default_int(image: MetadataImage, key: str) -> int:
-    """A BROKER config as the controller uses it: the cluster default, else Kafka's."""
-    value = image.config(CLUSTER_DEFAULT_BROKER).get(key)
-    try:
-        return int(value) if value is not None else int(BROKER_CONFIGS[key].default or 0)
-    except ValueError:  # written before validation existed: fall back to Kafka's default
-        return int(BROKER_CONFIGS[key].default or 0)
 
 
 # ---- IncrementalAlterConfigs ----
@@ -441,7 +278,7 @@ def _alter_one(
             records.append(ConfigRecord(rtype, rname, change.name, new))
     _validate_resource(rtype, rname)
     # As Kafka: the whole resulting config is validated, then the resource must exist.
-    error = _validate_configs(rtype, updated)
+    error = validate_configs(rtype, updated)
     if error is not None:
         raise error
     if rtype == ConfigResourceType.TOPIC:
@@ -458,7 +295,7 @@ def _apply_op(resource_type: int, change: AlterableConfig, old: str | None) -> s
     if change.op == AlterConfigOp.DELETE:
         return None
     if change.op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
-        key = _schema(resource_type).get(change.name)
+        key = schema(resource_type).get(change.name)
         op_name = AlterConfigOp(change.op).name
         if key is None or key.type is not ConfigType.LIST:
             raise ControllerApiError(Errors.INVALID_CONFIG, f"Can't {op_name} to key "
@@ -471,44 +308,6 @@ def _apply_op(resource_type: int, change: AlterableConfig, old: str | None) -> s
                 parts.remove(value)
         return ",".join(parts)
     raise ControllerApiError(Errors.INVALID_REQUEST, f"Unknown config operation {change.op}")
-
-
-# ---- CreateTopics with every config checked ----
-
-def create_topics_checked(
-    image: MetadataImage,
-    topics: Sequence[CreatableTopic],
-    *,
-    validate_only: bool = False,
-    **kwargs: object,
-) -> ControllerResult[list[CreatableTopicResult]]:
-    """topics.create_topics, with each topic's configs validated against the full schema
-    (create_topics itself checks only the keys the controller reads). A topic that passes
-    Kafka's earlier checks (name, existence, collision) but has a bad config gets
-    INVALID_CONFIG, at the point where Kafka checks configs; the others go to the rule.
-    Defaults come from the cluster's num.partitions and default.replication.factor."""
-    counts: dict[str, int] = {}
-    for topic in topics:
-        counts[topic.name] = counts.get(topic.name, 0) + 1
-    refused: dict[str, CreatableTopicResult] = {}
-    for topic in topics:
-        if (counts[topic.name] > 1 or topic.name == CLUSTER_METADATA_TOPIC
-                or topic_name_error(topic.name) is not None
-                or image.topic(topic.name) is not None
-                or colliding_topic(image, topic.name, {}) is not None
-                or any(value is None for _, value in topic.configs)):
-            continue  # the rule answers these with Kafka's error
-        error = validate_topic_configs({k: v for k, v in topic.configs if v is not None})
-        if error is not None:
-            refused[topic.name] = CreatableTopicResult(topic.name, error)
-    accepted = [t for t in topics if t.name not in refused]
-    kwargs.setdefault("default_num_partitions", cluster_default_int(image, "num.partitions"))
-    kwargs.setdefault("default_replication_factor",
-                      cluster_default_int(image, "default.replication.factor"))
-    result = create_topics(image, accepted, validate_only=validate_only, **kwargs)  # type: ignore[arg-type]
-    by_name = {r.name: r for r in result.response} | refused
-    ordered = [by_name[name] for name in dict.fromkeys(t.name for t in topics)]
-    return ControllerResult(result.records, ordered, result.atomic)
 
 
 # ---- features ----

@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from metadata._construct import positional_constructor
+from metadata.config_def import ConfigKey
+from metadata.config_keys import BROKER_CONFIGS, TOPIC_CONFIGS
 from metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
@@ -38,14 +40,6 @@ EMPTY_MAP: Mapping = MappingProxyType({})
 
 def _no_entries() -> Mapping:
     return EMPTY_MAP
-
-
-# What the controller falls back to when neither the topic nor the cluster default sets a key
-# (Kafka's static defaults for the topic configs the controller itself reads).
-TOPIC_CONFIG_DEFAULTS: Mapping[str, str] = MappingProxyType({
-    "min.insync.replicas": "1",
-    "unclean.leader.election.enable": "false",
-})
 
 
 def mutable_copy(mapping: Mapping[K, V]) -> dict[K, V]:
@@ -397,16 +391,30 @@ class MetadataImage:
     def config(self, resource: ConfigResource) -> Mapping[str, str]:
         return self.configs.get(resource, EMPTY_MAP)
 
-    def topic_config(self, topic_name: str, key: str) -> str | None:
-        """The effective value: the topic's own, else the cluster-wide broker default, else
-        Kafka's default for the keys the controller reads (TOPIC_CONFIG_DEFAULTS)."""
-        value = self.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic_name),
-                                 EMPTY_MAP).get(key)
-        if value is None:
-            value = self.configs.get(CLUSTER_DEFAULT_BROKER, EMPTY_MAP).get(key)
-        if value is None:
-            value = TOPIC_CONFIG_DEFAULTS.get(key)
-        return value
+    def topic_setting(self, topic_name: str, key: str) -> Any:
+        """A topic config (metadata.config_keys.TOPIC_CONFIGS) as the controller uses it,
+        parsed: the topic's own value, else the cluster-wide default of its broker synonym,
+        else Kafka's default. A stored value that does not parse (written before values were
+        checked) counts as absent."""
+        config = TOPIC_CONFIGS[key]
+        own = self.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic_name), EMPTY_MAP)
+        return _parsed(config, own.get(key), lambda: self.cluster_setting(config.synonym or key))
+
+    def cluster_setting(self, key: str) -> Any:
+        """A broker config (metadata.config_keys.BROKER_CONFIGS) as the controller uses it,
+        parsed: the cluster-wide default (BROKER ""), else Kafka's default."""
+        config = BROKER_CONFIGS[key]
+        value = self.configs.get(CLUSTER_DEFAULT_BROKER, EMPTY_MAP).get(key)
+        return _parsed(config, value, lambda: config.parse(config.default or ""))
+
+
+def _parsed(key: ConfigKey[Any], value: str | None, fallback: Callable[[], Any]) -> Any:
+    if value is not None:
+        try:
+            return key.parse(value)
+        except ValueError:
+            pass
+    return fallback()
 
 
 def _expand(index: Mapping[str, tuple[int, ...]]) -> Iterator[tuple[str, int]]:

@@ -41,15 +41,15 @@ MAX_ELECTIONS_PER_RUN = 1000  # Kafka's maxElectionsPerImbalance
 
 def unclean_leader_election_enabled(image: MetadataImage, topic_name: str) -> bool:
     """The topic's `unclean.leader.election.enable`, else the cluster default, else false."""
-    value = image.topic_config(topic_name, UNCLEAN_LEADER_ELECTION_ENABLE)
-    return value is not None and value.strip().lower() == "true"
+    enabled: bool = image.topic_setting(topic_name, UNCLEAN_LEADER_ELECTION_ENABLE)
+    return enabled
 
 
 def effective_min_isr(image: MetadataImage, topic: TopicImage) -> int:
     """Kafka's getTopicEffectiveMinIsr: min(min.insync.replicas, replication factor). Without
     ELR it does not change any election; brokers use it to answer acks=all producers."""
-    value = image.topic_config(topic.name, MIN_INSYNC_REPLICAS) or "1"
-    return min(int(value), topic.replication_factor)
+    min_isr: int = image.topic_setting(topic.name, MIN_INSYNC_REPLICAS)
+    return min(min_isr, topic.replication_factor)
 
 
 # ---- a working view: the image plus the changes a rule has made so far ----

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kraft.errors import Errors
+from metadata.config_keys import validate_topic_configs
 from metadata.errors import ControllerApiError, ControllerResult, check_user_op_size
 from metadata.image import (
     MetadataImage,
@@ -112,28 +113,6 @@ def topic_name_error(name: str) -> str | None:
     return f"Topic name is invalid: {reason}"
 
 
-def _invalid_value(key: str, value: str, reason: str) -> ControllerApiError:
-    return ControllerApiError(
-        Errors.INVALID_CONFIG, f"Invalid value {value} for configuration {key}: {reason}"
-    )
-
-
-def validate_topic_config(key: str, value: str) -> ControllerApiError | None:
-    """Type and range checks (Kafka's ConfigDef) for the topic configs the controller reads."""
-    if key == "min.insync.replicas":
-        try:
-            number = int(value.strip())
-        except ValueError:
-            return _invalid_value(key, value, "Not a number of type INT")
-        if number < 1:
-            return _invalid_value(key, value, "Value must be at least 1")
-    elif key == "unclean.leader.election.enable" and value.strip().lower() not in (
-        "true", "false"
-    ):
-        return _invalid_value(key, value, "Expected value to be either true or false")
-    return None
-
-
 def _config_records(topic: CreatableTopic) -> list[Record]:
     missing = [key for key, value in topic.configs if value is None]
     if missing:
@@ -141,13 +120,10 @@ def _config_records(topic: CreatableTopic) -> list[Record]:
             Errors.INVALID_CONFIG,
             "Null value not supported for topic configs: " + ",".join(missing),
         )
-    values: dict[str, str] = {}
-    for key, value in topic.configs:
-        assert value is not None
-        error = validate_topic_config(key, value)
-        if error is not None:
-            raise error
-        values[key] = value
+    values = {key: value for key, value in topic.configs if value is not None}
+    error = validate_topic_configs(values)
+    if error is not None:
+        raise error
     return [ConfigRecord(ConfigResourceType.TOPIC, topic.name, key, value)
             for key, value in values.items()]
 
@@ -214,12 +190,18 @@ def create_topics(
     topics: Sequence[CreatableTopic],
     *,
     validate_only: bool = False,
-    default_num_partitions: int = 1,
-    default_replication_factor: int = 1,
+    default_num_partitions: int | None = None,
+    default_replication_factor: int | None = None,
     new_topic_id: Callable[[], str] = random_uuid,
 ) -> ControllerResult[list[CreatableTopicResult]]:
     """One result per distinct name, in request order; one atomic batch of TopicRecord, its
-    ConfigRecords and its PartitionRecords per created topic (none if validate_only)."""
+    ConfigRecords and its PartitionRecords per created topic (none if validate_only). The
+    defaults for -1 are the cluster's num.partitions and default.replication.factor unless
+    given."""
+    if default_num_partitions is None:
+        default_num_partitions = image.cluster_setting("num.partitions")
+    if default_replication_factor is None:
+        default_replication_factor = image.cluster_setting("default.replication.factor")
     counts = Counter(topic.name for topic in topics)
     created: dict[str, str] = {}  # collision key -> name, for the topics of this request
     records: list[Record] = []

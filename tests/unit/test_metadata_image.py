@@ -176,12 +176,17 @@ def test_configs_delete_keys_and_drop_empty_resources() -> None:
 def test_effective_topic_config_falls_back_to_the_cluster_default() -> None:
     image = replay(cluster_with_foo(), ConfigRecord(4, "", "unclean.leader.election.enable",
                                                     "true"))
-    assert image.topic_config("foo", "unclean.leader.election.enable") == "true"
+    assert image.topic_setting("foo", "unclean.leader.election.enable") is True
     image = replay(image, ConfigRecord(TOPIC, "foo", "unclean.leader.election.enable", "false"))
-    assert image.topic_config("foo", "unclean.leader.election.enable") == "false"
-    assert image.topic_config("bar", "unclean.leader.election.enable") == "true"
-    assert image.topic_config("foo", "min.insync.replicas") == "1"  # Kafka's default
-    assert image.topic_config("foo", "retention.ms") is None
+    assert image.topic_setting("foo", "unclean.leader.election.enable") is False
+    assert image.topic_setting("bar", "unclean.leader.election.enable") is True
+    assert image.topic_setting("foo", "min.insync.replicas") == 1  # Kafka's default
+    assert image.topic_setting("foo", "retention.ms") == 604800000
+    assert image.cluster_setting("num.partitions") == 1
+    image = replay(image, ConfigRecord(4, "", "log.retention.ms", "1000"),
+                   ConfigRecord(4, "", "num.partitions", "x"))  # stored before checks existed
+    assert image.topic_setting("foo", "retention.ms") == 1000  # the broker synonym's value
+    assert image.cluster_setting("num.partitions") == 1
 
 
 def test_feature_level_zero_removes_the_feature() -> None:

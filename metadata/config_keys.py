@@ -1,0 +1,112 @@
+"""The dynamic configs the controller stores, declared with metadata.config_def: broker
+configs, per broker (BROKER <id>) or cluster-wide (BROKER ""), and topic configs (Kafka's
+LogConfig), each of which falls back to its broker-level synonym. Values are checked as
+Kafka's ConfigDef checks them, with its messages, which go back to the client as they are.
+The node's own config file (server/config.py) does not set these keys: a value there is a
+warning that says how to set it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kraft.errors import Errors
+from metadata.config_def import ConfigDef, ConfigKey, ConfigType, InvalidValue
+from metadata.errors import ControllerApiError
+from metadata.records import ConfigResourceType
+
+# Kafka's defaults (LogConfig, ServerLogConfigs, ReplicationConfigs at the spec's snapshot).
+_SEGMENT_BYTES_MIN = 14  # LegacyRecord.RECORD_OVERHEAD_V0
+_RETENTION_MS = "604800000"  # 7 days (Kafka derives log.retention.ms from log.retention.hours)
+_MAX_MESSAGE_BYTES = "1048588"  # 1 MiB + Records.LOG_OVERHEAD
+_CLEANUP_POLICIES = ("compact", "delete")
+
+BROKER_CONFIGS = ConfigDef()
+_broker = BROKER_CONFIGS.define_kafka
+_broker("auto.leader.rebalance.enable", ConfigType.BOOLEAN, "true",
+        "Whether the controller moves leadership back to preferred replicas.")
+_broker("default.replication.factor", ConfigType.INT, "1",
+        "The replication factor of a topic created without one.")
+_broker("leader.imbalance.check.interval.seconds", ConfigType.LONG, "300",
+        "How often the controller checks for imbalanced leaders.", at_least=1)
+_broker("leader.imbalance.per.broker.percentage", ConfigType.INT, "10",
+        "The share of a broker's preferred partitions it may not lead before a rebalance.")
+_broker("log.cleanup.policy", ConfigType.LIST, "delete",
+        "The default cleanup policy of topics.", valid_list=_CLEANUP_POLICIES)
+_broker("log.retention.bytes", ConfigType.LONG, "-1", "The default retention.bytes of topics.")
+_broker("log.retention.ms", ConfigType.LONG, _RETENTION_MS,
+        "The default retention.ms of topics.", at_least=-1)
+_broker("log.segment.bytes", ConfigType.INT, "1073741824",
+        "The default segment.bytes of topics.", at_least=_SEGMENT_BYTES_MIN)
+_broker("message.max.bytes", ConfigType.INT, _MAX_MESSAGE_BYTES,
+        "The default max.message.bytes of topics.", at_least=0)
+_broker("min.insync.replicas", ConfigType.INT, "1",
+        "The default min.insync.replicas of topics.", at_least=1)
+_broker("num.partitions", ConfigType.INT, "1",
+        "The partition count of a topic created without one.", at_least=1)
+_broker("unclean.leader.election.enable", ConfigType.BOOLEAN, "false",
+        "The default unclean.leader.election.enable of topics.")
+
+# Topic configs (Kafka's LogConfig): each is its broker-level synonym's type, default and
+# validator under a topic's name, and a topic without a value falls back to the synonym.
+TOPIC_CONFIGS = ConfigDef()
+
+
+def _topic(name: str, synonym: str, doc: str) -> None:
+    broker = BROKER_CONFIGS[synonym]
+    TOPIC_CONFIGS.define(name, broker.type, broker.default, broker.parse, doc,
+                         valid_values=broker.valid_values, synonym=synonym)
+
+
+_topic("cleanup.policy", "log.cleanup.policy",
+       "The retention policy of old log segments: delete, compact or both.")
+_topic("max.message.bytes", "message.max.bytes", "The largest record batch size allowed.")
+_topic("min.insync.replicas", "min.insync.replicas",
+       "The ISR size below which acks=all producers are refused.")
+_topic("retention.bytes", "log.retention.bytes",
+       "The size a partition may grow to before old segments are discarded.")
+_topic("retention.ms", "log.retention.ms",
+       "How long a log segment is kept before it is discarded; -1 for no limit.")
+_topic("segment.bytes", "log.segment.bytes", "The segment file size of the log.")
+_topic("unclean.leader.election.enable", "unclean.leader.election.enable",
+       "Whether a replica outside the ISR may become leader as a last resort.")
+
+
+def schema(resource_type: int) -> ConfigDef:
+    return TOPIC_CONFIGS if resource_type == ConfigResourceType.TOPIC else BROKER_CONFIGS
+
+
+# ---- values ----
+
+def validate_value(key: ConfigKey[Any], value: str) -> ControllerApiError | None:
+    """Kafka's ConfigDef.parseType then the key's validator, as a ConfigException would say."""
+    try:
+        key.parse(value)
+    except InvalidValue as error:
+        shown = value if error.shown is None else error.shown
+        return ControllerApiError(Errors.INVALID_CONFIG,
+                                  f"Invalid value {shown} for configuration {key.name}: {error}")
+    return None
+
+
+def validate_configs(
+    resource_type: int, configs: Mapping[str, str]
+) -> ControllerApiError | None:
+    """Every key known (LogConfig.validateNames, before any value is parsed), then every value
+    of its type and range, as Kafka checks a resource's whole resulting config."""
+    keys = schema(resource_type)
+    kind = "topic" if resource_type == ConfigResourceType.TOPIC else "broker"
+    for name in configs:
+        if name not in keys:
+            return ControllerApiError(Errors.INVALID_CONFIG,
+                                      f"Unknown {kind} config name: {name}")
+    for name, value in configs.items():
+        error = validate_value(keys[name], value)
+        if error is not None:
+            return error
+    return None
+
+
+def validate_topic_configs(configs: Mapping[str, str]) -> ControllerApiError | None:
+    """Every key known, every value of its type and range (LogConfig.validate)."""
+    return validate_configs(ConfigResourceType.TOPIC, configs)
