@@ -1,9 +1,12 @@
 """Role configuration: Kafka's key names, defaults and validation rules, parsed into a NodeConfig.
 
-Every supported key is declared once in the registry below (name, type, default, parser,
-doc); `parse_config` parses the keys in registry order, then checks the cross-key rules
-Kafka's `KafkaConfig.validateValues` checks. The first problem raises a `ConfigError` whose
-str() is one line naming the key and saying what to do. Keys nobody declared are warnings.
+Every supported key is declared once in REGISTRY below, with the project's one definition
+machinery (metadata.config_def: name, type, default, parser, doc), and NodeConfig's typed
+attributes are those keys themselves. `parse_config` parses the keys in registry order, then
+checks the cross-key rules Kafka's `KafkaConfig.validateValues` checks. The first problem
+raises a `ConfigError` whose str() is one line naming the key and saying what to do. Keys
+nobody declared are warnings: Kafka keys that have no effect here (IGNORED_KAFKA_KEYS), the
+dynamic broker configs (metadata.config_keys, set with kraft-admin), and unknown ones.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ import dataclasses
 import difflib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from kraft.properties import PropertiesError, read_entries
@@ -23,7 +27,18 @@ from kraft.security.authorizer import (
     load_acl_file,
     parse_super_users,
 )
-from kraft.security.tls import TlsConfig
+from kraft.security.tls import CLIENT_AUTH_VALUES, TlsConfig
+from metadata.config_def import (
+    INT_MAX,
+    LONG_MAX,
+    ConfigDef,
+    ConfigKey,
+    ConfigType,
+    boolean,
+    integer,
+    split_list,
+)
+from metadata.config_keys import BROKER_CONFIGS
 
 ROLE_BROKER = "broker"
 ROLE_CONTROLLER = "controller"
@@ -31,10 +46,6 @@ _ROLES = (ROLE_BROKER, ROLE_CONTROLLER)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
 
-_INT_MAX = 2**31 - 1
-_LONG_MAX = 2**63 - 1
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_LIST_SEPARATOR = re.compile(r"\s*,\s*")
 _LISTENER_NAME = re.compile(r"[A-Z0-9_]+")
 _HOST = re.compile(r"[0-9A-Za-z._%-]+")
 _IPV6_HOST = re.compile(r"[0-9A-Za-z.:%_-]+")
@@ -93,42 +104,11 @@ class Listener:
 
 
 def _split_list(raw: str) -> list[str]:
-    """Kafka's LIST type: comma-separated, trimmed; an empty value is an empty list."""
-    text = raw.strip()
-    if not text:
-        return []
-    items = _LIST_SEPARATOR.split(text)
+    """Kafka's LIST type; an empty entry (`a,,b`) is an error here."""
+    items = split_list(raw)
     if "" in items:
         raise ValueError("it has an empty entry; remove the stray comma")
     return items
-
-
-def _integer(lo: int, hi: int, note: str = "") -> tuple[str, Callable[[str], int]]:
-    """(description, parser) of an integer in [lo, hi]; hi at the type's limit reads `>= lo`."""
-    unbounded = hi in (_INT_MAX, _LONG_MAX)
-    description = f"an integer >= {lo}" if unbounded else f"an integer between {lo} and {hi}"
-    if note:
-        description += f" ({note})"
-
-    def parse(raw: str) -> int:
-        text = raw.strip()
-        if not _INTEGER.fullmatch(text):
-            raise ValueError(f"must be {description}")
-        value = int(text)
-        if value > hi and unbounded:  # only the type's limit was exceeded: name it
-            raise ValueError(f"must be an integer between {lo} and {hi}")
-        if not lo <= value <= hi:
-            raise ValueError(f"must be {description}")
-        return value
-
-    return description, parse
-
-
-def _parse_bool(raw: str) -> bool:
-    text = raw.strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError("must be true or false")
-    return text == "true"
 
 
 def _parse_port(text: str, entry: str, lo: int) -> int:
@@ -195,7 +175,7 @@ def parse_voters(raw: str) -> dict[int, Endpoint]:
         if not voter_id.isascii() or not voter_id.isdigit():
             raise ValueError(f'failed to parse voter ID as a non-negative integer from "{entry}"')
         node_id = int(voter_id)
-        if node_id > _INT_MAX:
+        if node_id > INT_MAX:
             raise ValueError(f'voter ID {node_id} in "{entry}" is too large')
         if node_id in voters:
             raise ValueError(f"voter ID {node_id} appears more than once")
@@ -320,222 +300,6 @@ def _parse_rack(raw: str) -> str:
     return rack
 
 
-# -- the registry ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConfigKey:
-    """One supported key. `default` is the raw default string (None: no value);
-    `parse` turns a raw string into the typed value or raises ValueError(reason)."""
-
-    name: str
-    type: str
-    default: str | None
-    parse: Callable[[str], Any]
-    valid_values: str
-    doc: str
-    required: bool = False
-    internal: bool = False
-
-
-REGISTRY: dict[str, ConfigKey] = {}
-
-
-def define(
-    name: str,
-    type_: str,
-    default: str | None,
-    parse: Callable[[str], Any],
-    valid_values: str,
-    doc: str,
-    *,
-    required: bool = False,
-    internal: bool = False,
-) -> ConfigKey:
-    """Declare a supported key. Add a typed NodeConfig field for it if code reads it often;
-    otherwise `NodeConfig.value(name)` returns the parsed value."""
-    if name in REGISTRY:
-        raise ValueError(f"configuration key {name} is defined twice")
-    key = ConfigKey(name, type_, default, parse, valid_values, doc, required, internal)
-    REGISTRY[name] = key
-    return key
-
-
-def _define_int(
-    name: str, default: int, lo: int, doc: str, *, hi: int = _INT_MAX, note: str = "", **kw: bool
-) -> None:
-    type_ = "long" if hi == _LONG_MAX else "int"
-    description, parse = _integer(lo, hi, note)
-    define(name, type_, str(default), parse, description, doc, **kw)
-
-
-define(
-    "process.roles", "list", None, _parse_roles, "controller, broker, or both",
-    "The roles of this node: `controller` (votes in the metadata quorum), `broker`, or "
-    "`broker,controller` (combined mode).",
-    required=True,
-)
-_NODE_ID_DESCRIPTION, _parse_node_id = _integer(0, _INT_MAX)
-define(
-    "node.id", "int", None, _parse_node_id, _NODE_ID_DESCRIPTION,
-    "The id of this node. A controller's id must be one of the voters.",
-    required=True,
-)
-define(
-    "broker.id", "int", None, _parse_node_id, _NODE_ID_DESCRIPTION,
-    "Kafka's older name for `node.id`: used when `node.id` is absent; if both are set they "
-    "must be equal.",
-)
-define(
-    "controller.quorum.voters", "list", "", parse_voters, "id@host:port,... (ids unique)",
-    "The static voter set, identical on every node: each controller's id and the address "
-    "the other nodes reach it at. Required for a controller.",
-)
-define(
-    "controller.quorum.bootstrap.servers", "list", "", parse_endpoints, "host:port,...",
-    "Controllers a broker may contact to discover the quorum leader (KIP-853 name). A "
-    "controller still needs `controller.quorum.voters`: dynamic membership is not supported.",
-)
-_define_int(
-    "controller.quorum.election.timeout.ms", 1000, 1,
-    "Base election timeout T: a candidate or a voter without a leader waits a random time "
-    "in [T, 2T) before starting an election.",
-)
-_define_int(
-    "controller.quorum.fetch.timeout.ms", 2000, 1,
-    "A follower that has not fetched successfully from the leader for this long becomes a "
-    "candidate; the leader resigns after 1.5x this without hearing from a majority.",
-)
-_define_int(
-    "controller.quorum.election.backoff.max.ms", 1000, 1,
-    "Cap of the exponential backoff between failed elections.",
-)
-_define_int(
-    "controller.quorum.request.timeout.ms", 2000, 1,
-    "How long a Raft request may wait for its response before it is treated as failed.",
-)
-_define_int(
-    "controller.quorum.retry.backoff.ms", 20, 0,
-    "Wait before retrying a request to a node after an error.",
-)
-_define_int(
-    "controller.quorum.append.linger.ms", 25, 0,
-    "How long the leader accumulates appended records before flushing them as one batch.",
-)
-define(
-    "listeners", "list", "PLAINTEXT://:9092", parse_listeners,
-    "NAME://host:port,... (port 0 = ephemeral)",
-    "The addresses this node binds. An empty host binds every interface.",
-)
-define(
-    "advertised.listeners", "list", None, _parse_advertised_listeners, "NAME://host:port,...",
-    "The addresses other nodes and clients should use, when they differ from `listeners`. "
-    "Controller listeners not listed here are advertised as in `listeners`.",
-)
-define(
-    "controller.listener.names", "list", None, _parse_listener_names, "listener names",
-    "The listener(s) used for controller traffic; each must be a name in `listeners` on a "
-    "controller. Required.",
-)
-define(
-    "listener.security.protocol.map", "list",
-    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-    _parse_protocol_map, "NAME:PROTOCOL,...",
-    "Security protocol of each listener: PLAINTEXT or SSL (TLS, mutual with "
-    "ssl.client.auth=required); controller listener names missing from the map are PLAINTEXT. "
-    "A broker-only node dials the controllers with the protocol its controller listener name "
-    "maps to.",
-)
-define(
-    "log.dirs", "list", None, _parse_dirs, "directories",
-    "Directories holding this node's data, each with its `meta.properties`. Overrides "
-    "`log.dir`. Relative paths are resolved against the process's working directory.",
-)
-define(
-    "log.dir", "list", "/tmp/kraft-combined-logs", _parse_dirs, "directories",
-    "Used when `log.dirs` is not set.",
-)
-define(
-    "metadata.log.dir", "string", None, _parse_dir, "a directory",
-    "Where the metadata log and snapshots live; defaults to the first log directory.",
-)
-_define_int(
-    "metadata.log.segment.bytes", 1073741824, 12,
-    "Maximum size of one metadata log segment; must be >= metadata.log.segment.min.bytes.",
-)
-_define_int(
-    "metadata.log.segment.min.bytes", 8388608, 12,
-    "Lower bound for metadata.log.segment.bytes; lowered by tests to exercise rolling.",
-    internal=True,
-)
-_define_int(
-    "metadata.log.segment.ms", 604800000, 1,
-    "Roll a new metadata log segment after this long even if it is not full.",
-    hi=_LONG_MAX,
-)
-_define_int(
-    "broker.session.timeout.ms", 9000, 1,
-    "The active controller fences a broker it has not heard a heartbeat from for this long.",
-)
-_define_int(
-    "broker.heartbeat.interval.ms", 2000, 1,
-    "How often a broker sends a heartbeat to the active controller.",
-)
-_define_int(
-    "initial.broker.registration.timeout.ms", 60000, 1,
-    "How long a starting broker keeps trying to register with the active controller before "
-    "it gives up and exits.",
-)
-define(
-    "broker.rack", "string", None, _parse_rack, "a rack name",
-    "The rack of this broker, used by the controller's rack-aware replica placement.",
-)
-_define_int(
-    "metadata.max.idle.interval.ms", 500, 0,
-    "The active controller appends a NoOp record when nothing was written for this long, "
-    "so followers see the high watermark advance; 0 disables it.",
-)
-_define_int(
-    "metadata.max.retention.bytes", 104857600, -1,
-    "Delete the oldest snapshots and log segments once log + snapshots exceed this size "
-    "(a soft limit: the newest snapshot is always kept).",
-    hi=_LONG_MAX, note="-1 = no limit",
-)
-_define_int(
-    "metadata.max.retention.ms", 604800000, -1,
-    "Delete snapshots (and the log before them) older than this, keeping the newest.",
-    hi=_LONG_MAX, note="-1 = no limit",
-)
-_define_int(
-    "metadata.log.max.record.bytes.between.snapshots", 20971520, 1,
-    "Take a snapshot once this many bytes of records were appended since the last one.",
-    hi=_LONG_MAX,
-)
-_define_int(
-    "metadata.log.max.snapshot.interval.ms", 3600000, 0,
-    "Take a snapshot at least this often if anything was committed; 0 disables the "
-    "time-based trigger.",
-    hi=_LONG_MAX,
-)
-_METRICS_PORT_DESCRIPTION, _parse_metrics_port = _integer(0, 65535, "0 = ephemeral")
-define(
-    "metrics.port", "int", None, _parse_metrics_port, _METRICS_PORT_DESCRIPTION,
-    "Serve Prometheus metrics over HTTP on this port, on the controller listener's host "
-    "(the first listener's on a broker). Absent = no metrics endpoint.",
-)
-define(
-    "internal.test.hooks.enable", "boolean", "false", _parse_bool, "true or false",
-    "Enable the transport's fault-injection and raw-append test hooks. Never in production.",
-    internal=True,
-)
-
-define(
-    "internal.test.faults.dir", "string", None, _parse_dir, "a directory",
-    "A directory the node watches for injected faults (files blocked, disk-full, "
-    "fsync-delay-ms, clock-offset-ms; see docs/chaos.md). For the chaos tool and tests only.",
-    internal=True,
-)
-
 def _parse_pem_type(raw: str) -> str:
     value = raw.strip().upper()
     if value != "PEM":
@@ -548,7 +312,7 @@ def _parse_pem_type(raw: str) -> str:
 
 def _parse_client_auth(raw: str) -> str:
     value = raw.strip().lower()
-    if value not in ("none", "requested", "required"):
+    if value not in CLIENT_AUTH_VALUES:
         raise ValueError("must be none, requested or required")
     return value
 
@@ -560,95 +324,289 @@ def _reject_key_password(raw: str) -> str:
     )
 
 
-define(
-    "ssl.keystore.type", "string", "PEM", _parse_pem_type, "PEM",
-    "Format of the keystore and truststore files.",
+def _stripped(raw: str) -> str:
+    return raw.strip()
+
+
+# -- the registry ----------------------------------------------------------------------------
+
+# Every key a node's config file supports, in the order they are parsed (the first bad value
+# is the error). NodeConfig's typed attributes are these keys (see NodeConfig).
+REGISTRY = ConfigDef()
+_define = REGISTRY.define
+
+
+def _define_int(
+    name: str, default: int | None, lo: int, doc: str, *, hi: int = INT_MAX, note: str = "",
+    internal: bool = False,
+) -> ConfigKey[int]:
+    description, parse = integer(lo, hi, note)
+    type_ = ConfigType.LONG if hi == LONG_MAX else ConfigType.INT
+    return _define(name, type_, None if default is None else str(default), parse, doc,
+                   valid_values=description, internal=internal)
+
+
+PROCESS_ROLES = _define(
+    "process.roles", ConfigType.LIST, None, _parse_roles,
+    "The roles of this node: `controller` (votes in the metadata quorum), `broker`, or "
+    "`broker,controller` (combined mode).",
+    valid_values="controller, broker, or both", required=True,
 )
-define(
-    "ssl.keystore.location", "string", None, _parse_dir, "a PEM file",
+_NODE_ID_DESCRIPTION, _parse_node_id = integer(0)
+NODE_ID = _define(
+    "node.id", ConfigType.INT, None, _parse_node_id,
+    "The id of this node. A controller's id must be one of the voters.",
+    valid_values=_NODE_ID_DESCRIPTION, required=True,
+)
+BROKER_ID: ConfigKey[int | None] = _define(
+    "broker.id", ConfigType.INT, None, _parse_node_id,
+    "Kafka's older name for `node.id`: used when `node.id` is absent; if both are set they "
+    "must be equal.",
+    valid_values=_NODE_ID_DESCRIPTION,
+)
+QUORUM_VOTERS = _define(
+    "controller.quorum.voters", ConfigType.LIST, "", parse_voters,
+    "The static voter set, identical on every node: each controller's id and the address "
+    "the other nodes reach it at. Required for a controller.",
+    valid_values="id@host:port,... (ids unique)",
+)
+QUORUM_BOOTSTRAP_SERVERS = _define(
+    "controller.quorum.bootstrap.servers", ConfigType.LIST, "", parse_endpoints,
+    "Controllers a broker may contact to discover the quorum leader (KIP-853 name). A "
+    "controller still needs `controller.quorum.voters`: dynamic membership is not supported.",
+    valid_values="host:port,...",
+)
+QUORUM_ELECTION_TIMEOUT_MS = _define_int(
+    "controller.quorum.election.timeout.ms", 1000, 1,
+    "Base election timeout T: a candidate or a voter without a leader waits a random time "
+    "in [T, 2T) before starting an election.",
+)
+QUORUM_FETCH_TIMEOUT_MS = _define_int(
+    "controller.quorum.fetch.timeout.ms", 2000, 1,
+    "A follower that has not fetched successfully from the leader for this long becomes a "
+    "candidate; the leader resigns after 1.5x this without hearing from a majority.",
+)
+QUORUM_ELECTION_BACKOFF_MAX_MS = _define_int(
+    "controller.quorum.election.backoff.max.ms", 1000, 1,
+    "Cap of the exponential backoff between failed elections.",
+)
+QUORUM_REQUEST_TIMEOUT_MS = _define_int(
+    "controller.quorum.request.timeout.ms", 2000, 1,
+    "How long a Raft request may wait for its response before it is treated as failed.",
+)
+QUORUM_RETRY_BACKOFF_MS = _define_int(
+    "controller.quorum.retry.backoff.ms", 20, 0,
+    "Wait before retrying a request to a node after an error.",
+)
+LISTENERS = _define(
+    "listeners", ConfigType.LIST, "PLAINTEXT://:9092", parse_listeners,
+    "The addresses this node binds. An empty host binds every interface.",
+    valid_values="NAME://host:port,... (port 0 = ephemeral)",
+)
+ADVERTISED_LISTENERS: ConfigKey[dict[str, Listener] | None] = _define(
+    "advertised.listeners", ConfigType.LIST, None, _parse_advertised_listeners,
+    "The addresses other nodes and clients should use, when they differ from `listeners`. "
+    "Controller listeners not listed here are advertised as in `listeners`.",
+    valid_values="NAME://host:port,...",
+)
+CONTROLLER_LISTENER_NAMES: ConfigKey[tuple[str, ...] | None] = _define(
+    "controller.listener.names", ConfigType.LIST, None, _parse_listener_names,
+    "The listener(s) used for controller traffic; each must be a name in `listeners` on a "
+    "controller. Required.",
+    valid_values="listener names",
+)
+LISTENER_SECURITY_PROTOCOL_MAP = _define(
+    "listener.security.protocol.map", ConfigType.LIST,
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+    _parse_protocol_map,
+    "Security protocol of each listener: PLAINTEXT or SSL (TLS, mutual with "
+    "ssl.client.auth=required); controller listener names missing from the map are PLAINTEXT. "
+    "A broker-only node dials the controllers with the protocol its controller listener name "
+    "maps to.",
+    valid_values="NAME:PROTOCOL,...",
+)
+LOG_DIRS: ConfigKey[tuple[str, ...] | None] = _define(
+    "log.dirs", ConfigType.LIST, None, _parse_dirs,
+    "Directories holding this node's data, each with its `meta.properties`. Overrides "
+    "`log.dir`. Relative paths are resolved against the process's working directory.",
+    valid_values="directories",
+)
+LOG_DIR = _define(
+    "log.dir", ConfigType.LIST, "/tmp/kraft-combined-logs", _parse_dirs,
+    "Used when `log.dirs` is not set.",
+    valid_values="directories",
+)
+METADATA_LOG_DIR: ConfigKey[str | None] = _define(
+    "metadata.log.dir", ConfigType.STRING, None, _parse_dir,
+    "Where the metadata log and snapshots live; defaults to the first log directory.",
+    valid_values="a directory",
+)
+METADATA_LOG_SEGMENT_BYTES = _define_int(
+    "metadata.log.segment.bytes", 1073741824, 12,
+    "Maximum size of one metadata log segment; must be >= metadata.log.segment.min.bytes.",
+)
+METADATA_LOG_SEGMENT_MIN_BYTES = _define_int(
+    "metadata.log.segment.min.bytes", 8388608, 12,
+    "Lower bound for metadata.log.segment.bytes; lowered by tests to exercise rolling.",
+    internal=True,
+)
+BROKER_SESSION_TIMEOUT_MS = _define_int(
+    "broker.session.timeout.ms", 9000, 1,
+    "The active controller fences a broker it has not heard a heartbeat from for this long.",
+)
+BROKER_HEARTBEAT_INTERVAL_MS = _define_int(
+    "broker.heartbeat.interval.ms", 2000, 1,
+    "How often a broker sends a heartbeat to the active controller.",
+)
+INITIAL_BROKER_REGISTRATION_TIMEOUT_MS = _define_int(
+    "initial.broker.registration.timeout.ms", 60000, 1,
+    "How long a starting broker keeps trying to register with the active controller before "
+    "it gives up and exits.",
+)
+BROKER_RACK: ConfigKey[str | None] = _define(
+    "broker.rack", ConfigType.STRING, None, _parse_rack,
+    "The rack of this broker, used by the controller's rack-aware replica placement.",
+    valid_values="a rack name",
+)
+METADATA_MAX_IDLE_INTERVAL_MS = _define_int(
+    "metadata.max.idle.interval.ms", 500, 0,
+    "The active controller appends a NoOp record every this many ms, so followers and "
+    "brokers see the high watermark advance; 0 disables it.",
+)
+METADATA_MAX_RETENTION_BYTES = _define_int(
+    "metadata.max.retention.bytes", 104857600, -1,
+    "Delete the oldest snapshots and log segments once log + snapshots exceed this size "
+    "(a soft limit: the newest snapshot is always kept).",
+    hi=LONG_MAX, note="-1 = no limit",
+)
+METADATA_MAX_RETENTION_MS = _define_int(
+    "metadata.max.retention.ms", 604800000, -1,
+    "Delete snapshots (and the log before them) older than this, keeping the newest.",
+    hi=LONG_MAX, note="-1 = no limit",
+)
+METADATA_LOG_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS = _define_int(
+    "metadata.log.max.record.bytes.between.snapshots", 20971520, 1,
+    "Take a snapshot once this many bytes of records were appended since the last one.",
+    hi=LONG_MAX,
+)
+METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS = _define_int(
+    "metadata.log.max.snapshot.interval.ms", 3600000, 0,
+    "Take a snapshot at least this often if anything was committed; 0 disables the "
+    "time-based trigger.",
+    hi=LONG_MAX,
+)
+_METRICS_PORT_DESCRIPTION, _parse_metrics_port = integer(0, 65535, "0 = ephemeral")
+METRICS_PORT: ConfigKey[int | None] = _define(
+    "metrics.port", ConfigType.INT, None, _parse_metrics_port,
+    "Serve Prometheus metrics over HTTP on this port, on the controller listener's host "
+    "(the first listener's on a broker). Absent = no metrics endpoint.",
+    valid_values=_METRICS_PORT_DESCRIPTION,
+)
+TEST_HOOKS_ENABLE = _define(
+    "internal.test.hooks.enable", ConfigType.BOOLEAN, "false", boolean,
+    "Enable the transport's fault-injection and raw-append test hooks. Never in production.",
+    valid_values="true or false", internal=True,
+)
+TEST_FAULTS_DIR: ConfigKey[str | None] = _define(
+    "internal.test.faults.dir", ConfigType.STRING, None, _parse_dir,
+    "A directory the node watches for injected faults (files blocked, disk-full, "
+    "fsync-delay-ms, clock-offset-ms; see docs/chaos.md). For the chaos tool and tests only.",
+    valid_values="a directory", internal=True,
+)
+SSL_KEYSTORE_TYPE = _define(
+    "ssl.keystore.type", ConfigType.STRING, "PEM", _parse_pem_type,
+    "Format of the keystore and truststore files.",
+    valid_values="PEM",
+)
+SSL_KEYSTORE_LOCATION: ConfigKey[str | None] = _define(
+    "ssl.keystore.location", ConfigType.STRING, None, _parse_dir,
     "This node's private key and certificate chain (one PEM file), for SSL listeners and for "
     "the clients it opens to SSL listeners of other nodes.",
+    valid_values="a PEM file",
 )
-define(
-    "ssl.truststore.type", "string", "PEM", _parse_pem_type, "PEM",
+SSL_TRUSTSTORE_TYPE = _define(
+    "ssl.truststore.type", ConfigType.STRING, "PEM", _parse_pem_type,
     "Format of the truststore file.",
+    valid_values="PEM",
 )
-define(
-    "ssl.truststore.location", "string", None, _parse_dir, "a PEM file",
+SSL_TRUSTSTORE_LOCATION: ConfigKey[str | None] = _define(
+    "ssl.truststore.location", ConfigType.STRING, None, _parse_dir,
     "The CA certificates that peers' and clients' certificates must chain to.",
+    valid_values="a PEM file",
 )
-define(
-    "ssl.client.auth", "string", "none", _parse_client_auth, "none, requested, required",
+SSL_CLIENT_AUTH = _define(
+    "ssl.client.auth", ConfigType.STRING, "none", _parse_client_auth,
     "Whether SSL listeners ask clients for a certificate: required makes them mutual TLS.",
+    valid_values="none, requested, required",
 )
-define(
-    "ssl.key.password", "password", None, _reject_key_password, "(not supported)",
+SSL_KEY_PASSWORD = _define(
+    "ssl.key.password", ConfigType.PASSWORD, None, _reject_key_password,
     "Kafka's password of an encrypted private key; not supported.",
+    valid_values="(not supported)",
 )
-define(
-    "authorizer.class.name", "string", "", lambda raw: raw.strip(), "a class name or empty",
+AUTHORIZER_CLASS_NAME = _define(
+    "authorizer.class.name", ConfigType.STRING, "", _stripped,
     "Set (to any name, e.g. Kafka's org.apache.kafka.metadata.authorizer.StandardAuthorizer) "
     "to authorize every request: super.users may do everything, others what "
     "authorizer.acl.file grants them.",
+    valid_values="a class name or empty",
 )
-define(
-    "super.users", "string", "", lambda raw: raw.strip(), "User:PRINCIPAL;...",
+SUPER_USERS = _define(
+    "super.users", ConfigType.STRING, "", _stripped,
     "Principals allowed every operation, separated by semicolons, e.g. "
     "User:CN=controller-1,O=example;User:CN=admin,O=example. Controllers and brokers belong "
     "here.",
+    valid_values="User:PRINCIPAL;...",
 )
-define(
-    "authorizer.acl.file", "string", None, _parse_dir, "a JSON file",
+AUTHORIZER_ACL_FILE: ConfigKey[str | None] = _define(
+    "authorizer.acl.file", ConfigType.STRING, None, _parse_dir,
     'Per-principal grants: {"acls": [{"principal": "User:CN=ops", "operations": ["Create", '
     '"AlterConfigs"]}]}; operations: Create, Delete, Alter, AlterConfigs, Describe, '
     "DescribeConfigs, ClusterAction, All.",
+    valid_values="a JSON file",
 )
-define(
-    "allow.everyone.if.no.acl.found", "boolean", "false", _parse_bool, "true or false",
+ALLOW_EVERYONE_IF_NO_ACL_FOUND = _define(
+    "allow.everyone.if.no.acl.found", ConfigType.BOOLEAN, "false", boolean,
     "With an authorizer: true lets every principal read (Describe, DescribeConfigs); writes "
     "still need super.users or a grant.",
+    valid_values="true or false",
 )
 
-# Kafka keys we read and deliberately ignore: they tune parts of Kafka this project does not
-# have (or not yet), so a copied Kafka config still loads. Each one present is a warning.
-IGNORED_KAFKA_KEYS: frozenset[str] = frozenset(
-    {
-        "auto.create.topics.enable",
-        "auto.leader.rebalance.enable",
-        "default.replication.factor",
-        "delete.topic.enable",
-        "eligible.leader.replicas.enable",
-        "group.initial.rebalance.delay.ms",
-        "inter.broker.listener.name",
-        "leader.imbalance.check.interval.seconds",
-        "leader.imbalance.per.broker.percentage",
-        "log.cleaner.enable",
-        "log.flush.interval.messages",
-        "log.flush.interval.ms",
-        "log.retention.bytes",
-        "log.retention.check.interval.ms",
-        "log.retention.hours",
-        "log.segment.bytes",
-        "min.insync.replicas",
-        "num.io.threads",
-        "num.network.threads",
-        "num.partitions",
-        "num.recovery.threads.per.data.dir",
-        "offsets.topic.replication.factor",
-        "share.coordinator.state.topic.min.isr",
-        "share.coordinator.state.topic.replication.factor",
-        "socket.receive.buffer.bytes",
-        "socket.request.max.bytes",
-        "socket.send.buffer.bytes",
-        "transaction.state.log.min.isr",
-        "transaction.state.log.replication.factor",
-        "unclean.leader.election.enable",
-    }
-)
+# Kafka keys a node accepts and ignores: they tune parts of Kafka this project does not have,
+# so a copied Kafka config still loads. Each one present is a warning, with the reason when
+# there is more to say than that. (Dynamic broker configs such as num.partitions are set with
+# kraft-admin, not here: metadata/config_keys.py, and a warning says so.)
+IGNORED_KAFKA_KEYS: Mapping[str, str] = MappingProxyType({
+    "auto.create.topics.enable": "",
+    "controller.quorum.append.linger.ms": "the active controller does not linger: appends "
+    "made in one event-loop turn share a batch, and group commit batches the rest",
+    "delete.topic.enable": "",
+    "eligible.leader.replicas.enable": "",
+    "group.initial.rebalance.delay.ms": "",
+    "inter.broker.listener.name": "",
+    "log.cleaner.enable": "",
+    "log.flush.interval.messages": "",
+    "log.flush.interval.ms": "",
+    "log.retention.check.interval.ms": "",
+    "log.retention.hours": "",
+    "metadata.log.segment.ms": "metadata log segments roll by size only "
+    "(metadata.log.segment.bytes)",
+    "num.io.threads": "",
+    "num.network.threads": "",
+    "num.recovery.threads.per.data.dir": "",
+    "offsets.topic.replication.factor": "",
+    "share.coordinator.state.topic.min.isr": "",
+    "share.coordinator.state.topic.replication.factor": "",
+    "socket.receive.buffer.bytes": "",
+    "socket.request.max.bytes": "",
+    "socket.send.buffer.bytes": "",
+    "transaction.state.log.min.isr": "",
+    "transaction.state.log.replication.factor": "",
+})
 IGNORED_KAFKA_PREFIXES: tuple[str, ...] = ("ssl.", "sasl.", "listener.name.")
 
 # Kafka keys that ask for something we do not do; accepting them silently would mislead.
-REJECTED_KAFKA_KEYS: dict[str, str] = {
+REJECTED_KAFKA_KEYS: Mapping[str, str] = MappingProxyType({
     "zookeeper.connect": "ZooKeeper mode is not supported: remove zookeeper.connect and run "
     "in KRaft mode (process.roles, controller.quorum.voters).",
     "zookeeper.metadata.migration.enable": "ZooKeeper migration is not supported: remove "
@@ -658,7 +616,7 @@ REJECTED_KAFKA_KEYS: dict[str, str] = {
     "controller.quorum.auto.join.enable": "Dynamic quorum membership (KIP-853) is not "
     "supported: remove controller.quorum.auto.join.enable and list every controller in "
     "controller.quorum.voters.",
-}
+})
 
 
 # -- NodeConfig ------------------------------------------------------------------------------
@@ -667,37 +625,54 @@ REJECTED_KAFKA_KEYS: dict[str, str] = {
 @dataclass(frozen=True)
 class NodeConfig:
     """A validated role configuration. Paths are as written (relative ones resolve against
-    the working directory). `values` holds the parsed value of every registered key."""
+    the working directory). `values` holds the parsed value of every registered key.
+
+    The fields are what the cross-key rules derive from several keys; every other typed
+    attribute is a registry key itself (metadata.config_def.ConfigKey is a descriptor that
+    reads its parsed value from `values`), so its type and value come from the definition."""
 
     source: str
-    process_roles: frozenset[str]
-    node_id: int
-    voters: dict[int, Endpoint]
-    bootstrap_servers: tuple[Endpoint, ...]
-    listeners: dict[str, Listener]
     advertised_listeners: dict[str, Listener]
     controller_listener_names: tuple[str, ...]
     log_dirs: tuple[str, ...]
     metadata_log_dir: str
-    election_timeout_ms: int
-    fetch_timeout_ms: int
-    election_backoff_max_ms: int
-    request_timeout_ms: int
-    retry_backoff_ms: int
-    append_linger_ms: int
-    metadata_log_segment_bytes: int
-    metadata_log_segment_min_bytes: int
-    metadata_log_segment_ms: int
-    metadata_max_idle_interval_ms: int
-    metadata_max_retention_bytes: int
-    metadata_max_retention_ms: int
-    metadata_log_max_record_bytes_between_snapshots: int
-    metadata_log_max_snapshot_interval_ms: int
-    metrics_port: int | None
-    test_hooks_enabled: bool
     warnings: tuple[str, ...] = ()
     raw: dict[str, str] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    process_roles = PROCESS_ROLES
+    node_id = NODE_ID
+    voters = QUORUM_VOTERS
+    bootstrap_servers = QUORUM_BOOTSTRAP_SERVERS
+    election_timeout_ms = QUORUM_ELECTION_TIMEOUT_MS
+    fetch_timeout_ms = QUORUM_FETCH_TIMEOUT_MS
+    election_backoff_max_ms = QUORUM_ELECTION_BACKOFF_MAX_MS
+    request_timeout_ms = QUORUM_REQUEST_TIMEOUT_MS
+    retry_backoff_ms = QUORUM_RETRY_BACKOFF_MS
+    listeners = LISTENERS
+    metadata_log_segment_bytes = METADATA_LOG_SEGMENT_BYTES
+    metadata_log_segment_min_bytes = METADATA_LOG_SEGMENT_MIN_BYTES
+    broker_session_timeout_ms = BROKER_SESSION_TIMEOUT_MS
+    broker_heartbeat_interval_ms = BROKER_HEARTBEAT_INTERVAL_MS
+    initial_broker_registration_timeout_ms = INITIAL_BROKER_REGISTRATION_TIMEOUT_MS
+    broker_rack = BROKER_RACK
+    metadata_max_idle_interval_ms = METADATA_MAX_IDLE_INTERVAL_MS
+    metadata_max_retention_bytes = METADATA_MAX_RETENTION_BYTES
+    metadata_max_retention_ms = METADATA_MAX_RETENTION_MS
+    metadata_log_max_record_bytes_between_snapshots = (
+        METADATA_LOG_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS)
+    metadata_log_max_snapshot_interval_ms = METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS
+    metrics_port = METRICS_PORT
+    test_hooks_enabled = TEST_HOOKS_ENABLE
+    test_faults_dir = TEST_FAULTS_DIR
+    listener_security_protocols = LISTENER_SECURITY_PROTOCOL_MAP
+    ssl_keystore_location = SSL_KEYSTORE_LOCATION
+    ssl_truststore_location = SSL_TRUSTSTORE_LOCATION
+    ssl_client_auth = SSL_CLIENT_AUTH
+    authorizer_class_name = AUTHORIZER_CLASS_NAME
+    super_users = SUPER_USERS
+    authorizer_acl_file = AUTHORIZER_ACL_FILE
+    allow_everyone_if_no_acl_found = ALLOW_EVERYONE_IF_NO_ACL_FOUND
 
     @property
     def is_controller(self) -> bool:
@@ -709,17 +684,16 @@ class NodeConfig:
 
     def listener_protocol(self, name: str) -> str:
         """PLAINTEXT or SSL, as listener.security.protocol.map says (validated at load)."""
-        protocols: dict[str, str] = self.values["listener.security.protocol.map"]
-        return protocols.get(name) or (name if name in SECURITY_PROTOCOLS else "PLAINTEXT")
+        protocol = self.listener_security_protocols.get(name)
+        return protocol or (name if name in SECURITY_PROTOCOLS else "PLAINTEXT")
 
     def tls_for(self, listener_name: str) -> TlsConfig | None:
         """The TLS settings of a listener, or of the clients dialing it; None for PLAINTEXT."""
         if self.listener_protocol(listener_name) != "SSL":
             return None
-        return TlsConfig(
-            self.values["ssl.keystore.location"], self.values["ssl.truststore.location"],
-            self.values["ssl.client.auth"],
-        )
+        keystore, truststore = self.ssl_keystore_location, self.ssl_truststore_location
+        assert keystore is not None and truststore is not None  # required with SSL at load
+        return TlsConfig(keystore, truststore, self.ssl_client_auth)
 
     @property
     def controller_tls(self) -> TlsConfig | None:
@@ -728,18 +702,17 @@ class NodeConfig:
 
     def authorizer(self) -> Authorizer | None:
         """None unless authorizer.class.name is set. Raises ConfigError for a bad ACL file."""
-        if not self.values["authorizer.class.name"]:
+        if not self.authorizer_class_name:
             return None
         grants = {}
-        acl_file = self.values["authorizer.acl.file"]
+        acl_file = self.authorizer_acl_file
         if acl_file is not None:
             try:
                 grants = load_acl_file(acl_file)
             except AclFileError as exc:
                 raise ConfigError(str(exc), key="authorizer.acl.file", source=self.source) from exc
         return Authorizer(
-            parse_super_users(self.values["super.users"]), grants,
-            self.values["allow.everyone.if.no.acl.found"],
+            parse_super_users(self.super_users), grants, self.allow_everyone_if_no_acl_found
         )
 
     @property
@@ -769,7 +742,8 @@ class NodeConfig:
         return Endpoint(listener.host if listener else "", self.metrics_port)
 
     def value(self, name: str) -> Any:
-        """The parsed value of a registered key (None when unset without a default)."""
+        """The parsed value of a registered key by name (None when unset without a default);
+        code reads the typed attributes."""
         if name not in REGISTRY:
             raise KeyError(f"{name} is not a registered configuration key")
         return self.values[name]
@@ -883,39 +857,15 @@ class _Validator:
         log_dirs = self.values["log.dirs"] or self.values["log.dir"]
         self.check_segment_bytes()
         self.warn_about_keys()
-        v = self.values
         return NodeConfig(
             source=self.source,
-            process_roles=self.roles,
-            node_id=self.node_id,
-            voters=self.voters,
-            bootstrap_servers=v["controller.quorum.bootstrap.servers"],
-            listeners=self.listeners,
             advertised_listeners=advertised,
             controller_listener_names=self.controller_names,
             log_dirs=log_dirs,
-            metadata_log_dir=v["metadata.log.dir"] or log_dirs[0],
-            election_timeout_ms=v["controller.quorum.election.timeout.ms"],
-            fetch_timeout_ms=v["controller.quorum.fetch.timeout.ms"],
-            election_backoff_max_ms=v["controller.quorum.election.backoff.max.ms"],
-            request_timeout_ms=v["controller.quorum.request.timeout.ms"],
-            retry_backoff_ms=v["controller.quorum.retry.backoff.ms"],
-            append_linger_ms=v["controller.quorum.append.linger.ms"],
-            metadata_log_segment_bytes=v["metadata.log.segment.bytes"],
-            metadata_log_segment_min_bytes=v["metadata.log.segment.min.bytes"],
-            metadata_log_segment_ms=v["metadata.log.segment.ms"],
-            metadata_max_idle_interval_ms=v["metadata.max.idle.interval.ms"],
-            metadata_max_retention_bytes=v["metadata.max.retention.bytes"],
-            metadata_max_retention_ms=v["metadata.max.retention.ms"],
-            metadata_log_max_record_bytes_between_snapshots=v[
-                "metadata.log.max.record.bytes.between.snapshots"
-            ],
-            metadata_log_max_snapshot_interval_ms=v["metadata.log.max.snapshot.interval.ms"],
-            metrics_port=v["metrics.port"],
-            test_hooks_enabled=v["internal.test.hooks.enable"],
+            metadata_log_dir=self.values["metadata.log.dir"] or log_dirs[0],
             warnings=tuple(self.warnings),
             raw=self.raw,
-            values=v,
+            values=self.values,
         )
 
     def voters_text(self) -> str:
@@ -1125,13 +1075,23 @@ class _Validator:
 
     def warn_about_keys(self) -> None:
         known = [name for name, key in REGISTRY.items() if not key.internal]
-        for key in self.raw:
+        for key, value in self.raw.items():
             if key in REGISTRY or key in REJECTED_KAFKA_KEYS:
                 continue
+            if key in BROKER_CONFIGS:
+                shown = f"[{value.strip()}]" if "," in value else value.strip()
+                self.warnings.append(
+                    f"The configuration '{key}' is a dynamic broker config here and is "
+                    "ignored in the node's file: set it for the cluster with kraft-admin "
+                    "configs alter --entity-type brokers --entity-default --add-config "
+                    f"{key}={shown}"
+                )
+                continue
             if key in IGNORED_KAFKA_KEYS or key.startswith(IGNORED_KAFKA_PREFIXES):
+                reason = IGNORED_KAFKA_KEYS.get(key)
                 self.warnings.append(
                     f"The Kafka configuration '{key}' has no effect in this implementation "
-                    "and is ignored."
+                    + (f"and is ignored: {reason}." if reason else "and is ignored.")
                 )
                 continue
             guess = difflib.get_close_matches(key, known, n=1)

@@ -16,7 +16,9 @@ from kraft.properties import (
     parse_properties,
 )
 from server.config import (
+    IGNORED_KAFKA_KEYS,
     REGISTRY,
+    REJECTED_KAFKA_KEYS,
     ConfigError,
     Endpoint,
     Listener,
@@ -261,32 +263,32 @@ def test_defaults_are_kafkas() -> None:
         cfg.election_backoff_max_ms,
         cfg.request_timeout_ms,
         cfg.retry_backoff_ms,
-        cfg.append_linger_ms,
-    ) == (1000, 2000, 1000, 2000, 20, 25)
+    ) == (1000, 2000, 1000, 2000, 20)
     assert (
         cfg.metadata_log_segment_bytes,
         cfg.metadata_log_segment_min_bytes,
-        cfg.metadata_log_segment_ms,
         cfg.metadata_max_idle_interval_ms,
         cfg.metadata_max_retention_bytes,
         cfg.metadata_max_retention_ms,
         cfg.metadata_log_max_record_bytes_between_snapshots,
         cfg.metadata_log_max_snapshot_interval_ms,
-    ) == (1073741824, 8388608, 604800000, 500, 104857600, 604800000, 20971520, 3600000)
+    ) == (1073741824, 8388608, 500, 104857600, 604800000, 20971520, 3600000)
+    assert (cfg.broker_session_timeout_ms, cfg.broker_heartbeat_interval_ms,
+            cfg.initial_broker_registration_timeout_ms, cfg.broker_rack) == (
+        9000, 2000, 60000, None)
     assert cfg.bootstrap_servers == ()
     assert cfg.advertised_listeners == cfg.listeners
     assert cfg.metrics_port is None and cfg.metrics_address is None
     assert cfg.test_hooks_enabled is False
     assert cfg.warnings == ()
     assert cfg.raw == {key: value for key, value in BASE.items() if key != "log.dirs"}
-    assert cfg.value("controller.quorum.append.linger.ms") == 25
+    assert cfg.value("broker.session.timeout.ms") == 9000  # any registered key, by name
 
 
 def test_overrides_are_typed() -> None:
     cfg = config(
         controller__quorum__election__timeout__ms="150",
         controller__quorum__retry__backoff__ms="0",
-        controller__quorum__append__linger__ms="0",
         metadata__log__segment__min__bytes="1024",
         metadata__log__segment__bytes="4096",
         metadata__max__retention__bytes="-1",
@@ -294,7 +296,7 @@ def test_overrides_are_typed() -> None:
         metrics__port="0",
     )
     assert cfg.election_timeout_ms == 150
-    assert cfg.retry_backoff_ms == 0 and cfg.append_linger_ms == 0
+    assert cfg.retry_backoff_ms == 0
     assert cfg.metadata_log_segment_bytes == 4096
     assert cfg.metadata_max_retention_bytes == -1
     assert cfg.metadata_log_max_snapshot_interval_ms == 0
@@ -667,9 +669,7 @@ TIMING_KEYS = {
     "controller.quorum.election.backoff.max.ms": 1,
     "controller.quorum.request.timeout.ms": 1,
     "controller.quorum.retry.backoff.ms": 0,
-    "controller.quorum.append.linger.ms": 0,
     "metadata.max.idle.interval.ms": 0,
-    "metadata.log.segment.ms": 1,
     "metadata.log.max.record.bytes.between.snapshots": 1,
     "metadata.log.max.snapshot.interval.ms": 0,
 }
@@ -776,6 +776,30 @@ def test_unknown_and_ignored_keys_are_warnings() -> None:
     assert cfg.raw["nodeid"] == "3"
 
 
+def test_kafka_keys_without_effect_say_why() -> None:
+    cfg = config(controller__quorum__append__linger__ms="25", metadata__log__segment__ms="x")
+    assert cfg.warnings == (
+        "The Kafka configuration 'controller.quorum.append.linger.ms' has no effect in this "
+        "implementation and is ignored: the active controller does not linger: appends made in "
+        "one event-loop turn share a batch, and group commit batches the rest.",
+        "The Kafka configuration 'metadata.log.segment.ms' has no effect in this implementation "
+        "and is ignored: metadata log segments roll by size only (metadata.log.segment.bytes).",
+    )
+
+
+def test_dynamic_broker_configs_in_the_file_say_how_to_set_them() -> None:
+    cfg = config(num__partitions=" 3 ", log__cleanup__policy="compact, delete")
+    assert cfg.warnings == (
+        "The configuration 'num.partitions' is a dynamic broker config here and is ignored in "
+        "the node's file: set it for the cluster with kraft-admin configs alter --entity-type "
+        "brokers --entity-default --add-config num.partitions=3",
+        "The configuration 'log.cleanup.policy' is a dynamic broker config here and is ignored "
+        "in the node's file: set it for the cluster with kraft-admin configs alter "
+        "--entity-type brokers --entity-default --add-config "
+        "log.cleanup.policy=[compact, delete]",
+    )
+
+
 # -- load_config ------------------------------------------------------------------------------
 
 
@@ -805,7 +829,40 @@ def test_load_config_missing_file(tmp_path: Path) -> None:
     )
 
 
-def test_every_key_is_documented() -> None:
+def _documented_keys() -> dict[str, list[str]]:
+    """The rows of the tables under "Supported keys": key -> [type, default, valid values,
+    meaning], the key cell keeping its "(internal)" marker."""
     docs = (ROOT / "docs" / "configuration.md").read_text()
-    missing = [name for name in REGISTRY if f"`{name}`" not in docs]
-    assert missing == []
+    section = docs.split("## Supported keys")[1].split("## Cross-key rules")[0]
+    rows: dict[str, list[str]] = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_every_key_is_documented_and_every_documented_key_exists() -> None:
+    rows = _documented_keys()
+    names = {cell.split("`")[1]: cell for cell in rows}
+    assert sorted(names) == sorted(REGISTRY)  # both ways
+    for name, key in REGISTRY.items():
+        cell = names[name]
+        type_, default = rows[cell][0], rows[cell][1]
+        assert ("(internal)" in cell) == key.internal, name
+        assert type_ == key.type.name.lower(), name
+        if key.required:
+            assert default == "*required*", name
+        elif key.default is None:  # "*required*" when a cross-key rule requires it
+            assert default.startswith("—") or default == "*required*", name
+        elif key.default == "":
+            assert default in ("empty", '`""`'), name
+        else:
+            assert default.split("`")[1] == key.default, name
+
+
+def test_every_ignored_key_is_documented() -> None:
+    docs = (ROOT / "docs" / "configuration.md").read_text()
+    ignored = docs.split("**Accepted and ignored**")[1].split("**Rejected**")[0]
+    assert [key for key in IGNORED_KAFKA_KEYS if f"`{key}`" not in ignored] == []
+    assert [key for key in REJECTED_KAFKA_KEYS if f"`{key}`" not in docs] == []
