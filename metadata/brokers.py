@@ -75,9 +75,6 @@ class BrokerHeartbeatManager:
         contact.last_contact_ms = now_ms
         contact.metadata_offset = max(contact.metadata_offset, metadata_offset)
 
-    def forget(self, broker_id: int) -> None:
-        self._contacts.pop(broker_id, None)
-
     def has_valid_session(self, image: MetadataImage, broker_id: int, now_ms: int) -> bool:
         registration = image.cluster.broker(broker_id)
         contact = self._contacts.get(broker_id)
@@ -96,15 +93,6 @@ class BrokerHeartbeatManager:
             and contact.last_contact_ms + self.session_timeout_ms < now_ms
         ]
         return min(stale)[1] if stale else None
-
-    def next_expiry_ms(self, image: MetadataImage) -> int | None:
-        times = [
-            contact.last_contact_ms + self.session_timeout_ms
-            for broker_id, contact in self._contacts.items()
-            if (registration := image.cluster.broker(broker_id)) is not None
-            and not registration.fenced
-        ]
-        return min(times) if times else None
 
     def note_controlled_shutdown(self, broker_id: int, offset: int) -> None:
         contact = self._contacts.get(broker_id)

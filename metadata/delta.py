@@ -9,7 +9,7 @@ because every node must reach the same image from the same log.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -119,13 +119,6 @@ class MetadataDelta:
         replayer(record, offset)
         self._provenance = MetadataProvenance(offset, epoch, timestamp_ms)
 
-    def replay_batch(
-        self, records: Iterable[Record], base_offset: int, epoch: int, timestamp_ms: int
-    ) -> None:
-        """Replay the records of one batch, the first at `base_offset`."""
-        for i, record in enumerate(records):
-            self.replay(record, base_offset + i, epoch, timestamp_ms)
-
     # ---- reading the delta's current state ----
 
     def broker(self, broker_id: int) -> BrokerRegistration | None:
@@ -151,15 +144,6 @@ class MetadataDelta:
             change = self._topics[topic_id]
             return None if change is None else change.partition(partition_id)
         return self.image.partition(topic_id, partition_id)
-
-    @property
-    def changed_topic_ids(self) -> frozenset[str]:
-        """Topics created, changed or removed by this delta."""
-        return frozenset(self._topics)
-
-    @property
-    def changed_broker_ids(self) -> frozenset[int]:
-        return frozenset(self._brokers)
 
     # ---- replay, one method per record type ----
 

@@ -335,13 +335,6 @@ class ClusterImage:
         registration = self.brokers.get(broker_id)
         return registration is not None and registration.active
 
-    def unfenced_broker_ids(self) -> list[int]:
-        """The live brokers, as the metadata cache shows them."""
-        return sorted(b.id for b in self.brokers.values() if not b.fenced)
-
-    def fenced_broker_ids(self) -> list[int]:
-        return sorted(b.id for b in self.brokers.values() if b.fenced)
-
     def active_broker_ids(self) -> list[int]:
         return sorted(b.id for b in self.brokers.values() if b.active)
 

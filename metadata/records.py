@@ -277,11 +277,6 @@ def _no_rules(record: Record) -> None:
     pass
 
 
-def validate_record(record: Record) -> None:
-    """Raise ValueError when a field is outside what Kafka's schema allows."""
-    _CODECS[record.record_type].validate(record)
-
-
 # ---- protobuf bodies ----
 
 def _ids(message: pb.BrokerIdList, present: bool) -> tuple[int, ...] | None:

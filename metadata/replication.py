@@ -33,7 +33,6 @@ from metadata.records import (
 )
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
 MAX_ELECTIONS_PER_RUN = 1000  # Kafka's maxElectionsPerImbalance
 
 
@@ -43,13 +42,6 @@ def unclean_leader_election_enabled(image: MetadataImage, topic_name: str) -> bo
     """The topic's `unclean.leader.election.enable`, else the cluster default, else false."""
     enabled: bool = image.topic_setting(topic_name, UNCLEAN_LEADER_ELECTION_ENABLE)
     return enabled
-
-
-def effective_min_isr(image: MetadataImage, topic: TopicImage) -> int:
-    """Kafka's getTopicEffectiveMinIsr: min(min.insync.replicas, replication factor). Without
-    ELR it does not change any election; brokers use it to answer acks=all producers."""
-    min_isr: int = image.topic_setting(topic.name, MIN_INSYNC_REPLICAS)
-    return min(min_isr, topic.replication_factor)
 
 
 # ---- a working view: the image plus the changes a rule has made so far ----

@@ -4,7 +4,7 @@ replicas, epochs), configs. Also `as_loaded`, the image a snapshot of an image l
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
@@ -118,7 +118,3 @@ def as_loaded(image: MetadataImage, snapshot_end_offset: int) -> MetadataImage:
         for broker_id, b in image.cluster.brokers.items()
     }
     return replace(image, cluster=ClusterImage(MappingProxyType(brokers)))
-
-
-def changed_paths(changes: Iterable[Change]) -> list[str]:
-    return [c.path for c in changes]

@@ -76,14 +76,6 @@ def config_resource_name(resource: ConfigResource) -> str:
     return f"{kind}:{resource.name}" if resource.name else kind
 
 
-def parse_config_resource_name(text: str) -> ConfigResource | None:
-    kind, _, name = text.partition(":")
-    try:
-        return ConfigResource(ConfigResourceType[kind], name)
-    except KeyError:
-        return None
-
-
 def _bool(value: bool) -> str:
     return "true" if value else "false"
 

@@ -195,12 +195,6 @@ class Harness:
 
         self.outbox = [o for o in self.outbox if awaited(o)]
 
-    def take(self, kind: type | None = None, to: int | None = None) -> list[OutboundRequest]:
-        found = self.sent(kind, to)
-        for o in found:
-            self.outbox.remove(o)
-        return found
-
     def only(self, kind: type, to: int | None = None) -> OutboundRequest:
         found = self.sent(kind, to)
         assert len(found) == 1, f"expected one {kind.__name__} to {to}, got {found}"

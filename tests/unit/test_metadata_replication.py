@@ -23,7 +23,6 @@ from metadata.replication import (
     alter_partition,
     balance_partition_leaders,
     begin_controlled_shutdown,
-    effective_min_isr,
     elect_leaders,
     elect_unclean_leaders,
     fence_broker,
@@ -127,12 +126,6 @@ def test_unclean_election_setting_resolution() -> None:
     image = with_topic(image, "bar", BAR, [[1]],
                        configs={"unclean.leader.election.enable": "false"})
     assert not unclean_leader_election_enabled(image, "bar")
-
-
-def test_effective_min_isr_is_capped_by_the_replication_factor() -> None:
-    image = with_topic(cluster(), "bar", BAR, [[1, 2]], configs={"min.insync.replicas": "3"})
-    assert effective_min_isr(image, image.topic("bar")) == 2
-    assert effective_min_isr(foo_cluster(), foo_cluster().topic("foo")) == 1
 
 
 # ---- ElectLeaders ----
