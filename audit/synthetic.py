@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kraft.log.codec import LEADER_CHANGE, encode_control_record
 from kraft.log.meta_properties import MetaProperties, write_meta_properties
+from kraft.log.meta_properties import random_uuid as record_uuid
 from kraft.log.segmented import SegmentedLog
 from metadata.records import (
     BrokerRegistrationChangeRecord,
@@ -27,7 +28,6 @@ from metadata.records import (
     TopicRecord,
     encode_record,
 )
-from metadata.records import random_uuid as record_uuid
 from metadata.topics import METADATA_PARTITION_DIR
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"

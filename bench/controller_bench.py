@@ -23,10 +23,10 @@ import grpc
 from bench._cluster import CLIENT_OPTIONS, Cluster
 from bench.log_bench import machine
 from kraft.errors import Errors
+from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.tls import TlsConfig, aio_channel
-from metadata.records import random_uuid
 from metadata.rpc import admin_pb2 as apb
 from metadata.rpc import admin_pb2_grpc as arpc
 from metadata.rpc import broker_pb2 as bpb

@@ -23,6 +23,7 @@ from typing import Any
 
 from bench.log_bench import filesystem, machine
 from kraft.log.base import OffsetAndEpoch
+from kraft.log.meta_properties import random_uuid
 from kraft.log.snapshots import FileSnapshotStore
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
@@ -33,7 +34,6 @@ from metadata.records import (
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
-    random_uuid,
 )
 from snapshots.diff import as_loaded
 from snapshots.image_records import image_to_records

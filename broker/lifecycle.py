@@ -36,8 +36,8 @@ from tenacity import (
 
 from broker.state import BrokerState
 from kraft.errors import Errors, error_name
+from kraft.log.meta_properties import random_uuid
 from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, aio_channel
-from metadata.records import random_uuid
 from metadata.rpc import broker_pb2 as pb
 from metadata.rpc import broker_pb2_grpc as rpc
 

@@ -9,9 +9,7 @@ RecordDecodeError and nothing else: bytes come from disks and peers.
 
 from __future__ import annotations
 
-import base64
 import re
-import secrets
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,15 +84,6 @@ class RecordDecodeError(Exception):
 
 def is_valid_uuid(value: str) -> bool:
     return _UUID_PATTERN.fullmatch(value) is not None
-
-
-def random_uuid() -> str:
-    """A new random id as Kafka's Uuid.randomUuid makes it: never reserved, never starting
-    with '-' (which command-line tools would read as an option)."""
-    while True:
-        value = base64.urlsafe_b64encode(secrets.token_bytes(16)).decode()[:22]
-        if not value.startswith("-") and value not in (ZERO_UUID, METADATA_TOPIC_ID):
-            return value
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kraft.errors import Errors
+from kraft.log.meta_properties import random_uuid
 from metadata.config_keys import validate_topic_configs
 from metadata.errors import ControllerApiError, ControllerResult, check_user_op_size
 from metadata.image import (
@@ -29,7 +30,6 @@ from metadata.records import (
     Record,
     RemoveTopicRecord,
     TopicRecord,
-    random_uuid,
 )
 
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"

@@ -26,12 +26,13 @@ from typing import Any
 import grpc
 
 from bench._cluster import CLIENT_OPTIONS, Clients, Cluster, _reraise_cancellation
-from bench.controller_bench import NOT_CONTROLLER, leader_endpoint
+from bench.controller_bench import leader_endpoint
 from bench.peers.load import RECORD_BYTES, Target, Write, first_success, summary
 from bench.quorum_bench import InProcessQuorum, failover_trial
+from kraft.errors import Errors
+from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
-from metadata.records import random_uuid
 from metadata.rpc import admin_pb2 as apb
 from metadata.rpc import admin_pb2_grpc as arpc
 from metadata.rpc import broker_pb2 as bpb
@@ -67,7 +68,7 @@ class Brokers:
         while True:
             try:
                 reply = await getattr(self.stubs[self.current], method)(request, timeout=2)
-                if reply.error_code != NOT_CONTROLLER:
+                if reply.error_code != Errors.NOT_CONTROLLER:
                     return reply
             except grpc.aio.AioRpcError:
                 _reraise_cancellation()

@@ -17,6 +17,7 @@ from audit.job import read_options, run_audit
 from audit.layout import discover
 from audit.source import NAME
 from kraft.log.codec import encode_batch
+from kraft.log.meta_properties import random_uuid
 from metadata.records import (
     BrokerRegistrationChangeRecord,
     FencingChange,
@@ -27,7 +28,6 @@ from metadata.records import (
     TopicRecord,
     UnregisterBrokerRecord,
     encode_record,
-    random_uuid,
 )
 from metadata.topics import METADATA_PARTITION_DIR
 from tests.audit.reference_replay import ROW_FIELDS, ReferenceReplayer

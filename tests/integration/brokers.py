@@ -14,8 +14,8 @@ import grpc
 from broker.rpc import broker_metadata_pb2 as bmpb
 from broker.rpc import broker_metadata_pb2_grpc as bmrpc
 from kraft.errors import Errors
+from kraft.log.meta_properties import random_uuid
 from kraft.security.tls import MESSAGE_SIZE_OPTIONS
-from metadata.records import random_uuid
 from metadata.rpc import broker_pb2 as pb
 from metadata.rpc import broker_pb2_grpc as rpc
 

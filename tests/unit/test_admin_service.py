@@ -17,6 +17,7 @@ import pytest
 
 from kraft.core.config import RaftConfig
 from kraft.errors import Errors
+from kraft.log.meta_properties import random_uuid
 from kraft.log.quorum_state import QuorumStateStore
 from kraft.log.segmented import SegmentedLog
 from kraft.node.raft_node import RaftNode
@@ -27,7 +28,7 @@ from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.controller import QuorumController
 from metadata.errors import ControllerResult
 from metadata.image import MetadataImage
-from metadata.records import Endpoint, RegisterBrokerRecord, random_uuid
+from metadata.records import Endpoint, RegisterBrokerRecord
 from metadata.replication import (
     AlterPartitionData,
     AlterPartitionRequest,

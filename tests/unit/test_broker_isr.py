@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from broker.isr import IsrExpander, expansions
+from kraft.log.meta_properties import random_uuid
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.records import (
@@ -13,7 +14,6 @@ from metadata.records import (
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
-    random_uuid,
 )
 from metadata.rpc import broker_pb2 as pb
 

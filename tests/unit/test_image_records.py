@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from kraft.log.base import CorruptRecordError, OffsetAndEpoch
 from kraft.log.memory import MemoryLog
+from kraft.log.meta_properties import random_uuid
 from kraft.log.snapshots import FileSnapshotStore, MemorySnapshotStore, read_snapshot_records
 from metadata.configs import (
     AlterableConfig,
@@ -39,7 +40,6 @@ from metadata.records import (
     TopicRecord,
     decode_record,
     encode_record,
-    random_uuid,
 )
 from metadata.replication import (
     AlterPartitionData,

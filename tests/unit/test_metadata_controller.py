@@ -11,6 +11,7 @@ import pytest
 
 from kraft.core.config import RaftConfig
 from kraft.errors import Errors
+from kraft.log.meta_properties import random_uuid
 from kraft.log.quorum_state import QuorumStateStore
 from kraft.log.segmented import SegmentedLog
 from kraft.node.raft_node import RaftNode
@@ -26,7 +27,6 @@ from metadata.records import (
     PartitionChangeRecord,
     RegisterBrokerRecord,
     decode_record,
-    random_uuid,
 )
 from metadata.topics import CreatableTopic, create_topics
 from tests.unit.controller_harness import attach_controller

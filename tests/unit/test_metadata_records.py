@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kraft.log.meta_properties import random_uuid
 from metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
@@ -29,7 +30,6 @@ from metadata.records import (
     decode_record,
     encode_record,
     is_valid_uuid,
-    random_uuid,
     record_to_json,
 )
 
