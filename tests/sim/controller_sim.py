@@ -29,11 +29,12 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 
+from kraft.errors import Errors
 from kraft.sim.client import ClientCluster, SimRaftClient
 from kraft.sim.invariants import SimViolation
 from kraft.sim.network import NetworkProfile
 from metadata.controller import QuorumController
-from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
+from metadata.errors import ControllerApiError, ControllerResult
 from metadata.image import MetadataImage
 from metadata.loader import MetadataLoader
 from metadata.records import TopicRecord
@@ -71,7 +72,7 @@ def create_topic(n: int):  # type: ignore[no-untyped-def]
 
     def rule(image: MetadataImage) -> ControllerResult[None]:
         if image.topic(name) is not None:
-            raise ControllerApiError(ApiErrors.TOPIC_ALREADY_EXISTS, name)
+            raise ControllerApiError(Errors.TOPIC_ALREADY_EXISTS, name)
         return ControllerResult((TopicRecord(name, topic_id(n)),), None)
 
     return rule
@@ -158,7 +159,7 @@ class Run:
             try:
                 await active[0].write(create_topic(0))
             except ControllerApiError as exc:
-                if exc.code != ApiErrors.TOPIC_ALREADY_EXISTS:
+                if exc.code != Errors.TOPIC_ALREADY_EXISTS:
                     continue
             target = c.nodes[active[0].node_id].core.high_watermark  # type: ignore[union-attr]
             if all(p.loader.next_offset >= target for p in self.processes().values()):
