@@ -15,8 +15,8 @@ T = TypeVar("T")
 MAX_RECORDS_PER_USER_OP = 10_000
 
 
-# The controller's older name for the one error table; metadata/controller.py and
-# tests/sim/controller_sim.py still use it.
+# The controller's older name for the one error table (kraft.errors.Errors); only
+# metadata/controller.py still uses it. Remove it once that file imports Errors.
 ApiErrors = Errors
 
 
