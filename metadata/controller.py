@@ -22,9 +22,10 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kraft.client import LeaderAndEpoch, RaftClient, RaftError
+from kraft.errors import Errors
 from metadata.brokers import (
     BrokerHeartbeatManager,
     BrokerHeartbeatReply,
@@ -35,8 +36,8 @@ from metadata.brokers import (
 )
 from metadata.configs import METADATA_VERSION, SUPPORTED_FEATURES
 from metadata.delta import MetadataDelta
-from metadata.errors import ApiErrors, ControllerApiError, ControllerResult
-from metadata.image import CLUSTER_DEFAULT_BROKER, EMPTY_IMAGE, MetadataImage
+from metadata.errors import ControllerApiError, ControllerResult
+from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.loader import LoaderManifest
 from metadata.records import FeatureLevelRecord, NoOpRecord, Record, encode_record
 from metadata.replication import balance_partition_leaders, elect_unclean_leaders, fence_broker
@@ -48,11 +49,6 @@ log = logging.getLogger(__name__)
 NON_ATOMIC_SLICE = 1_000
 PERIODIC_TICK_S = 1.0
 UNCLEAN_ELECTION_INTERVAL_S = 300  # Kafka's unclean.leader.election.interval.ms (internal)
-PERIODIC_DEFAULTS = {
-    "auto.leader.rebalance.enable": "true",
-    "leader.imbalance.check.interval.seconds": "300",
-    "leader.imbalance.per.broker.percentage": "10",
-}
 
 
 def _wall_ms() -> int:
@@ -66,7 +62,7 @@ class NotControllerError(ControllerApiError):
     """This node is not the active controller; `leader_id` says who may be (-1: unknown)."""
 
     def __init__(self, leader_id: int, message: str) -> None:
-        super().__init__(ApiErrors.NOT_CONTROLLER, message)
+        super().__init__(Errors.NOT_CONTROLLER, message)
         self.leader_id = leader_id
 
 
@@ -296,11 +292,10 @@ class QuorumController:
                 task.cancel()
         self._noop_task = self._fencing_task = self._periodic_task = self._bootstrap_task = None
 
-    def _cluster_setting(self, key: str) -> str:
-        """A controller setting: the cluster-wide dynamic broker default, else Kafka's default."""
-        latest = self._latest or self._committed
-        value = latest.config(CLUSTER_DEFAULT_BROKER).get(key)
-        return value if value is not None else PERIODIC_DEFAULTS[key]
+    def _cluster_setting(self, key: str) -> Any:
+        """A controller setting, parsed: the cluster-wide dynamic broker default, else
+        Kafka's default."""
+        return (self._latest or self._committed).cluster_setting(key)
 
     async def _periodic_elections(self, epoch: int) -> None:
         """Auto leader rebalance every `leader.imbalance.check.interval.seconds` (when
@@ -308,16 +303,16 @@ class QuorumController:
         and unclean elections for leaderless partitions of topics that allow them (Kafka's
         `unclean.leader.election.interval.ms`, 5 min). A run that hit its cap runs again at
         once. The settings are read each time, so a config change applies at the next tick."""
-        last_rebalance = last_unclean = time.monotonic()
+        loop = asyncio.get_running_loop()  # its clock, so a simulation's is virtual too
+        last_rebalance = last_unclean = loop.time()
         while self._active_epoch == epoch:
             await asyncio.sleep(PERIODIC_TICK_S)
-            now = time.monotonic()
-            interval = int(self._cluster_setting("leader.imbalance.check.interval.seconds"))
+            now = loop.time()
+            interval = self._cluster_setting("leader.imbalance.check.interval.seconds")
             if now - last_rebalance >= interval:
                 last_rebalance = now
-                if self._cluster_setting("auto.leader.rebalance.enable") == "true":
-                    percentage = int(
-                        self._cluster_setting("leader.imbalance.per.broker.percentage"))
+                if self._cluster_setting("auto.leader.rebalance.enable"):
+                    percentage = self._cluster_setting("leader.imbalance.per.broker.percentage")
                     await self._run_until_done(functools.partial(
                         balance_partition_leaders, imbalance_percentage=percentage))
             if now - last_unclean >= UNCLEAN_ELECTION_INTERVAL_S:

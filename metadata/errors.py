@@ -15,11 +15,6 @@ T = TypeVar("T")
 MAX_RECORDS_PER_USER_OP = 10_000
 
 
-# The controller's older name for the one error table (kraft.errors.Errors); only
-# metadata/controller.py still uses it. Remove it once that file imports Errors.
-ApiErrors = Errors
-
-
 class ControllerApiError(Exception):
     """A refusal with Kafka's error name and message. Raised when a whole request fails;
     also carried as a value in per-topic and per-partition results."""

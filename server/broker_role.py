@@ -30,16 +30,11 @@ from kraft.node.raft_node import RaftNode
 from kraft.node.service import QuorumServicer
 from kraft.rpc import raft_pb2_grpc
 from kraft.security.authorizer import AuthorizingInterceptor
-from kraft.security.tls import add_port
+from kraft.security.tls import MESSAGE_SIZE_OPTIONS, add_port
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.loader import MetadataLoader
 from metadata.rpc import broker_pb2
 from server.config import Listener, NodeConfig
-
-GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
-]
 
 
 def broker_listeners(config: NodeConfig) -> list[Listener]:
@@ -111,7 +106,7 @@ class BrokerRole:
         authorizer = self.config.authorizer()
         if authorizer is not None:
             interceptors.insert(0, AuthorizingInterceptor(authorizer))
-        self.server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=interceptors)
+        self.server = grpc.aio.server(options=MESSAGE_SIZE_OPTIONS, interceptors=interceptors)
         voters = {vid: str(ep) for vid, ep in self.config.voters.items()}
         broker_metadata_pb2_grpc.add_BrokerMetadataServicer_to_server(
             BrokerMetadataServicer(
@@ -146,10 +141,10 @@ class BrokerRole:
             or [str(ep) for ep in config.bootstrap_servers],
             leader_endpoint=self._leader_endpoint,
             applied_offset=lambda: self.publisher.applied_offset,
-            heartbeat_interval_ms=config.value("broker.heartbeat.interval.ms"),
+            heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             request_timeout_ms=config.request_timeout_ms,
-            registration_timeout_ms=config.value("initial.broker.registration.timeout.ms"),
-            rack=config.value("broker.rack"),
+            registration_timeout_ms=config.initial_broker_registration_timeout_ms,
+            rack=config.broker_rack,
             on_state=self._on_state,
             tls=config.controller_tls,
         )

@@ -37,11 +37,17 @@ from kraft.node.raft_node import RaftNode, Retention
 from kraft.node.service import QuorumServicer, RaftServicer, TestHooksServicer
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.authorizer import Authorizer, AuthorizingInterceptor
-from kraft.security.tls import TlsConfigError, add_port, key_file_is_private
+from kraft.security.tls import (
+    MESSAGE_SIZE_OPTIONS,
+    TlsConfigError,
+    add_port,
+    key_file_is_private,
+)
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.controller import QuorumController
 from metadata.lifecycle_service import BrokerLifecycleServicer, add_broker_lifecycle_service
 from metadata.loader import MetadataLoader
+from metadata.topics import METADATA_PARTITION_DIR
 from server.broker_role import BrokerRole
 from server.config import ConfigError, Listener, NodeConfig, load_config
 from server.logging_setup import configure_logging, set_status_source
@@ -50,7 +56,6 @@ from snapshots.generator import SnapshotGenerator
 
 log = logging.getLogger("server")
 
-METADATA_PARTITION_DIR = "__cluster_metadata-0"
 SHUTDOWN_TIMEOUT_S = 5.0
 STOP_GRACE_S = 5.0  # for the steps after the handover: servers, tasks, the final flush
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0  # a broker's wait for its leaderships to move
@@ -166,8 +171,7 @@ class Server:
             raft_config(config, self.cluster_id), self.log, store, self.metrics,
             snapshots=self.snapshots,
             retention=Retention(
-                config.value("metadata.max.retention.bytes"),
-                config.value("metadata.max.retention.ms"),
+                config.metadata_max_retention_bytes, config.metadata_max_retention_ms,
             ),
             hw_path=os.path.join(partition_dir, "high-watermark"),
             tls=config.controller_tls,
@@ -199,13 +203,13 @@ class Server:
             self.controller = QuorumController(
                 self.node,
                 noop_interval_ms=config.metadata_max_idle_interval_ms,
-                session_timeout_ms=config.value("broker.session.timeout.ms"),
+                session_timeout_ms=config.broker_session_timeout_ms,
             )
             loader.install(self.controller)
         self.snapshot_generator = SnapshotGenerator(
             self.node,
-            config.value("metadata.log.max.record.bytes.between.snapshots"),
-            config.value("metadata.log.max.snapshot.interval.ms"),
+            config.metadata_log_max_record_bytes_between_snapshots,
+            config.metadata_log_max_snapshot_interval_ms,
         )
         loader.install(self.snapshot_generator)
         return loader
@@ -224,7 +228,7 @@ class Server:
             await self.node.start()
         except SnapshotGapError as exc:
             raise StartupError(str(exc)) from exc
-        faults_dir = self.config.value("internal.test.faults.dir")
+        faults_dir = self.config.test_faults_dir
         if faults_dir is not None:
             self.faults = FaultInjector(faults_dir, self.node, self.log.faults)
             self.faults.start()
@@ -256,10 +260,7 @@ class Server:
     async def _start_controller_listener(self) -> None:
         listener = _controller_listener(self.config)
         interceptors = [] if self.authorizer is None else [AuthorizingInterceptor(self.authorizer)]
-        self.server = grpc.aio.server(options=[
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-            ("grpc.max_send_message_length", 64 * 1024 * 1024),
-        ], interceptors=interceptors)
+        self.server = grpc.aio.server(options=MESSAGE_SIZE_OPTIONS, interceptors=interceptors)
         rpc.add_RaftServicer_to_server(RaftServicer(self.node), self.server)
         quorum = QuorumServicer(self.node, self.cluster_id, listener.name)
         rpc.add_QuorumServicer_to_server(quorum, self.server)

@@ -1,29 +1,8 @@
-"""Kafka's error names, part of the protocol, and the core's own exceptions."""
+"""The core's own exceptions, carrying Kafka's error names (kraft/errors.py)."""
 
 from __future__ import annotations
 
-from enum import IntEnum
-
-
-class Errors(IntEnum):
-    """Error codes as Kafka numbers them (Errors.java), limited to those KRaft uses."""
-
-    NONE = 0
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    NOT_LEADER_OR_FOLLOWER = 6
-    REQUEST_TIMED_OUT = 7
-    BROKER_NOT_AVAILABLE = 8
-    RECORD_BATCH_TOO_LARGE = 18
-    KAFKA_STORAGE_ERROR = 56
-    CLUSTER_AUTHORIZATION_FAILED = 31
-    UNSUPPORTED_VERSION = 35
-    INVALID_REQUEST = 42
-    FENCED_LEADER_EPOCH = 74
-    UNKNOWN_LEADER_EPOCH = 75
-    SNAPSHOT_NOT_FOUND = 98
-    POSITION_OUT_OF_RANGE = 99
-    INCONSISTENT_CLUSTER_ID = 104
-    INVALID_VOTER_KEY = 125
+from kraft.errors import Errors as Errors  # the one table; the core's users import it here
 
 
 class RaftError(Exception):

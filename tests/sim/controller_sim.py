@@ -193,6 +193,18 @@ class Run:
                                    c.now, c.event_count)
 
 
+def _close(cluster: ClientCluster) -> None:
+    """A failed run leaves coroutines waiting: cancel them before the loop goes."""
+    loop = cluster.loop
+    cluster.events.clear()
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    with contextlib.suppress(Exception):
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    loop.close()
+
+
 def run_seed(seed: int) -> Run:
     rng = random.Random(seed)
     profile = NetworkProfile(min_delay_ms=1, max_delay_ms=rng.choice([2, 5, 10]),
@@ -221,7 +233,7 @@ def run_seed(seed: int) -> Run:
                            f"{QUIET_BOUND_MS} ms of healing", cluster.now,
                            cluster.event_count) from None
     finally:
-        cluster.loop.close()
+        _close(cluster)
     if len(run.acknowledged) < 10:
         raise SimViolation(f"only {len(run.acknowledged)} writes acknowledged", cluster.now,
                            cluster.event_count)
