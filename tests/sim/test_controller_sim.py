@@ -4,9 +4,7 @@ that announces leadership before the state machine has the epoch's first batch."
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,15 +14,6 @@ from kraft.sim.invariants import SimViolation
 from tests.sim.controller_sim import run_seed
 
 SEEDS = int(os.environ.get("KRAFT_CONTROLLER_SIM_SEEDS", "40"))
-
-
-@pytest.fixture(autouse=True)
-def quiet_protocol_logs() -> Iterator[None]:
-    logger = logging.getLogger("kraft")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    yield
-    logger.setLevel(level)
 
 
 def test_the_controller_holds_every_invariant_through_leader_changes() -> None:

@@ -3,9 +3,7 @@ the checker catches a deliberately broken core."""
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Iterator
 
 import pytest
 
@@ -21,15 +19,6 @@ from kraft.sim.cluster import SimCluster
 from kraft.sim.state_machine import SimStateMachine
 
 SEEDS = int(os.environ.get("KRAFT_SIM_SEEDS", "300"))
-
-
-@pytest.fixture(autouse=True)
-def quiet_protocol_logs() -> Iterator[None]:
-    logger = logging.getLogger("kraft")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    yield
-    logger.setLevel(level)
 
 
 def test_simulator_seeds_hold_every_invariant() -> None:
