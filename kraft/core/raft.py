@@ -4,6 +4,8 @@ The driver (a real node or the simulator) feeds it inbound requests, responses, 
 commands and the time, and after each call collects an `Output`: the election state to persist,
 then requests to send and replies to return. The core reads and appends to its log in memory; it
 learns of durability from `on_log_flushed` and never counts or ships what is not flushed.
+Snapshot file I/O (reading chunks to serve, writing and freezing a fetched snapshot) is asked
+for as jobs in the output and reported back with `on_snapshot_job_done`.
 
 Every entry point ends in `_poll`, which runs the timers of the current state and sends what
 that state needs, so the driver only has to call `poll` again at `next_deadline()`.
@@ -26,6 +28,7 @@ from kraft.core.messages import (
     EndQuorumEpochRequest,
     FetchRequest,
     FetchSnapshotRequest,
+    FetchSnapshotResponse,
     OutboundRequest,
     QuorumDescription,
     Reply,
@@ -44,9 +47,10 @@ from kraft.core.states import (
     UnattachedState,
 )
 from kraft.election_state import ElectionState
-from kraft.log.base import OffsetAndEpoch, ReplicatedLog
+from kraft.log.base import OffsetAndEpoch, ReplicatedLog, SnapshotJob, SnapshotStore
 from kraft.log.codec import LEADER_CHANGE, encode_control_record
-from kraft.log.snapshots import MemorySnapshotStore, SnapshotStore
+from kraft.log.snapshot_jobs import ReadChunk
+from kraft.log.snapshots import MemorySnapshotStore
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +84,10 @@ class Output:
     """What the driver must do, in this order: persist `election_state` (when set), then send
     `requests` and `replies`. `leader` is set when the known leader or epoch changed.
     `snapshot_loaded` names a snapshot fetched from the leader that now replaces the log: the
-    state machine must load it before it reads the log again."""
+    state machine must load it before it reads the log again. `snapshot_jobs` is snapshot file
+    I/O to run off the event loop (kraft/log/snapshot_jobs.py), each handed back with
+    `on_snapshot_job_done`; the `ordered` ones one at a time, in this order, after those of
+    earlier outputs."""
 
     election_state: ElectionState | None = None
     requests: list[OutboundRequest] = field(default_factory=list)
@@ -88,6 +95,7 @@ class Output:
     leader: LeaderAndEpoch | None = None
     high_watermark: int | None = None
     snapshot_loaded: OffsetAndEpoch | None = None
+    snapshot_jobs: list[SnapshotJob] = field(default_factory=list)
 
 
 class RaftCore:
@@ -119,6 +127,9 @@ class RaftCore:
         self._now = now
         self._requests: list[OutboundRequest] = []
         self._replies: list[Reply] = []
+        self._snapshot_jobs: list[SnapshotJob] = []
+        # FetchSnapshot answers waiting for their ReadChunk job (the bytes are all they lack).
+        self.chunk_reads: dict[ReadChunk, FetchSnapshotResponse] = {}
         self._last_state: object = None
         self._reported_leader = LeaderAndEpoch(-1, -1)
         self._reported_hw = -1
@@ -227,7 +238,7 @@ class RaftCore:
         elif isinstance(request, EndQuorumEpochRequest):
             response = rpc_quorum_epoch.handle_end_request(self, request, now)
         elif isinstance(request, FetchSnapshotRequest):
-            response = rpc_fetch_snapshot.handle_request(self, request, now)
+            response = rpc_fetch_snapshot.handle_request(self, token, request, now)
         else:  # pragma: no cover - the union above is exhaustive
             raise TypeError(f"not a raft request: {request!r}")
         if response is not None:
@@ -281,6 +292,14 @@ class RaftCore:
             if state.update_local(self.log.flushed_offset, now):
                 self._on_leader_high_watermark(state)
             rpc_fetch.complete_parked(self, state, now)
+        self._poll(now)
+
+    def on_snapshot_job_done(self, job: SnapshotJob, now: int) -> None:
+        """The driver ran a job of `Output.snapshot_jobs`: a chunk read answers its
+        FetchSnapshot; a follower's chunk write lets it ask for the next one; a freeze
+        installs the snapshot."""
+        self._now = now
+        rpc_fetch_snapshot.on_job_done(self, job)
         self._poll(now)
 
     # -- local commands ----------------------------------------------------------------------
@@ -343,7 +362,13 @@ class RaftCore:
             self._reported_hw = out.high_watermark = self.high_watermark
         if self.snapshot_to_load is not None:
             out.snapshot_loaded, self.snapshot_to_load = self.snapshot_to_load, None
+        if self._snapshot_jobs:
+            out.snapshot_jobs, self._snapshot_jobs = self._snapshot_jobs, []
         return out
+
+    def queue_snapshot_job(self, job: SnapshotJob) -> None:
+        """Ask the driver for snapshot file I/O (in the next output)."""
+        self._snapshot_jobs.append(job)
 
     # -- shared machinery for the rpc modules --------------------------------------------------
 
@@ -548,7 +573,7 @@ class RaftCore:
         self._discovery_after = 0
         if isinstance(previous, LeaderState):
             rpc_fetch.fail_parked(self, previous)
-        rpc_fetch_snapshot.abandon(previous)
+        rpc_fetch_snapshot.abandon(self, previous)
 
     def _poll_state(self, state: object, now: int) -> None:
         if isinstance(state, LeaderState):

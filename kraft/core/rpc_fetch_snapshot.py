@@ -1,9 +1,14 @@
 """FetchSnapshot (spec §2.5, §5): the leader serves a snapshot in position-addressed chunks;
 a follower sent there by a Fetch response fetches it chunk by chunk, verifies and freezes it,
-empties its log to start at the snapshot, and tells the driver to load it."""
+empties its log to start at the snapshot, and tells the driver to load it.
+
+No file is touched here. Reading a chunk (leader), writing one, freezing the file and deleting
+what it replaces (follower) are `SnapshotJob`s (kraft/log/snapshot_jobs.py) in the core's
+output; the driver runs them off the event loop and hands them back to `on_job_done`."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
@@ -11,9 +16,16 @@ from kraft.core import rpc_fetch
 from kraft.core.errors import Errors, RaftInvariantError
 from kraft.core.leader import LeaderState
 from kraft.core.messages import FetchSnapshotRequest, FetchSnapshotResponse
-from kraft.core.states import FollowerState
-from kraft.log.base import CorruptRecordError, OffsetAndEpoch
-from kraft.log.snapshots import BOOTSTRAP_SNAPSHOT_ID, SnapshotStore
+from kraft.core.states import FollowerState, SnapshotTransfer
+from kraft.log.base import CorruptRecordError, OffsetAndEpoch, SnapshotJob
+from kraft.log.snapshot_jobs import (
+    AbortTransfer,
+    DeleteSnapshots,
+    FreezeSnapshot,
+    ReadChunk,
+    WriteChunk,
+)
+from kraft.log.snapshots import BOOTSTRAP_SNAPSHOT_ID
 
 if TYPE_CHECKING:
     from kraft.core.connections import InFlight
@@ -25,7 +37,12 @@ log = logging.getLogger(__name__)
 # -- leader side ---------------------------------------------------------------------------
 
 
-def handle_request(core: RaftCore, req: FetchSnapshotRequest, now: int) -> FetchSnapshotResponse:
+def handle_request(
+    core: RaftCore, token: int, req: FetchSnapshotRequest, now: int
+) -> FetchSnapshotResponse | None:
+    """An error answer now, or None: the chunk is read by a ReadChunk job and answered (under
+    `token`) when the driver hands it back. The answer carries the leader and epoch of the
+    moment the request was accepted; the bytes of a frozen snapshot never change."""
     if not core.valid_cluster_id(req.cluster_id):
         return _error(core, Errors.INCONSISTENT_CLUSTER_ID)
     if req.max_bytes < 0 or req.snapshot_id.offset < 0 or req.snapshot_id.epoch < 0:
@@ -44,11 +61,28 @@ def handle_request(core: RaftCore, req: FetchSnapshotRequest, now: int) -> Fetch
     if req.position < 0 or req.position >= size:
         return _error(core, Errors.POSITION_OUT_OF_RANGE)
     max_bytes = min(req.max_bytes, core.config.fetch_max_bytes)
-    return FetchSnapshotResponse(
-        Errors.NONE, leader.local_id, leader.epoch, snapshot_id, size, req.position,
-        core.snapshots.read_chunk(snapshot_id, req.position, max_bytes),
+    job = ReadChunk(core.snapshots, snapshot_id, req.position, max_bytes, token)
+    core.chunk_reads[job] = FetchSnapshotResponse(
+        Errors.NONE, leader.local_id, leader.epoch, snapshot_id, size, req.position, b"",
         core.config.local_endpoint,
     )
+    core.queue_snapshot_job(job)
+    return None
+
+
+def _chunk_read(core: RaftCore, job: ReadChunk) -> None:
+    answer = core.chunk_reads.pop(job, None)
+    if answer is None:
+        return
+    if job.error is not None or job.data is None:
+        # Retention deleted it meanwhile (or the disk failed): the follower fetches again and
+        # is sent to the snapshot the leader has now.
+        log.warning("cannot serve snapshot %s: %s", job.snapshot_id, job.error)
+        answer = dataclasses.replace(answer, error=Errors.SNAPSHOT_NOT_FOUND, size=0,
+                                     position=0)
+    else:
+        answer = dataclasses.replace(answer, data=job.data)
+    core.reply_later(job.token, answer)
 
 
 def _error(core: RaftCore, error: Errors) -> FetchSnapshotResponse:
@@ -69,20 +103,23 @@ def start(core: RaftCore, state: FollowerState, snapshot_id: OffsetAndEpoch) -> 
         "the leader sends this node to snapshot %d-%d (log %d..%d)",
         snapshot_id.offset, snapshot_id.epoch, core.log.start_offset, core.log.end_offset,
     )
-    abandon(state)
-    state.fetching_snapshot = core.snapshots.begin_transfer(snapshot_id)
+    abandon(core, state)
+    state.fetching_snapshot = SnapshotTransfer(core.snapshots.begin_transfer(snapshot_id))
 
 
-def abandon(state: object) -> None:
-    """Drop a partial snapshot (the leader changed, or the transfer failed)."""
+def abandon(core: RaftCore, state: object) -> None:
+    """Drop a partial snapshot (the leader changed, or the transfer failed): its file goes in
+    an AbortTransfer job, which runs after any write still in flight for it."""
     if isinstance(state, FollowerState) and state.fetching_snapshot is not None:
-        state.fetching_snapshot.abort()
+        core.queue_snapshot_job(AbortTransfer(state.fetching_snapshot.partial))
         state.fetching_snapshot = None
 
 
 def maybe_send(core: RaftCore, state: FollowerState, now: int) -> bool:
-    partial = state.fetching_snapshot
-    assert partial is not None
+    transfer = state.fetching_snapshot
+    assert transfer is not None
+    if transfer.busy:
+        return False  # the last chunk is still being written (or the file frozen)
     if core.connections.has_in_flight(FetchSnapshotRequest):
         return False
     if not core.connections.is_ready(state.leader_id, now):
@@ -94,8 +131,8 @@ def maybe_send(core: RaftCore, state: FollowerState, now: int) -> bool:
             cluster_id=core.config.cluster_id,
             replica_id=core.local_id if core.local_id is not None else -1,
             current_leader_epoch=core.epoch,
-            snapshot_id=partial.snapshot_id,
-            position=partial.size,
+            snapshot_id=transfer.snapshot_id,
+            position=transfer.written,
             max_bytes=core.config.fetch_max_bytes,
         ),
         now,
@@ -116,40 +153,95 @@ def handle_response(
         and req.current_leader_epoch == state.epoch
         and state.fetching_snapshot is not None
         and state.fetching_snapshot.snapshot_id == req.snapshot_id
+        and not state.fetching_snapshot.busy
     ):
         return
-    partial = state.fetching_snapshot
+    transfer = state.fetching_snapshot
     rpc_fetch.note_leader_answered(core, state, now)
     if resp.error in (Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE):
         # The leader cleaned it away (or we disagree on its size): back to Fetch, which names
         # the snapshot to fetch now.
         log.info("snapshot %s: %s; fetching the log again", req.snapshot_id, resp.error.name)
-        abandon(state)
+        abandon(core, state)
         return
     if resp.error != Errors.NONE:
         return
-    if resp.snapshot_id != partial.snapshot_id or resp.position != partial.size:
+    if resp.snapshot_id != transfer.snapshot_id or resp.position != transfer.written:
         log.warning(
             "snapshot chunk for %s at %d does not continue %s at %d; starting over",
-            resp.snapshot_id, resp.position, partial.snapshot_id, partial.size,
+            resp.snapshot_id, resp.position, transfer.snapshot_id, transfer.written,
         )
-        abandon(state)
+        abandon(core, state)
         return
-    partial.write(resp.data)
-    if partial.size < resp.size:
-        return
-    if partial.size > resp.size:
+    if transfer.written + len(resp.data) > resp.size:
         log.warning("snapshot %s grew past its size %d; starting over", req.snapshot_id, resp.size)
-        abandon(state)
+        abandon(core, state)
         return
-    try:
-        partial.freeze()
-    except CorruptRecordError as exc:
-        log.warning("the fetched snapshot is damaged (%s); fetching it again", exc)
-        state.fetching_snapshot = None  # freeze removed the partial file
+    transfer.busy = True
+    transfer.size = resp.size
+    core.queue_snapshot_job(WriteChunk(transfer.partial, resp.data))
+
+
+def on_job_done(core: RaftCore, job: SnapshotJob) -> None:
+    """The driver ran `job`: act on its result."""
+    if isinstance(job, ReadChunk):
+        _chunk_read(core, job)
+    elif isinstance(job, WriteChunk):
+        _chunk_written(core, job)
+    elif isinstance(job, FreezeSnapshot):
+        _frozen(core, job)
+    # AbortTransfer, DeleteSnapshots: nothing to learn.
+
+
+def _current_transfer(core: RaftCore, job: WriteChunk | FreezeSnapshot) -> SnapshotTransfer | None:
+    state = core.quorum.state
+    if isinstance(state, FollowerState) and state.fetching_snapshot is not None and (
+        state.fetching_snapshot.partial is job.partial
+    ):
+        return state.fetching_snapshot
+    return None  # abandoned meanwhile: its AbortTransfer follows this job
+
+
+def _chunk_written(core: RaftCore, job: WriteChunk) -> None:
+    transfer = _current_transfer(core, job)
+    if transfer is None:
         return
+    state = core.quorum.state
+    if job.error is not None:
+        log.warning("cannot write the fetched snapshot %s: %s; fetching the log again",
+                    transfer.snapshot_id, job.error)
+        abandon(core, state)
+        return
+    transfer.written += len(job.data)
+    if transfer.written < transfer.size:
+        transfer.busy = False  # the next poll asks for the next chunk
+        return
+    core.queue_snapshot_job(FreezeSnapshot(transfer.partial))
+
+
+def _frozen(core: RaftCore, job: FreezeSnapshot) -> None:
+    transfer = _current_transfer(core, job)
+    snapshot_id = job.partial.snapshot_id
+    if transfer is None:
+        # The leader changed while the file was frozen. The snapshot is durable but the log
+        # does not stand on it: delete it, unless something else now uses that id. (A crash
+        # before the deletion is harmless: a snapshot holds only committed records, and
+        # `align_log_with_snapshots` restarts a log that cannot continue it.)
+        state = core.quorum.state
+        fetching = isinstance(state, FollowerState) and state.fetching_snapshot is not None and (
+            state.fetching_snapshot.snapshot_id == snapshot_id
+        )
+        if job.info is not None and not fetching and snapshot_id.offset != core.log.start_offset:
+            core.queue_snapshot_job(DeleteSnapshots(core.snapshots, [snapshot_id]))
+        return
+    state = core.quorum.state
+    assert isinstance(state, FollowerState)
     state.fetching_snapshot = None
-    _install(core, partial.snapshot_id)
+    if job.error is not None:
+        what = "damaged" if isinstance(job.error, CorruptRecordError) else "not writable"
+        log.warning("the fetched snapshot is %s (%s); fetching it again", what, job.error)
+        return  # the job removed the partial file
+    _install(core, snapshot_id)
 
 
 def _install(core: RaftCore, snapshot_id: OffsetAndEpoch) -> None:
@@ -170,20 +262,9 @@ def _install(core: RaftCore, snapshot_id: OffsetAndEpoch) -> None:
     core.log.reset_to(snapshot_id.offset, snapshot_id.epoch)
     older = [i for i in core.snapshots.ids() if i.offset < snapshot_id.offset]
     if older:
-        store = core.snapshots
-        core.log.after_flush(lambda: forget_snapshots(store, older))
+        job = DeleteSnapshots(core.snapshots, older)
+        core.log.after_flush(lambda: core.queue_snapshot_job(job))
     core.high_watermark = snapshot_id.offset
     core.snapshot_to_load = snapshot_id
     log.info("installed snapshot %d-%d; the log starts there", snapshot_id.offset,
              snapshot_id.epoch)
-
-
-def forget_snapshots(store: SnapshotStore, ids: list[OffsetAndEpoch]) -> None:
-    """Delete snapshots a durable reset made stale. A failure is not fatal: stale snapshots
-    below the log start are deleted again when the node next starts."""
-    for snapshot_id in ids:
-        try:
-            store.delete(snapshot_id)
-        except OSError as exc:
-            log.warning("could not delete the stale snapshot %d-%d: %s", snapshot_id.offset,
-                        snapshot_id.epoch, exc)

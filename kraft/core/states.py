@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from kraft.core.election import EpochElection
 from kraft.core.leader import LeaderState
 from kraft.election_state import ElectionState
-from kraft.log.snapshots import PartialSnapshot
+from kraft.log.base import OffsetAndEpoch, PartialSnapshot
 
 NO_DEADLINE = float("inf")
 
@@ -89,6 +89,24 @@ class CandidateState:
 
 
 @dataclass
+class SnapshotTransfer:
+    """A snapshot a follower fetches from its leader. The core never touches the file: each
+    received chunk becomes a WriteChunk job and the last one a FreezeSnapshot job, run by the
+    driver one at a time. `written` counts the bytes whose write job completed: the next
+    FetchSnapshot asks from there, and only once no job is in flight (`busy`; it stays set
+    while the file is frozen)."""
+
+    partial: PartialSnapshot
+    written: int = 0
+    size: int = 0  # the whole snapshot's, from the leader's answers
+    busy: bool = False
+
+    @property
+    def snapshot_id(self) -> OffsetAndEpoch:
+        return self.partial.snapshot_id
+
+
+@dataclass
 class FollowerState:
     """Fetching from a known leader. `leader_live` is False until a fetch succeeds, after the
     leader resigned (EndQuorumEpoch) or after its connection was refused twice in a row: only
@@ -104,7 +122,7 @@ class FollowerState:
     confirming_unreachable: bool = False
     fetch_from_bootstrap: bool = False  # observers rediscover the leader after a timeout
     # The leader's snapshot being fetched (FetchSnapshot); plain Fetch pauses meanwhile.
-    fetching_snapshot: PartialSnapshot | None = None
+    fetching_snapshot: SnapshotTransfer | None = None
 
     name = "Follower"
 

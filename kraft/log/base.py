@@ -165,3 +165,102 @@ class DurableLog(ReplicatedLog, Protocol):
         """begin + run + complete in the calling thread (tools, tests, shutdown)."""
 
     def close(self) -> None: ...
+
+
+# -- snapshots ---------------------------------------------------------------------------------
+# The file formats and the two stores are in kraft/log/snapshots.py; the jobs that carry out
+# the core's snapshot I/O off the event loop are in kraft/log/snapshot_jobs.py.
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotInfo:
+    """What verification learns about a snapshot file."""
+
+    snapshot_id: OffsetAndEpoch | None  # from the file name; None when it names none
+    size: int
+    batches: int
+    records: int  # data records, header and footer excluded
+    last_contained_timestamp_ms: int
+
+
+class PartialSnapshot(Protocol):
+    """A snapshot being written: bytes appended in order, then frozen (verified, durable,
+    visible) or aborted (gone). Creating one touches no file (the first `write` does), so the
+    core may create one on the event loop; every other method does I/O."""
+
+    snapshot_id: OffsetAndEpoch
+
+    @property
+    def size(self) -> int: ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def freeze(self) -> SnapshotInfo:
+        """Raises CorruptRecordError (and removes the partial file) when the bytes are not a
+        whole, valid snapshot."""
+
+    def abort(self) -> None: ...
+
+
+class SnapshotWriter(Protocol):
+    """A state machine's snapshot being written record by record (blocking I/O)."""
+
+    snapshot_id: OffsetAndEpoch
+
+    def append(self, records: Sequence[bytes]) -> None: ...
+
+    def append_all(self, records: Sequence[bytes], per_batch: int = ...) -> None: ...
+
+    def freeze(self) -> SnapshotInfo: ...
+
+    def abort(self) -> None: ...
+
+
+class SnapshotStore(Protocol):
+    """What the Raft core and driver need: ids, sizes, chunks, transfers, deletion.
+
+    The index (`ids`, `latest_id`, `earliest_id`, `size`, `last_contained_timestamp`,
+    `total_bytes`) and `begin_transfer` are memory only: the core calls them. `read_chunk`,
+    `read_all`, `delete` and a partial's `write`/`freeze`/`abort` do file I/O: the core never
+    calls them itself but hands them to the driver as `SnapshotJob`s."""
+
+    def ids(self) -> list[OffsetAndEpoch]:
+        """Frozen snapshots, oldest first."""
+
+    def latest_id(self) -> OffsetAndEpoch | None: ...
+
+    def earliest_id(self) -> OffsetAndEpoch | None: ...
+
+    def size(self, snapshot_id: OffsetAndEpoch) -> int:
+        """Bytes of a frozen snapshot; KeyError when there is none."""
+
+    def read_chunk(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int) -> bytes:
+        """Bytes [position, position + max_bytes) of a frozen snapshot; KeyError if absent."""
+
+    def read_all(self, snapshot_id: OffsetAndEpoch) -> bytes: ...
+
+    def begin_transfer(self, snapshot_id: OffsetAndEpoch) -> PartialSnapshot: ...
+
+    def builder(
+        self, snapshot_id: OffsetAndEpoch, last_contained_timestamp_ms: int
+    ) -> SnapshotWriter: ...
+
+    def delete(self, snapshot_id: OffsetAndEpoch) -> None: ...
+
+    def last_contained_timestamp(self, snapshot_id: OffsetAndEpoch) -> int: ...
+
+    def total_bytes(self) -> int: ...
+
+
+class SnapshotJob(Protocol):
+    """Snapshot file I/O the core asks for in `Output.snapshot_jobs` (as a log flush is a
+    `FlushJob`): the driver calls `run()` off the event loop and then hands the job back with
+    `RaftCore.on_snapshot_job_done(job, now)`. Jobs with `ordered` set (a follower's install:
+    chunk writes, freeze, abort, deletions) must run one at a time in the order they were
+    asked for; the others (chunk reads a leader serves) may run at any time. `run` never
+    raises for an expected failure (a full disk, a snapshot deleted meanwhile): the job
+    records it for the core to act on."""
+
+    ordered: bool
+
+    def run(self) -> None: ...

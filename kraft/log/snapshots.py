@@ -10,9 +10,11 @@ Files are written as `<name>.checkpoint.part`, verified, fsynced, made read-only
 a `.checkpoint` file is always whole. Two writers: `SnapshotBuilder` for a state machine that
 writes records, `PartialSnapshot` for a follower receiving the leader's bytes by FetchSnapshot.
 
-The store is shared between the event loop (the Raft core reads ids and chunks, freezes
-transfers) and a worker thread (a state machine building a snapshot), so its index is guarded
-by a lock; the files themselves are never changed once frozen.
+The store's Protocol (`SnapshotStore`, `PartialSnapshot`) lives with the log's other
+protocols in kraft/log/base.py. The store is shared between the event loop (the Raft core reads
+ids and sizes) and worker threads (a state machine building a snapshot; the driver running the
+core's `SnapshotJob`s: chunk reads, a fetched snapshot's writes, freeze and deletions), so its
+index is guarded by a lock; the files themselves are never changed once frozen.
 """
 
 from __future__ import annotations
@@ -22,11 +24,17 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import BinaryIO
 
 from kraft.log._common import fsync_dir
-from kraft.log.base import Batch, CorruptRecordError, DurableLog, OffsetAndEpoch
+from kraft.log.base import (
+    Batch,
+    CorruptRecordError,
+    DurableLog,
+    OffsetAndEpoch,
+    SnapshotInfo,
+    SnapshotStore,
+)
 from kraft.log.codec import (
     SNAPSHOT_FOOTER,
     SNAPSHOT_HEADER,
@@ -59,17 +67,6 @@ def parse_snapshot_file_name(name: str) -> OffsetAndEpoch | None:
     if match is None:
         return None
     return OffsetAndEpoch(int(match.group(1)), int(match.group(2)))
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotInfo:
-    """What verification learns about a snapshot file."""
-
-    snapshot_id: OffsetAndEpoch | None  # from the file name; None when it names none
-    size: int
-    batches: int
-    records: int  # data records, header and footer excluded
-    last_contained_timestamp_ms: int
 
 
 def verify_snapshot_bytes(
@@ -198,55 +195,6 @@ class SnapshotBuilder:
         self._offset += 1
 
 
-class PartialSnapshot(Protocol):
-    """A snapshot being written: bytes appended in order, then frozen (verified, durable,
-    visible) or aborted (gone)."""
-
-    snapshot_id: OffsetAndEpoch
-
-    @property
-    def size(self) -> int: ...
-
-    def write(self, data: bytes) -> None: ...
-
-    def freeze(self) -> SnapshotInfo:
-        """Raises CorruptRecordError (and removes the partial file) when the bytes are not a
-        whole, valid snapshot."""
-
-    def abort(self) -> None: ...
-
-
-class SnapshotStore(Protocol):
-    """What the Raft core and driver need: ids, sizes, chunks, transfers, deletion."""
-
-    def ids(self) -> list[OffsetAndEpoch]:
-        """Frozen snapshots, oldest first."""
-
-    def latest_id(self) -> OffsetAndEpoch | None: ...
-
-    def earliest_id(self) -> OffsetAndEpoch | None: ...
-
-    def size(self, snapshot_id: OffsetAndEpoch) -> int:
-        """Bytes of a frozen snapshot; KeyError when there is none."""
-
-    def read_chunk(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int) -> bytes:
-        """Bytes [position, position + max_bytes) of a frozen snapshot; KeyError if absent."""
-
-    def read_all(self, snapshot_id: OffsetAndEpoch) -> bytes: ...
-
-    def begin_transfer(self, snapshot_id: OffsetAndEpoch) -> PartialSnapshot: ...
-
-    def builder(
-        self, snapshot_id: OffsetAndEpoch, last_contained_timestamp_ms: int
-    ) -> SnapshotBuilder: ...
-
-    def delete(self, snapshot_id: OffsetAndEpoch) -> None: ...
-
-    def last_contained_timestamp(self, snapshot_id: OffsetAndEpoch) -> int: ...
-
-    def total_bytes(self) -> int: ...
-
-
 def _latest(ids: list[OffsetAndEpoch]) -> OffsetAndEpoch | None:
     return ids[-1] if ids else None
 
@@ -268,7 +216,8 @@ class _FilePartial:
             snapshot_file_name(snapshot_id)[: -len(SUFFIX)] + f"-{os.urandom(4).hex()}"
             + PART_SUFFIX,
         )
-        self._file = open(self.path, "xb")  # noqa: SIM115 - owned until freeze/abort
+        # Opened by the first write: creating a transfer touches no file (the core does it).
+        self._file: BinaryIO | None = None
         self._size = 0
 
     @property
@@ -276,10 +225,14 @@ class _FilePartial:
         return self._size
 
     def write(self, data: bytes) -> None:
+        if self._file is None:
+            self._file = open(self.path, "xb")  # noqa: SIM115 - owned until freeze/abort
         self._file.write(data)
         self._size += len(data)
 
     def freeze(self) -> SnapshotInfo:
+        if self._file is None:
+            self._file = open(self.path, "xb")  # noqa: SIM115 - owned until freeze/abort
         self._file.flush()
         try:
             with open(self.path, "rb") as file:
@@ -297,7 +250,7 @@ class _FilePartial:
         return info
 
     def abort(self) -> None:
-        if not self._file.closed:
+        if self._file is not None and not self._file.closed:
             self._file.close()
         try:
             os.unlink(self.path)

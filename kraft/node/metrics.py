@@ -6,6 +6,7 @@ itself stays metric-free; latencies and rates are histograms and counters update
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,9 @@ STATES = ("Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower
 # etcd's fsync buckets (1 ms .. 8 s) and finer ones for commit and election latency.
 FSYNC_BUCKETS = tuple(0.001 * 2**i for i in range(14))
 LATENCY_BUCKETS = tuple(0.0001 * 2**i for i in range(20))
+# Event-loop lag: 1 ms .. ~16 s; the goal is that nothing stalls the loop for 20 ms.
+LOOP_LAG_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 16.0)
+LOOP_LAG_INTERVAL_S = 0.05
 
 
 class _StateCollector(Collector):
@@ -80,9 +84,38 @@ class RaftMetrics:
         self.records_appended = Counter(
             "kraft_records_appended", "Records appended as leader", registry=self.registry
         )
+        self.event_loop_lag = Histogram(
+            "kraft_event_loop_lag_seconds",
+            "How late a wakeup scheduled every 50 ms fires: the longest the event loop was busy",
+            buckets=LOOP_LAG_BUCKETS, registry=self.registry,
+        )
         self.records_fetched = Counter(
             "kraft_records_fetched", "Records appended as follower", registry=self.registry
         )
 
     def bind(self, node: RaftNode) -> None:
         self._collector.node = node
+
+
+class LoopLagSampler:
+    """Measures how late the event loop runs a wakeup it scheduled `interval_s` ahead: a
+    callback that blocks the loop for 100 ms shows as ~100 ms of lag in one sample. Started by
+    `RaftNode.start`. `max_lag_s` is the worst sample seen; `sampled` is set after each."""
+
+    def __init__(self, histogram: Histogram, interval_s: float = LOOP_LAG_INTERVAL_S) -> None:
+        self.histogram = histogram
+        self.interval_s = interval_s
+        self.max_lag_s = 0.0
+        self.samples = 0
+        self.sampled = asyncio.Event()
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            expected = loop.time() + self.interval_s
+            await asyncio.sleep(self.interval_s)
+            lag = max(0.0, loop.time() - expected)
+            self.histogram.observe(lag)
+            self.max_lag_s = max(self.max_lag_s, lag)
+            self.samples += 1
+            self.sampled.set()

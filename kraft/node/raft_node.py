@@ -5,7 +5,9 @@ Everything that touches the core runs on the event loop thread, one call at a ti
 needs no locks. After every call `_process` carries out the core's output in the required
 order: persist the election state (fsync, on the loop: elections are rare and the reply must
 not leave first), then send requests and replies. Log durability is a separate task: one flush
-job at a time in a worker thread (group commit), then `on_log_flushed`.
+job at a time in a worker thread (group commit), then `on_log_flushed`. Snapshot file I/O the
+core asks for (`Output.snapshot_jobs`: chunk reads, a fetched snapshot's writes, freeze and
+deletions) runs in worker threads too, handed back with `on_snapshot_job_done`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import functools
 import itertools
 import logging
 import os
@@ -29,15 +32,17 @@ from kraft.core.leader import LeaderState
 from kraft.core.messages import QuorumDescription, Request, Response
 from kraft.core.raft import LeaderAndEpoch, NodeStatus, Output, RaftCore
 from kraft.delivery import ListenerContext
-from kraft.log.base import DurableLog, FlushJob, OffsetAndEpoch
-from kraft.log.quorum_state import QuorumStateStore
-from kraft.log.snapshots import (
-    MemorySnapshotStore,
+from kraft.log.base import (
+    DurableLog,
+    FlushJob,
+    OffsetAndEpoch,
     SnapshotInfo,
+    SnapshotJob,
     SnapshotStore,
-    align_log_with_snapshots,
 )
-from kraft.node.metrics import RaftMetrics
+from kraft.log.quorum_state import QuorumStateStore
+from kraft.log.snapshots import MemorySnapshotStore, align_log_with_snapshots
+from kraft.node.metrics import LoopLagSampler, RaftMetrics
 from kraft.node.transport import RaftTransport
 from kraft.security.tls import TlsConfig
 
@@ -116,6 +121,13 @@ class RaftNode:
         # Snapshots are written apart from the log's flushes, which must never wait behind one.
         self._snapshot_io = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="kraft-snapshot")
+        # The core's snapshot jobs: a follower's install runs in order on one thread; the
+        # chunks a leader serves are read on another, never behind an install's fsync.
+        self._install_io = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="kraft-snapshot-install")
+        self._chunk_io = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="kraft-snapshot-read")
+        self.loop_lag = LoopLagSampler(self.metrics.event_loop_lag)
         self._listeners: list[ListenerContext] = []
         self._listeners_behind = False  # a delivery stopped at its size cap: poll again
         self._listeners_due = True  # the first step after start polls them
@@ -140,6 +152,7 @@ class RaftNode:
             asyncio.create_task(self._timer_loop(), name="kraft-timer"),
             asyncio.create_task(self._flush_loop(), name="kraft-flush"),
             asyncio.create_task(self._housekeeping_loop(), name="kraft-housekeeping"),
+            asyncio.create_task(self.loop_lag.run(), name="kraft-loop-lag"),
         ]
 
     async def shutdown(self, timeout_s: float) -> bool:
@@ -178,6 +191,8 @@ class RaftNode:
         self.log.close()
         self._io.shutdown(wait=True)
         self._snapshot_io.shutdown(wait=True)
+        self._install_io.shutdown(wait=True)
+        self._chunk_io.shutdown(wait=True)
 
     @property
     def fatal_error(self) -> BaseException | None:
@@ -447,6 +462,8 @@ class RaftNode:
                 future.set_result(reply.response)
         for request in out.requests:
             self.transport.send(request)
+        for job in out.snapshot_jobs:
+            self._run_snapshot_job(job)
         if out.leader is not None:
             self._on_leader_change(out)
         if out.snapshot_loaded is not None:
@@ -509,6 +526,23 @@ class RaftNode:
         for p in pending:
             if not p.future.done():
                 p.future.set_exception(error)
+
+    def _run_snapshot_job(self, job: SnapshotJob) -> None:
+        executor = self._install_io if job.ordered else self._chunk_io
+        future = asyncio.get_running_loop().run_in_executor(executor, job.run)
+        future.add_done_callback(functools.partial(self._snapshot_job_done, job))
+
+    def _snapshot_job_done(self, job: SnapshotJob, future: asyncio.Future[None]) -> None:
+        """Back on the loop, in completion order (the ordered jobs complete in their order:
+        one thread runs them)."""
+        if self._stopped or future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:  # a job records the failures it expects; anything else is a bug
+            log.critical("snapshot job %s failed: %s", type(job).__name__, exc, exc_info=exc)
+            self._go_fatal(exc)
+            return
+        self._guarded(lambda core: core.on_snapshot_job_done(job, monotonic_ms()))
 
     # -- transport callbacks ----------------------------------------------------------------------
 

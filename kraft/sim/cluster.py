@@ -8,6 +8,7 @@ event number.
 
 from __future__ import annotations
 
+import collections
 import heapq
 import random
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from kraft.core.messages import (
 )
 from kraft.core.raft import RaftCore
 from kraft.core.states import ProspectiveState
-from kraft.log.base import CorruptRecordError, FlushJob, OffsetAndEpoch
+from kraft.log.base import CorruptRecordError, FlushJob, OffsetAndEpoch, SnapshotJob
 from kraft.log.memory import MemoryLog
 from kraft.log.snapshots import MemorySnapshotStore, align_log_with_snapshots
 from kraft.sim.faults import FaultyQuorumStateStore, NodeClock
@@ -44,6 +45,7 @@ class SimTiming:
     fetch_max_wait_ms: int = 100
     min_fsync_ms: int = 0
     max_fsync_ms: int = 3
+    max_snapshot_job_ms: int = 3  # a snapshot job (chunk read or write, freeze) takes 0..this
 
 
 @dataclass
@@ -66,6 +68,8 @@ class SimNode:
     incarnation: int = 0
     tick_at: float = float("inf")
     flush_job: FlushJob | None = None  # the flush in flight, if any
+    # Ordered snapshot jobs (a follower's install) waiting; the head is in flight.
+    snapshot_jobs: collections.deque[SnapshotJob] = field(default_factory=collections.deque)
     next_token: int = 1
     inbound: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     inbound_requests: dict[int, Request] = field(default_factory=dict)  # by token
@@ -153,6 +157,7 @@ class SimCluster:
         node.incarnation += 1
         node.tick_at = float("inf")
         node.flush_job = None
+        node.snapshot_jobs.clear()
         node.inbound.clear()
         node.inbound_requests.clear()
         node.pending_appends.clear()
@@ -199,6 +204,7 @@ class SimCluster:
         node.snapshots.crash()
         self.checker.on_crash(node)
         node.flush_job = None
+        node.snapshot_jobs.clear()  # a partial file is lost; a frozen one is durable
         node.tick_at = float("inf")
         node.pending_appends.clear()
         for source, source_inc, cid in node.inbound.values():
@@ -329,6 +335,8 @@ class SimCluster:
             touched = self._on_tick(*event[1:])
         elif kind == "flush":
             touched = self._on_flush(*event[1:])
+        elif kind == "snapshot_job":
+            touched = self._on_snapshot_job(*event[1:])
         elif kind == "action":
             event[1]()
         if touched is not None:
@@ -394,6 +402,27 @@ class SimCluster:
         node.core.on_log_flushed(node.clock.local(self.now))  # type: ignore[union-attr]
         return node
 
+    def _on_snapshot_job(self, node_id: int, incarnation: int, job: SnapshotJob) -> SimNode | None:
+        node = self._live(node_id, incarnation)
+        if node is None:
+            return None
+        job.run()
+        if job.ordered:
+            assert node.snapshot_jobs and node.snapshot_jobs[0] is job
+            node.snapshot_jobs.popleft()
+            self._start_snapshot_job(node)
+        node.core.on_snapshot_job_done(job, node.clock.local(self.now))  # type: ignore[union-attr]
+        return node
+
+    def _start_snapshot_job(self, node: SimNode) -> None:
+        """Ordered jobs run one at a time: schedule the head of the queue."""
+        if node.snapshot_jobs:
+            self._schedule_snapshot_job(node, node.snapshot_jobs[0])
+
+    def _schedule_snapshot_job(self, node: SimNode, job: SnapshotJob) -> None:
+        delay = self.rng.randint(0, self.timing.max_snapshot_job_ms)
+        self.schedule(delay, ("snapshot_job", node.node_id, node.incarnation, job))
+
     def _send_failure(self, dead: int, source: int, source_inc: int, cid: int) -> None:
         if self.network.connected(dead, source):
             self.schedule(self.timing.max_fsync_ms + 1, ("failure", source, source_inc, cid))
@@ -429,6 +458,13 @@ class SimCluster:
             source, source_inc, cid = origin
             for delay in self.network.delays(node.node_id, source) if sendable else []:
                 self.schedule(delay, ("response", source, source_inc, cid, reply.response))
+        for snapshot_job in out.snapshot_jobs:
+            if not snapshot_job.ordered:
+                self._schedule_snapshot_job(node, snapshot_job)
+                continue
+            node.snapshot_jobs.append(snapshot_job)
+            if len(node.snapshot_jobs) == 1:
+                self._start_snapshot_job(node)
         self._apply(node, out.snapshot_loaded)
         if out.snapshot_loaded is not None and node.node_id in self.crash_after_snapshot_load:
             # The fault: the process dies right after loading a snapshot it fetched, before
@@ -479,7 +515,9 @@ class SimCluster:
             machine.maybe_snapshot(node.snapshots, node.log)
 
     def _stop_gracefully(self, node: SimNode) -> None:
-        """The process exits after a last flush, so a graceful stop loses nothing."""
+        """The process exits after a last flush, so a graceful stop loses nothing (snapshot
+        jobs still queued are dropped, as the real driver's executor is not drained: a
+        partial file is lost and a deletion is redone at the next start)."""
         if node.flush_job is not None:
             node.flush_job.run()
             node.log.complete_flush(node.flush_job)

@@ -35,7 +35,7 @@ from kraft.core.messages import (
 from kraft.core.raft import Output, RaftCore
 from kraft.election_state import PRIMORDIAL, ElectionState
 from kraft.log import MemoryLog, decode_batches
-from kraft.log.base import Batch, OffsetAndEpoch
+from kraft.log.base import Batch, OffsetAndEpoch, SnapshotJob
 from kraft.log.snapshots import MemorySnapshotStore
 
 CLUSTER_ID = "cluster-under-test"
@@ -77,6 +77,9 @@ class Harness:
         self.replies: dict[int, Response] = {}
         self._next_token = 1000
         self.snapshots = snapshots if snapshots is not None else MemorySnapshotStore()
+        # Snapshot jobs run as soon as they are asked for, unless a test holds them back.
+        self.run_snapshot_jobs = True
+        self.held_jobs: list[SnapshotJob] = []
         self.core = RaftCore(
             self.config, self.log, persisted, now, random.Random(seed), self.snapshots
         )
@@ -86,6 +89,12 @@ class Harness:
 
     def collect(self) -> Output:
         out = self.core.take_output()
+        self._absorb(out)
+        if self.run_snapshot_jobs:
+            self.run_jobs()
+        return out
+
+    def _absorb(self, out: Output) -> None:
         if out.election_state is not None:
             self.persisted = out.election_state
             self.persist_log.append(out.election_state)
@@ -96,7 +105,17 @@ class Harness:
             self.replies[reply.token] = reply.response
         self.outputs.append(out)
         self.last = out
-        return out
+        self.held_jobs.extend(out.snapshot_jobs)
+
+    def run_jobs(self, count: int | None = None) -> None:
+        """Run held snapshot jobs in order (all, or the first `count`), as the driver does."""
+        while self.held_jobs and (count is None or count > 0):
+            job = self.held_jobs.pop(0)
+            job.run()
+            self.core.on_snapshot_job_done(job, self.now)
+            if count is not None:
+                count -= 1
+            self._absorb(self.core.take_output())
 
     def deliver_async(self, request: Request) -> int:
         """Hand an inbound request to the core; return its token (the reply may come later)."""
