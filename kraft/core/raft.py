@@ -128,6 +128,7 @@ class RaftCore:
         self._requests: list[OutboundRequest] = []
         self._replies: list[Reply] = []
         self._snapshot_jobs: list[SnapshotJob] = []
+        self._ordered_jobs_pending = 0  # asked for and not handed back yet
         # FetchSnapshot answers waiting for their ReadChunk job (the bytes are all they lack).
         self.chunk_reads: dict[ReadChunk, FetchSnapshotResponse] = {}
         self._last_state: object = None
@@ -299,8 +300,19 @@ class RaftCore:
         FetchSnapshot; a follower's chunk write lets it ask for the next one; a freeze
         installs the snapshot."""
         self._now = now
+        if job.ordered:
+            self._ordered_jobs_pending -= 1
         rpc_fetch_snapshot.on_job_done(self, job)
         self._poll(now)
+
+    @property
+    def installing_snapshot(self) -> bool:
+        """A fetched snapshot is being written, frozen or dropped. A snapshot the driver froze
+        is in the store's index before the core installs (or deletes) it: retention must not
+        move the log start onto it meanwhile."""
+        state = self.quorum.state
+        transfer = isinstance(state, FollowerState) and state.fetching_snapshot is not None
+        return transfer or self._ordered_jobs_pending > 0
 
     # -- local commands ----------------------------------------------------------------------
 
@@ -368,6 +380,8 @@ class RaftCore:
 
     def queue_snapshot_job(self, job: SnapshotJob) -> None:
         """Ask the driver for snapshot file I/O (in the next output)."""
+        if job.ordered:
+            self._ordered_jobs_pending += 1
         self._snapshot_jobs.append(job)
 
     # -- shared machinery for the rpc modules --------------------------------------------------

@@ -298,6 +298,8 @@ class RaftNode:
         and start the log at the next one — never leaving the log start without a snapshot.
         Returns how many snapshots were deleted."""
         deleted = 0
+        if self.core is not None and self.core.installing_snapshot:
+            return 0  # a fetched snapshot may be in the index before it is installed
         now_ms = int(time.time() * 1000)
         while len(ids := self.snapshots.ids()) >= 2:
             oldest, following = ids[0], ids[1]
