@@ -7,6 +7,8 @@ itself stays metric-free; latencies and rates are histograms and counters update
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -22,8 +24,15 @@ STATES = ("Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower
 FSYNC_BUCKETS = tuple(0.001 * 2**i for i in range(14))
 LATENCY_BUCKETS = tuple(0.0001 * 2**i for i in range(20))
 # Event-loop lag: 1 ms .. ~16 s; the goal is that nothing stalls the loop for 20 ms.
-LOOP_LAG_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 16.0)
+LOOP_LAG_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0,
+                    5.0, 16.0)
 LOOP_LAG_INTERVAL_S = 0.05
+# A sample at least this late is logged ("event loop lag N ms"); bench.loop_lag_bench lowers it
+# through the environment to see every stall.
+LOOP_LAG_LOG_ENV = "KRAFT_LOOP_LAG_LOG_MS"
+LOOP_LAG_LOG_MS = 100.0
+
+log = logging.getLogger(__name__)
 
 
 class _StateCollector(Collector):
@@ -105,6 +114,8 @@ class LoopLagSampler:
     def __init__(self, histogram: Histogram, interval_s: float = LOOP_LAG_INTERVAL_S) -> None:
         self.histogram = histogram
         self.interval_s = interval_s
+        self.log_threshold_s = float(
+            os.environ.get(LOOP_LAG_LOG_ENV, LOOP_LAG_LOG_MS)) / 1000
         self.max_lag_s = 0.0
         self.samples = 0
         self.sampled = asyncio.Event()
@@ -116,6 +127,8 @@ class LoopLagSampler:
             await asyncio.sleep(self.interval_s)
             lag = max(0.0, loop.time() - expected)
             self.histogram.observe(lag)
+            if lag >= self.log_threshold_s:
+                log.info("event loop lag %.1f ms", lag * 1000)
             self.max_lag_s = max(self.max_lag_s, lag)
             self.samples += 1
             self.sampled.set()
