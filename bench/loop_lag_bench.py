@@ -3,8 +3,8 @@
 
 Real `kraft-server` processes on loopback. A metadata image of `--partitions` partitions
 (bench.snapshot_bench's shape: ~44 MiB for a million) is written as a snapshot for voters 1 and
-2, whose logs begin at its end offset; they start (loading it) and elect a leader. Then, per
-trial:
+2, whose logs begin at its end offset; they start (loading it) and elect a leader, and the
+trials begin once both have loaded it. Then, per trial:
 
 1. **install**: voter 3 starts empty, is sent to the snapshot by its first Fetch and fetches
    it with FetchSnapshot (8 MiB chunks), verifies, fsyncs, renames and installs it; its
@@ -138,6 +138,9 @@ def run(partitions: int, trials: int) -> dict[str, Any]:
         cluster.start(1)
         cluster.start(2)
         leader = wait_for(lambda: _leader(cluster), 300, "a leader among voters 1 and 2")
+        for node_id in (1, 2):  # their own start-up loads must not overlap the first trial
+            _wait_loaded(cluster, node_id, datetime.min, 600)
+        time.sleep(AFTER_LOAD.total_seconds())
         partition = root / "node-3" / METADATA_PARTITION_DIR
         rows: list[dict[str, Any]] = []
         for trial in range(trials):
