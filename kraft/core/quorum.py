@@ -149,7 +149,7 @@ class QuorumState:
         if candidate_id == self.local_id:
             self._illegal("a vote for itself outside candidacy")
         if not isinstance(state, UnattachedState | ProspectiveState) or state.voted_id >= 0:
-            if getattr(state, "voted_id", -1) != candidate_id:
+            if state.election_state().voted_id != candidate_id:
                 self._illegal(f"a vote for {candidate_id}")
             # Granted again (the first answer was lost): it still leaves only once durable.
         else:

@@ -291,7 +291,7 @@ class RaftCore:
         state = self.quorum.state
         if isinstance(state, LeaderState):
             if state.update_local(self.log.flushed_offset, now):
-                self._on_leader_high_watermark(state)
+                self.note_leader_high_watermark(state)
             rpc_fetch.complete_parked(self, state, now)
         self._poll(now)
 
@@ -500,7 +500,7 @@ class RaftCore:
             )
         return state
 
-    def _on_leader_high_watermark(self, leader: LeaderState) -> None:
+    def note_leader_high_watermark(self, leader: LeaderState) -> None:
         if leader.high_watermark is not None and leader.high_watermark > self.high_watermark:
             self.high_watermark = leader.high_watermark
 

@@ -16,7 +16,7 @@ from kraft.log.snapshots import BOOTSTRAP_SNAPSHOT_ID
 
 if TYPE_CHECKING:
     from kraft.core.connections import InFlight
-    from kraft.core.raft import RaftCore
+    from kraft.core.context import HandlerContext
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def handle_request(
-    core: RaftCore, token: int, req: FetchRequest, now: int
+    core: HandlerContext, token: int, req: FetchRequest, now: int
 ) -> FetchResponse | None:
     """The response, or None when the fetch is parked (long poll) and answered later."""
     if not core.valid_cluster_id(req.cluster_id):
@@ -59,7 +59,7 @@ def handle_request(
         return _records(core, leader, b"", diverging=diverging)
 
     if leader.update_replica(req.replica_id, req.fetch_offset, now, core.log.flushed_offset):
-        core._on_leader_high_watermark(leader)
+        core.note_leader_high_watermark(leader)
         complete_parked(core, leader, now)
     records = _read(core, req)
     if records or req.max_wait_ms == 0:
@@ -71,7 +71,7 @@ def handle_request(
     return None
 
 
-def validate_leader_only(core: RaftCore, epoch: int) -> Errors | None:
+def validate_leader_only(core: HandlerContext, epoch: int) -> Errors | None:
     if epoch < core.epoch:
         return Errors.FENCED_LEADER_EPOCH
     if epoch > core.epoch:
@@ -84,7 +84,7 @@ def validate_leader_only(core: RaftCore, epoch: int) -> Errors | None:
     return None
 
 
-def _snapshot_redirect(core: RaftCore, offset: int, epoch: int) -> OffsetAndEpoch | None:
+def _snapshot_redirect(core: HandlerContext, offset: int, epoch: int) -> OffsetAndEpoch | None:
     """The snapshot a fetcher must load first (Kafka's validateOffsetAndEpoch): an empty
     fetcher always starts from the latest snapshot, and a fetcher whose position the log no
     longer holds (below the log start, or in an epoch older than the oldest snapshot) too."""
@@ -101,7 +101,7 @@ def _snapshot_redirect(core: RaftCore, offset: int, epoch: int) -> OffsetAndEpoc
     return None
 
 
-def _divergence(core: RaftCore, offset: int, epoch: int) -> OffsetAndEpoch | None:
+def _divergence(core: HandlerContext, offset: int, epoch: int) -> OffsetAndEpoch | None:
     """Kafka's validateOffsetAndEpoch: where the fetcher's log stops matching ours, if it does."""
     if offset == 0 and core.log.start_offset == 0:
         return None
@@ -111,7 +111,7 @@ def _divergence(core: RaftCore, offset: int, epoch: int) -> OffsetAndEpoch | Non
     return None
 
 
-def _read(core: RaftCore, req: FetchRequest) -> bytes:
+def _read(core: HandlerContext, req: FetchRequest) -> bytes:
     # As in Kafka, the leader ships what it has not flushed yet: its own fsync and the
     # followers' run in parallel. Safe because the leader counts itself toward the high
     # watermark only up to its flushed offset, and a follower acknowledges only what it has
@@ -128,7 +128,7 @@ def _read(core: RaftCore, req: FetchRequest) -> bytes:
 HW_NEWS_LINGER_MS = 1
 
 
-def _hw_is_news(core: RaftCore, req: FetchRequest) -> bool:
+def _hw_is_news(core: HandlerContext, req: FetchRequest) -> bool:
     """Followers learn the HW only from Fetch responses: a parked Fetch is answered (after
     HW_NEWS_LINGER_MS) when the fetcher's HW is behind ours, rather than after the long poll
     (newer Kafka sends it in the request too)."""
@@ -136,7 +136,7 @@ def _hw_is_news(core: RaftCore, req: FetchRequest) -> bool:
 
 
 def _records(
-    core: RaftCore, leader: LeaderState, records: bytes,
+    core: HandlerContext, leader: LeaderState, records: bytes,
     diverging: OffsetAndEpoch | None = None, snapshot_id: OffsetAndEpoch | None = None,
 ) -> FetchResponse:
     return FetchResponse(
@@ -152,13 +152,13 @@ def _records(
     )
 
 
-def _error(core: RaftCore, error: Errors) -> FetchResponse:
+def _error(core: HandlerContext, error: Errors) -> FetchResponse:
     return FetchResponse(
         error, core.leader_id, core.epoch, leader_endpoint=core.leader_endpoint()
     )
 
 
-def complete_parked(core: RaftCore, leader: LeaderState, now: int) -> None:
+def complete_parked(core: HandlerContext, leader: LeaderState, now: int) -> None:
     """Answer parked fetches that now have data to read; one with only a newer high
     watermark to learn is answered when its linger (HW_NEWS_LINGER_MS) expires, unless data
     comes first."""
@@ -176,7 +176,7 @@ def complete_parked(core: RaftCore, leader: LeaderState, now: int) -> None:
     leader.parked_fetches = still
 
 
-def expire_parked(core: RaftCore, leader: LeaderState, now: int) -> None:
+def expire_parked(core: HandlerContext, leader: LeaderState, now: int) -> None:
     if not leader.parked_fetches:
         return
     still: list[ParkedFetch] = []
@@ -188,7 +188,7 @@ def expire_parked(core: RaftCore, leader: LeaderState, now: int) -> None:
     leader.parked_fetches = still
 
 
-def fail_parked(core: RaftCore, former: LeaderState) -> None:
+def fail_parked(core: HandlerContext, former: LeaderState) -> None:
     """Leadership is gone: every parked fetch learns so at once."""
     for parked in former.parked_fetches:
         core.reply_later(parked.token, _error(core, Errors.NOT_LEADER_OR_FOLLOWER))
@@ -198,7 +198,7 @@ def fail_parked(core: RaftCore, former: LeaderState) -> None:
 # -- follower side ---------------------------------------------------------------------------
 
 
-def maybe_send_fetch(core: RaftCore, destination: int, endpoint: str, now: int) -> bool:
+def maybe_send_fetch(core: HandlerContext, destination: int, endpoint: str, now: int) -> bool:
     """Send a Fetch unless one is in flight, the destination backs off, or (voters) the log
     holds unflushed records: the fetch offset is an acknowledgement and must be durable."""
     if core.connections.has_in_flight(FetchRequest):
@@ -225,13 +225,13 @@ def maybe_send_fetch(core: RaftCore, destination: int, endpoint: str, now: int) 
     return True
 
 
-def must_flush_first(core: RaftCore) -> bool:
+def must_flush_first(core: HandlerContext) -> bool:
     """A voter's fetch offset counts towards the high watermark, so it is sent only once
     everything before it is durable."""
     return core.config.is_voter and core.log.flushed_offset < core.log.end_offset
 
 
-def handle_response(core: RaftCore, entry: InFlight, resp: FetchResponse, now: int) -> None:
+def handle_response(core: HandlerContext, entry: InFlight, resp: FetchResponse, now: int) -> None:
     state = core.quorum.state
     req = entry.request
     assert isinstance(req, FetchRequest)
@@ -262,7 +262,7 @@ def handle_response(core: RaftCore, entry: InFlight, resp: FetchResponse, now: i
         core.update_follower_high_watermark(resp.high_watermark)
 
 
-def note_leader_answered(core: RaftCore, state: FollowerState, now: int) -> None:
+def note_leader_answered(core: HandlerContext, state: FollowerState, now: int) -> None:
     """A successful answer from the leader (Fetch or FetchSnapshot) resets the fetch timer.
     A little jitter, so that followers that lose a hung leader together do not all stand for
     election in the same millisecond and split the vote."""
@@ -273,7 +273,7 @@ def note_leader_answered(core: RaftCore, state: FollowerState, now: int) -> None
     state.fetch_from_bootstrap = False
 
 
-def _truncate_to_leader(core: RaftCore, diverging: OffsetAndEpoch) -> None:
+def _truncate_to_leader(core: HandlerContext, diverging: OffsetAndEpoch) -> None:
     local = core.log.end_offset_for_epoch(diverging.epoch)
     same_epoch = local.epoch == diverging.epoch
     offset = min(local.offset, diverging.offset) if same_epoch else local.offset
@@ -286,7 +286,7 @@ def _truncate_to_leader(core: RaftCore, diverging: OffsetAndEpoch) -> None:
     core.log.truncate_to(offset)
 
 
-def on_unreachable(core: RaftCore, entry: InFlight, now: int) -> None:
+def on_unreachable(core: HandlerContext, entry: InFlight, now: int) -> None:
     """A refused or reset connection to a leader this follower was fetching from: its process
     may be gone. One refusal is not proof (a middlebox RST or a conntrack flush resets every
     follower's stream at once), so the fetch is retried at once; a second refusal in a row
@@ -316,7 +316,7 @@ def on_unreachable(core: RaftCore, entry: InFlight, now: int) -> None:
     state.fetch_deadline = min(state.fetch_deadline, now + jitter)
 
 
-def on_timeout(core: RaftCore, entry: InFlight, now: int) -> None:
+def on_timeout(core: HandlerContext, entry: InFlight, now: int) -> None:
     """An observer whose fetch to the leader timed out asks the bootstrap servers instead."""
     state = core.quorum.state
     if (

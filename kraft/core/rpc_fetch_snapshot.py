@@ -29,7 +29,7 @@ from kraft.log.snapshots import BOOTSTRAP_SNAPSHOT_ID
 
 if TYPE_CHECKING:
     from kraft.core.connections import InFlight
-    from kraft.core.raft import RaftCore
+    from kraft.core.context import HandlerContext
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 def handle_request(
-    core: RaftCore, token: int, req: FetchSnapshotRequest, now: int
+    core: HandlerContext, token: int, req: FetchSnapshotRequest, now: int
 ) -> FetchSnapshotResponse | None:
     """An error answer now, or None: the chunk is read by a ReadChunk job and answered (under
     `token`) when the driver hands it back. The answer carries the leader and epoch of the
@@ -70,7 +70,7 @@ def handle_request(
     return None
 
 
-def _chunk_read(core: RaftCore, job: ReadChunk) -> None:
+def _chunk_read(core: HandlerContext, job: ReadChunk) -> None:
     answer = core.chunk_reads.pop(job, None)
     if answer is None:
         return
@@ -85,7 +85,7 @@ def _chunk_read(core: RaftCore, job: ReadChunk) -> None:
     core.reply_later(job.token, answer)
 
 
-def _error(core: RaftCore, error: Errors) -> FetchSnapshotResponse:
+def _error(core: HandlerContext, error: Errors) -> FetchSnapshotResponse:
     return FetchSnapshotResponse(
         error, core.leader_id, core.epoch, leader_endpoint=core.leader_endpoint()
     )
@@ -94,7 +94,7 @@ def _error(core: RaftCore, error: Errors) -> FetchSnapshotResponse:
 # -- follower side ---------------------------------------------------------------------------
 
 
-def start(core: RaftCore, state: FollowerState, snapshot_id: OffsetAndEpoch) -> None:
+def start(core: HandlerContext, state: FollowerState, snapshot_id: OffsetAndEpoch) -> None:
     """The leader's Fetch answer named a snapshot: fetch it instead of the log."""
     if snapshot_id.offset < 0 or snapshot_id.epoch < 0:
         log.warning("ignoring an invalid snapshot id %s from the leader", snapshot_id)
@@ -107,7 +107,7 @@ def start(core: RaftCore, state: FollowerState, snapshot_id: OffsetAndEpoch) -> 
     state.fetching_snapshot = SnapshotTransfer(core.snapshots.begin_transfer(snapshot_id))
 
 
-def abandon(core: RaftCore, state: object) -> None:
+def abandon(core: HandlerContext, state: object) -> None:
     """Drop a partial snapshot (the leader changed, or the transfer failed): its file goes in
     an AbortTransfer job, which runs after any write still in flight for it."""
     if isinstance(state, FollowerState) and state.fetching_snapshot is not None:
@@ -115,7 +115,7 @@ def abandon(core: RaftCore, state: object) -> None:
         state.fetching_snapshot = None
 
 
-def maybe_send(core: RaftCore, state: FollowerState, now: int) -> bool:
+def maybe_send(core: HandlerContext, state: FollowerState, now: int) -> bool:
     transfer = state.fetching_snapshot
     assert transfer is not None
     if transfer.busy:
@@ -141,7 +141,7 @@ def maybe_send(core: RaftCore, state: FollowerState, now: int) -> bool:
 
 
 def handle_response(
-    core: RaftCore, entry: InFlight, resp: FetchSnapshotResponse, now: int
+    core: HandlerContext, entry: InFlight, resp: FetchSnapshotResponse, now: int
 ) -> None:
     state = core.quorum.state
     req = entry.request
@@ -182,7 +182,7 @@ def handle_response(
     core.queue_snapshot_job(WriteChunk(transfer.partial, resp.data))
 
 
-def on_job_done(core: RaftCore, job: SnapshotJob) -> None:
+def on_job_done(core: HandlerContext, job: SnapshotJob) -> None:
     """The driver ran `job`: act on its result."""
     if isinstance(job, ReadChunk):
         _chunk_read(core, job)
@@ -193,7 +193,9 @@ def on_job_done(core: RaftCore, job: SnapshotJob) -> None:
     # AbortTransfer, DeleteSnapshots: nothing to learn.
 
 
-def _current_transfer(core: RaftCore, job: WriteChunk | FreezeSnapshot) -> SnapshotTransfer | None:
+def _current_transfer(
+    core: HandlerContext, job: WriteChunk | FreezeSnapshot
+) -> SnapshotTransfer | None:
     state = core.quorum.state
     if isinstance(state, FollowerState) and state.fetching_snapshot is not None and (
         state.fetching_snapshot.partial is job.partial
@@ -202,7 +204,7 @@ def _current_transfer(core: RaftCore, job: WriteChunk | FreezeSnapshot) -> Snaps
     return None  # abandoned meanwhile: its AbortTransfer follows this job
 
 
-def _chunk_written(core: RaftCore, job: WriteChunk) -> None:
+def _chunk_written(core: HandlerContext, job: WriteChunk) -> None:
     transfer = _current_transfer(core, job)
     if transfer is None:
         return
@@ -219,7 +221,7 @@ def _chunk_written(core: RaftCore, job: WriteChunk) -> None:
     core.queue_snapshot_job(FreezeSnapshot(transfer.partial))
 
 
-def _frozen(core: RaftCore, job: FreezeSnapshot) -> None:
+def _frozen(core: HandlerContext, job: FreezeSnapshot) -> None:
     transfer = _current_transfer(core, job)
     snapshot_id = job.partial.snapshot_id
     if transfer is None:
@@ -244,7 +246,7 @@ def _frozen(core: RaftCore, job: FreezeSnapshot) -> None:
     _install(core, snapshot_id)
 
 
-def _install(core: RaftCore, snapshot_id: OffsetAndEpoch) -> None:
+def _install(core: HandlerContext, snapshot_id: OffsetAndEpoch) -> None:
     """The snapshot replaces the whole log: empty it to start there, forget older snapshots
     once that is durable, and have the driver load the snapshot into the state machine.
 

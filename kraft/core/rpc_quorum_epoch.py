@@ -17,11 +17,11 @@ from kraft.core.states import FollowerState, ResignedState
 
 if TYPE_CHECKING:
     from kraft.core.connections import InFlight
-    from kraft.core.raft import RaftCore
+    from kraft.core.context import HandlerContext
 
 
 def _accept_leader(
-    core: RaftCore, req: BeginQuorumEpochRequest | EndQuorumEpochRequest, now: int
+    core: HandlerContext, req: BeginQuorumEpochRequest | EndQuorumEpochRequest, now: int
 ) -> Errors | None:
     """The checks both requests share, then learn the (leader, epoch) they carry."""
     if not core.valid_cluster_id(req.cluster_id):
@@ -35,7 +35,7 @@ def _accept_leader(
 
 
 def handle_begin_request(
-    core: RaftCore, req: BeginQuorumEpochRequest, now: int
+    core: HandlerContext, req: BeginQuorumEpochRequest, now: int
 ) -> BeginQuorumEpochResponse:
     def answer(error: Errors) -> BeginQuorumEpochResponse:
         return BeginQuorumEpochResponse(
@@ -52,13 +52,13 @@ def handle_begin_request(
 
 
 def handle_begin_response(
-    core: RaftCore, entry: InFlight, resp: BeginQuorumEpochResponse, now: int
+    core: HandlerContext, entry: InFlight, resp: BeginQuorumEpochResponse, now: int
 ) -> None:
     """Nothing to do: the voter now follows us, and its Fetch is what counts."""
 
 
 def handle_end_request(
-    core: RaftCore, req: EndQuorumEpochRequest, now: int
+    core: HandlerContext, req: EndQuorumEpochRequest, now: int
 ) -> EndQuorumEpochResponse:
     def answer(error: Errors) -> EndQuorumEpochResponse:
         return EndQuorumEpochResponse(error, core.leader_id, core.epoch, core.leader_endpoint())
@@ -88,7 +88,7 @@ def handle_end_request(
 
 
 def handle_end_response(
-    core: RaftCore, entry: InFlight, resp: EndQuorumEpochResponse, now: int
+    core: HandlerContext, entry: InFlight, resp: EndQuorumEpochResponse, now: int
 ) -> None:
     state = core.quorum.state
     if isinstance(state, ResignedState) and resp.error == Errors.NONE:

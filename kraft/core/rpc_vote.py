@@ -11,12 +11,12 @@ from kraft.core.states import CandidateState, ProspectiveState, UnattachedState
 
 if TYPE_CHECKING:
     from kraft.core.connections import InFlight
-    from kraft.core.raft import RaftCore
+    from kraft.core.context import HandlerContext
 
 logger = logging.getLogger(__name__)
 
 
-def handle_request(core: RaftCore, req: VoteRequest, now: int) -> VoteResponse:
+def handle_request(core: HandlerContext, req: VoteRequest, now: int) -> VoteResponse:
     def answer(error: Errors, granted: bool = False) -> VoteResponse:
         return VoteResponse(
             error, core.leader_id, core.epoch, granted, core.leader_endpoint()
@@ -56,7 +56,7 @@ def handle_request(core: RaftCore, req: VoteRequest, now: int) -> VoteResponse:
 
 
 def send_votes(
-    core: RaftCore, state: ProspectiveState | CandidateState, pre_vote: bool, now: int
+    core: HandlerContext, state: ProspectiveState | CandidateState, pre_vote: bool, now: int
 ) -> None:
     if state.election.is_lost():
         return
@@ -81,7 +81,7 @@ def send_votes(
         )
 
 
-def handle_response(core: RaftCore, entry: InFlight, resp: VoteResponse, now: int) -> None:
+def handle_response(core: HandlerContext, entry: InFlight, resp: VoteResponse, now: int) -> None:
     req = entry.request
     assert isinstance(req, VoteRequest)
     state = core.quorum.state
@@ -99,14 +99,14 @@ def handle_response(core: RaftCore, entry: InFlight, resp: VoteResponse, now: in
     _record(core, entry, resp.vote_granted, now)
 
 
-def on_unreachable(core: RaftCore, entry: InFlight, now: int) -> None:
+def on_unreachable(core: HandlerContext, entry: InFlight, now: int) -> None:
     """A voter whose process is gone cannot vote in this round: count it as a refusal, so a
     split vote among the survivors is seen as lost at once instead of at the timeout."""
     if isinstance(entry.request, VoteRequest):
         _record(core, entry, False, now)
 
 
-def _record(core: RaftCore, entry: InFlight, granted: bool, now: int) -> None:
+def _record(core: HandlerContext, entry: InFlight, granted: bool, now: int) -> None:
     req = entry.request
     assert isinstance(req, VoteRequest)
     state = core.quorum.state
@@ -127,7 +127,9 @@ def _record(core: RaftCore, entry: InFlight, granted: bool, now: int) -> None:
             core.candidate_backoff(state, now)
 
 
-def after_lost_pre_vote(core: RaftCore, state: ProspectiveState, now: int, rejected: bool) -> None:
+def after_lost_pre_vote(
+    core: HandlerContext, state: ProspectiveState, now: int, rejected: bool
+) -> None:
     """Kafka's prospectiveTransitionAfterElectionLoss: back to following a known leader, or to
     Unattached in the same epoch (keeping any vote)."""
     if state.leader_id >= 0 and state.leader_endpoint:

@@ -7,6 +7,7 @@ Deadlines are absolute times in milliseconds, as given to the core by its driver
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from kraft.core.election import EpochElection
 from kraft.core.leader import LeaderState
@@ -178,3 +179,26 @@ EpochState = (
     | FollowerState
     | ResignedState
 )
+
+
+class NodeState(Protocol):
+    """What every state answers, whatever it is (the states share no base class: each is a
+    plain dataclass). `EpochState` names the closed set, for exhaustive matching."""
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    def election_state(self) -> ElectionState:
+        """The durable record of this state: epoch, leader and vote."""
+
+    def can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        """Whether a (pre-)vote for `candidate_id` may be granted in this state."""
+
+
+if TYPE_CHECKING:  # mypy proves that every state has the shared surface
+
+    def _every_state_is_a_node_state(state: EpochState) -> NodeState:
+        return state
