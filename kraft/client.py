@@ -26,9 +26,8 @@ from typing import Protocol
 
 from kraft.core.errors import Errors, NotLeaderError, RaftError
 from kraft.core.raft import LeaderAndEpoch
-from kraft.log.base import Batch, OffsetAndEpoch
+from kraft.log.base import Batch, OffsetAndEpoch, SnapshotInfo
 from kraft.log.codec import decode_batches
-from kraft.log.snapshots import SnapshotInfo
 
 __all__ = [
     "Batch",

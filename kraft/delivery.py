@@ -12,8 +12,7 @@ import functools
 
 from kraft.client import RaftClientListener, SnapshotReader
 from kraft.core.raft import LeaderAndEpoch
-from kraft.log.base import Batch, ReplicatedLog
-from kraft.log.snapshots import SnapshotStore
+from kraft.log.base import Batch, ReplicatedLog, SnapshotStore
 
 MAX_DELIVERY_BYTES = 8 * 1024 * 1024
 

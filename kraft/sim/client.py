@@ -23,8 +23,7 @@ from kraft.core.errors import NotLeaderError
 from kraft.core.leader import LeaderState
 from kraft.core.raft import LeaderAndEpoch
 from kraft.delivery import ListenerContext
-from kraft.log.base import OffsetAndEpoch
-from kraft.log.snapshots import SnapshotInfo
+from kraft.log.base import OffsetAndEpoch, SnapshotInfo
 from kraft.sim.cluster import SimCluster, SimNode
 from kraft.sim.virtual_loop import VirtualTimeLoop
 
