@@ -23,10 +23,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# Style, the layer contracts ([tool.importlinter] in pyproject.toml) and fresh generated code.
+# Style, the layer contracts ([tool.importlinter]), types (mypy --strict, [tool.mypy]) and fresh
+# generated code.
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) -m mypy
 	$(PY) tools/gen_proto.py --check
 
 test: lint
