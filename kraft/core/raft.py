@@ -25,8 +25,11 @@ from kraft.core.errors import Errors, NotLeaderError, RaftError, RaftInvariantEr
 from kraft.core.leader import LeaderState
 from kraft.core.messages import (
     BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
     FetchRequest,
+    FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     OutboundRequest,
@@ -35,6 +38,7 @@ from kraft.core.messages import (
     Request,
     Response,
     VoteRequest,
+    VoteResponse,
 )
 from kraft.core.quorum import QuorumState
 from kraft.core.states import (
@@ -230,6 +234,7 @@ class RaftCore:
     def handle_request(self, token: int, request: Request, now: int) -> None:
         """An inbound request; its Reply (under `token`) comes now or, for a parked Fetch, later."""
         self._now = now
+        response: Response | None
         if isinstance(request, FetchRequest):
             response = rpc_fetch.handle_request(self, token, request, now)
         elif isinstance(request, VoteRequest):
@@ -260,16 +265,17 @@ class RaftCore:
             self._back_off(entry, now)
         elif self._handle_common_response(entry, response, now):
             pass
-        elif isinstance(entry.request, FetchRequest):
-            rpc_fetch.handle_response(self, entry, response, now)  # type: ignore[arg-type]
-        elif isinstance(entry.request, VoteRequest):
-            rpc_vote.handle_response(self, entry, response, now)  # type: ignore[arg-type]
-        elif isinstance(entry.request, BeginQuorumEpochRequest):
-            rpc_quorum_epoch.handle_begin_response(self, entry, response, now)  # type: ignore[arg-type]
-        elif isinstance(entry.request, EndQuorumEpochRequest):
-            rpc_quorum_epoch.handle_end_response(self, entry, response, now)  # type: ignore[arg-type]
-        elif isinstance(entry.request, FetchSnapshotRequest):
-            rpc_fetch_snapshot.handle_response(self, entry, response, now)  # type: ignore[arg-type]
+        # The transport pairs every answer with the RPC that asked (one gRPC method each).
+        elif isinstance(response, FetchResponse):
+            rpc_fetch.handle_response(self, entry, response, now)
+        elif isinstance(response, VoteResponse):
+            rpc_vote.handle_response(self, entry, response, now)
+        elif isinstance(response, BeginQuorumEpochResponse):
+            rpc_quorum_epoch.handle_begin_response(self, entry, response, now)
+        elif isinstance(response, EndQuorumEpochResponse):
+            rpc_quorum_epoch.handle_end_response(self, entry, response, now)
+        elif isinstance(response, FetchSnapshotResponse):
+            rpc_fetch_snapshot.handle_response(self, entry, response, now)
         self._poll(now)
 
     def handle_failure(self, correlation_id: int, now: int, unreachable: bool = False) -> None:
