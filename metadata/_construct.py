@@ -23,4 +23,5 @@ def positional_constructor(cls: type[T]) -> Callable[..., T]:
     body = "".join(f"    _set_{name}(obj, {name})\n" for name in names)
     source = f"def make({', '.join(names)}):\n    obj = _new(_cls)\n{body}    return obj\n"
     exec(source, namespace)  # the same technique dataclasses uses to build __init__
-    return namespace["make"]
+    make: Callable[..., T] = namespace["make"]
+    return make

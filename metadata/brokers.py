@@ -15,7 +15,7 @@ from enum import Enum
 from kraft.errors import Errors
 from metadata.errors import ControllerApiError, ControllerResult
 from metadata.image import MetadataImage
-from metadata.records import Endpoint, RegisterBrokerRecord
+from metadata.records import Endpoint, Record, RegisterBrokerRecord
 from metadata.replication import begin_controlled_shutdown, fence_broker, unfence_broker
 
 
@@ -204,7 +204,7 @@ def process_heartbeat(
         )
     heartbeats.touch(request.broker_id, now_ms, request.current_metadata_offset)
     current, nxt = next_broker_state(image, request, heartbeats)
-    records: tuple = ()
+    records: tuple[Record, ...] = ()
     S = BrokerControlState
     if nxt != current:
         if nxt in (S.FENCED, S.SHUTDOWN_NOW) and current is not S.FENCED:

@@ -35,10 +35,10 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 Replicas = tuple[int, ...]
-EMPTY_MAP: Mapping = MappingProxyType({})
+EMPTY_MAP: Mapping[Any, Any] = MappingProxyType({})
 
 
-def _no_entries() -> Mapping:
+def _no_entries() -> Mapping[Any, Any]:
     return EMPTY_MAP
 
 
@@ -350,10 +350,12 @@ class MetadataImage:
     # ---- topics and partitions ----
 
     def topic(self, name: str) -> TopicImage | None:
-        return self.topics.by_name.get(name)
+        topic: TopicImage | None = self.topics.by_name.get(name)
+        return topic
 
     def topic_by_id(self, topic_id: str) -> TopicImage | None:
-        return self.topics.by_id.get(topic_id)
+        topic: TopicImage | None = self.topics.by_id.get(topic_id)
+        return topic
 
     def partition(self, topic_id: str, partition_id: int) -> PartitionRegistration | None:
         topic = self.topics.by_id.get(topic_id)

@@ -11,6 +11,7 @@ goes through decode_record, so the result is always what decode_record returns.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from metadata.records import (
     ZERO_UUID,
@@ -33,7 +34,7 @@ class RecordDecoder:
     3-10, as snapshots.image_records encodes them) was seen before."""
 
     def __init__(self) -> None:
-        self._tails: dict[bytes, tuple] = {}
+        self._tails: dict[bytes, tuple[Any, ...]] = {}
         self._topic_ids: dict[bytes, str] = {}
 
     def decode(self, data: bytes) -> Record:

@@ -503,7 +503,8 @@ def decode_record(data: bytes) -> Record:
             f"{codec.versions[0]}-{codec.versions[-1]})"
         )
     try:
-        message = codec.message.FromString(memoryview(data)[_HEADER.size:])
+        # protobuf parses any buffer; its stub says bytes (a copy would cost every record)
+        message = codec.message.FromString(memoryview(data)[_HEADER.size:])  # type: ignore[arg-type]
         record = codec.from_pb(message)
         codec.validate(record)
     except (DecodeError, ValueError) as e:

@@ -118,7 +118,9 @@ def verify_snapshot_bytes(
     )
 
 
-def _single_control(data: bytes, header: BatchHeader, path: str | None) -> tuple[int, dict]:
+def _single_control(
+    data: bytes, header: BatchHeader, path: str | None
+) -> tuple[int, dict[str, object]]:
     position = header.position
     if not header.control or header.record_count != 1:
         raise CorruptRecordError("expected a control batch of one record", position, path)

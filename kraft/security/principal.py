@@ -9,12 +9,12 @@ import grpc
 ANONYMOUS = "User:ANONYMOUS"
 
 
-def peer_principal(context: grpc.aio.ServicerContext) -> str:
+def peer_principal(context: grpc.aio.ServicerContext[object, object]) -> str:
     auth = context.auth_context() or {}
     subject = auth.get("x509_subject")
     if subject:
-        return "User:" + subject[0].decode(errors="replace")
+        return "User:" + next(iter(subject)).decode(errors="replace")
     common_name = auth.get("x509_common_name")
     if common_name:
-        return "User:CN=" + common_name[0].decode(errors="replace")
+        return "User:CN=" + next(iter(common_name)).decode(errors="replace")
     return ANONYMOUS
