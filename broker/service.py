@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
@@ -193,7 +193,7 @@ class BrokerAdminServicer(AdminServicer):
 # ---- serving only when running ----
 
 
-class ServingGate(grpc.aio.ServerInterceptor):
+class ServingGate(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]  # generic in grpc-stubs only
     """UNAVAILABLE for the gated services while `not_serving()` gives a reason."""
 
     def __init__(self, not_serving: Callable[[], str | None]) -> None:
@@ -207,8 +207,8 @@ class ServingGate(grpc.aio.ServerInterceptor):
         return await continuation(handler_call_details)
 
 
-def _refusal(reason: str) -> grpc.RpcMethodHandler:
-    async def refuse(request: bytes, context: grpc.aio.ServicerContext) -> None:
+def _refusal(reason: str) -> grpc.RpcMethodHandler[Any, Any]:
+    async def refuse(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         await context.abort(grpc.StatusCode.UNAVAILABLE, reason)
 
     return grpc.unary_unary_rpc_method_handler(refuse)

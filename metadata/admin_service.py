@@ -73,7 +73,7 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 _CHANNEL_OPTIONS = [("grpc.enable_retries", 0), *MESSAGE_SIZE_OPTIONS]
 
 Response = TypeVar("Response")
-Handler = Callable[["AdminServicer", Any, grpc.aio.ServicerContext], Awaitable[Any]]
+Handler = Callable[["AdminServicer", Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
 
 
 # ---- request checks ----
@@ -132,7 +132,7 @@ def _guarded(response_type: Callable[..., Response]) -> Callable[[Handler], Hand
     def wrap(handler: Handler) -> Handler:
         @functools.wraps(handler)
         async def guarded(self: AdminServicer, request: Any,
-                          context: grpc.aio.ServicerContext) -> Any:
+                          context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             try:
                 return await handler(self, request, context)
             except NotControllerError as exc:
@@ -170,12 +170,18 @@ def _partition_pb(partition_id: int, p: PartitionRegistration) -> pb.PartitionDe
     )
 
 
+def _enum(value: int) -> Any:
+    """A protobuf enum field's value: the runtime takes the int, the generated stubs name the
+    enum class."""
+    return value
+
+
 def _config_pb(entry: ConfigEntry) -> pb.ConfigEntry:
     return pb.ConfigEntry(
-        name=entry.name, value=entry.value, source=int(entry.source),
+        name=entry.name, value=entry.value, source=_enum(entry.source),
         read_only=entry.read_only, is_sensitive=entry.sensitive,
-        config_type=int(entry.config_type), documentation=entry.documentation,
-        synonyms=[pb.ConfigSynonym(name=s.name, value=s.value, source=int(s.source))
+        config_type=_enum(entry.config_type), documentation=entry.documentation,
+        synonyms=[pb.ConfigSynonym(name=s.name, value=s.value, source=_enum(s.source))
                   for s in entry.synonyms],
     )
 
@@ -231,7 +237,7 @@ class AdminServicer(rpc.AdminServicer):
         """Close the channels used for forwarding."""
         channels, self._channels = self._channels, {}
         for channel in channels.values():
-            await channel.close()
+            await channel.close()  # type: ignore[call-arg]  # grpc-stubs 1.53 lags grpc 1.85
 
     # ---- the active controller and forwarding ----
 
@@ -247,7 +253,7 @@ class AdminServicer(rpc.AdminServicer):
         return _status(Errors.NOT_CONTROLLER, message, leader_id, endpoint)
 
     async def _forward(
-        self, method: str, request: Any, context: grpc.aio.ServicerContext
+        self, method: str, request: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> Any | None:
         """The active controller's answer to `request`, or None when this node is active."""
         if self.controller.is_active:
@@ -283,9 +289,10 @@ class AdminServicer(rpc.AdminServicer):
 
     @_guarded(pb.CreateTopicsResponse)
     async def CreateTopics(self, request: pb.CreateTopicsRequest,
-                           context: grpc.aio.ServicerContext) -> pb.CreateTopicsResponse:
+                           context: grpc.aio.ServicerContext[Any, Any]) -> pb.CreateTopicsResponse:
         topics = _creatable_topics(request)
-        forwarded = await self._forward("CreateTopics", request, context)
+        forwarded: pb.CreateTopicsResponse | None = await self._forward(
+            "CreateTopics", request, context)
         if forwarded is not None:
             return forwarded
 
@@ -304,14 +311,15 @@ class AdminServicer(rpc.AdminServicer):
 
     @_guarded(pb.DeleteTopicsResponse)
     async def DeleteTopics(self, request: pb.DeleteTopicsRequest,
-                           context: grpc.aio.ServicerContext) -> pb.DeleteTopicsResponse:
+                           context: grpc.aio.ServicerContext[Any, Any]) -> pb.DeleteTopicsResponse:
         _check_count("topics", len(request.topics))
         refs = []
         for topic in request.topics:
             _check_text("topic name", topic.name)
             _check_text("topic id", topic.topic_id)
             refs.append(TopicRef(topic.name or None, topic.topic_id or None))
-        forwarded = await self._forward("DeleteTopics", request, context)
+        forwarded: pb.DeleteTopicsResponse | None = await self._forward(
+            "DeleteTopics", request, context)
         if forwarded is not None:
             return forwarded
         results = await self._write(lambda image: delete_topics(image, refs))
@@ -322,7 +330,7 @@ class AdminServicer(rpc.AdminServicer):
 
     @_guarded(pb.ListTopicsResponse)
     async def ListTopics(self, request: pb.ListTopicsRequest,
-                         context: grpc.aio.ServicerContext) -> pb.ListTopicsResponse:
+                         context: grpc.aio.ServicerContext[Any, Any]) -> pb.ListTopicsResponse:
         image = self.controller.committed_image
         topics = [image.topics.by_name[name] for name in sorted(image.topics.by_name)]
         return pb.ListTopicsResponse(status=_status(), topics=[
@@ -331,8 +339,9 @@ class AdminServicer(rpc.AdminServicer):
             for t in topics])
 
     @_guarded(pb.DescribeTopicsResponse)
-    async def DescribeTopics(self, request: pb.DescribeTopicsRequest,
-                             context: grpc.aio.ServicerContext) -> pb.DescribeTopicsResponse:
+    async def DescribeTopics(
+        self, request: pb.DescribeTopicsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.DescribeTopicsResponse:
         _check_count("topics", len(request.names))
         for name in request.names:
             _check_text("topic name", name)
@@ -354,8 +363,9 @@ class AdminServicer(rpc.AdminServicer):
         return pb.DescribeTopicsResponse(status=_status(), topics=described)
 
     @_guarded(pb.CreatePartitionsResponse)
-    async def CreatePartitions(self, request: pb.CreatePartitionsRequest,
-                               context: grpc.aio.ServicerContext) -> pb.CreatePartitionsResponse:
+    async def CreatePartitions(
+        self, request: pb.CreatePartitionsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.CreatePartitionsResponse:
         _check_count("topics", len(request.topics))
         topics = []
         for topic in request.topics:
@@ -363,7 +373,8 @@ class AdminServicer(rpc.AdminServicer):
             _check_count("assignments", len(topic.assignments))
             assignments = tuple(_check_ids("replicas", a.broker_ids) for a in topic.assignments)
             topics.append(CreatePartitionsTopic(topic.name, topic.count, assignments or None))
-        forwarded = await self._forward("CreatePartitions", request, context)
+        forwarded: pb.CreatePartitionsResponse | None = await self._forward(
+            "CreatePartitions", request, context)
         if forwarded is not None:
             return forwarded
 
@@ -381,14 +392,15 @@ class AdminServicer(rpc.AdminServicer):
 
     @_guarded(pb.ListBrokersResponse)
     async def ListBrokers(self, request: pb.ListBrokersRequest,
-                          context: grpc.aio.ServicerContext) -> pb.ListBrokersResponse:
+                          context: grpc.aio.ServicerContext[Any, Any]) -> pb.ListBrokersResponse:
         brokers = self.controller.committed_image.cluster.brokers
         return pb.ListBrokersResponse(status=_status(), brokers=[
             _broker_pb(brokers[b]) for b in sorted(brokers)])
 
     @_guarded(pb.DescribeBrokerResponse)
-    async def DescribeBroker(self, request: pb.DescribeBrokerRequest,
-                             context: grpc.aio.ServicerContext) -> pb.DescribeBrokerResponse:
+    async def DescribeBroker(
+        self, request: pb.DescribeBrokerRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.DescribeBrokerResponse:
         _check_non_negative("broker ID", request.broker_id)
         image = self.controller.committed_image
         registration = image.cluster.broker(request.broker_id)
@@ -405,10 +417,12 @@ class AdminServicer(rpc.AdminServicer):
         )
 
     @_guarded(pb.UnregisterBrokerResponse)
-    async def UnregisterBroker(self, request: pb.UnregisterBrokerRequest,
-                               context: grpc.aio.ServicerContext) -> pb.UnregisterBrokerResponse:
+    async def UnregisterBroker(
+        self, request: pb.UnregisterBrokerRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.UnregisterBrokerResponse:
         _check_non_negative("broker ID", request.broker_id)
-        forwarded = await self._forward("UnregisterBroker", request, context)
+        forwarded: pb.UnregisterBrokerResponse | None = await self._forward(
+            "UnregisterBroker", request, context)
         if forwarded is not None:
             return forwarded
         await self._write(lambda image: unregister_broker(image, request.broker_id))
@@ -418,7 +432,7 @@ class AdminServicer(rpc.AdminServicer):
 
     @_guarded(pb.ElectLeadersResponse)
     async def ElectLeaders(self, request: pb.ElectLeadersRequest,
-                           context: grpc.aio.ServicerContext) -> pb.ElectLeadersResponse:
+                           context: grpc.aio.ServicerContext[Any, Any]) -> pb.ElectLeadersResponse:
         if request.election_type not in ElectionType._value2member_map_:
             raise _invalid(f"Unknown election type {request.election_type}.")
         election = ElectionType(request.election_type)
@@ -426,7 +440,8 @@ class AdminServicer(rpc.AdminServicer):
             raise _invalid("Name partitions or ask for all partitions, not both.")
         partitions = None if request.all_partitions else _topic_partitions(
             request.topic_partitions)
-        forwarded = await self._forward("ElectLeaders", request, context)
+        forwarded: pb.ElectLeadersResponse | None = await self._forward(
+            "ElectLeaders", request, context)
         if forwarded is not None:
             return forwarded
         results = await self._write(lambda image: elect_leaders(image, election, partitions))
@@ -437,7 +452,7 @@ class AdminServicer(rpc.AdminServicer):
     @_guarded(pb.AlterPartitionReassignmentsResponse)
     async def AlterPartitionReassignments(
         self, request: pb.AlterPartitionReassignmentsRequest,
-        context: grpc.aio.ServicerContext,
+        context: grpc.aio.ServicerContext[Any, Any],
     ) -> pb.AlterPartitionReassignmentsResponse:
         _check_count("partitions", len(request.partitions))
         targets, seen = [], set()
@@ -452,7 +467,8 @@ class AdminServicer(rpc.AdminServicer):
                                "takes no target replicas.")
             replicas = None if p.cancel else _check_ids("replicas", p.replicas)
             targets.append(ReassignablePartition(p.topic, p.partition, replicas))
-        forwarded = await self._forward("AlterPartitionReassignments", request, context)
+        forwarded: pb.AlterPartitionReassignmentsResponse | None = await self._forward(
+            "AlterPartitionReassignments", request, context)
         if forwarded is not None:
             return forwarded
         results = await self._write(lambda image: alter_partition_reassignments(image, targets))
@@ -463,7 +479,7 @@ class AdminServicer(rpc.AdminServicer):
     @_guarded(pb.ListPartitionReassignmentsResponse)
     async def ListPartitionReassignments(
         self, request: pb.ListPartitionReassignmentsRequest,
-        context: grpc.aio.ServicerContext,
+        context: grpc.aio.ServicerContext[Any, Any],
     ) -> pb.ListPartitionReassignmentsResponse:
         wanted = None
         if request.topics:
@@ -481,8 +497,9 @@ class AdminServicer(rpc.AdminServicer):
     # ---- configs ----
 
     @_guarded(pb.DescribeConfigsResponse)
-    async def DescribeConfigs(self, request: pb.DescribeConfigsRequest,
-                              context: grpc.aio.ServicerContext) -> pb.DescribeConfigsResponse:
+    async def DescribeConfigs(
+        self, request: pb.DescribeConfigsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.DescribeConfigsResponse:
         _check_count("resources", len(request.resources))
         resources = []
         for r in request.resources:
@@ -494,15 +511,15 @@ class AdminServicer(rpc.AdminServicer):
                                                      tuple(r.config_names)))
         results = describe_configs(self.controller.committed_image, resources)
         return pb.DescribeConfigsResponse(status=_status(), results=[
-            pb.DescribeConfigsResult(resource_type=r.resource_type,
-                                     resource_name=r.resource_name,
-                                     configs=[_config_pb(e) for e in r.entries],
-                                     **_error(r.error))
+            pb.DescribeConfigsResult(
+                resource_type=_enum(r.resource_type), resource_name=r.resource_name,
+                configs=[_config_pb(e) for e in r.entries], **_error(r.error))
             for r in results])
 
     @_guarded(pb.IncrementalAlterConfigsResponse)
     async def IncrementalAlterConfigs(
-        self, request: pb.IncrementalAlterConfigsRequest, context: grpc.aio.ServicerContext,
+        self, request: pb.IncrementalAlterConfigsRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
     ) -> pb.IncrementalAlterConfigsResponse:
         _check_count("resources", len(request.resources))
         resources = []
@@ -515,26 +532,29 @@ class AdminServicer(rpc.AdminServicer):
                 _check_text("config value", c.value)
                 if c.op not in AlterConfigOp._value2member_map_:
                     raise _invalid(f"Unknown config operation {c.op} for {c.name}.")
-                delete = c.op == AlterConfigOp.DELETE
+                delete = int(c.op) == AlterConfigOp.DELETE
                 changes.append(AlterableConfig(c.name, c.op, None if delete else c.value))
             resources.append(AlterConfigsResource(r.resource_type, r.resource_name,
                                                   tuple(changes)))
-        forwarded = await self._forward("IncrementalAlterConfigs", request, context)
+        forwarded: pb.IncrementalAlterConfigsResponse | None = await self._forward(
+            "IncrementalAlterConfigs", request, context)
         if forwarded is not None:
             return forwarded
         controllers = frozenset(self.controller_endpoints)
         results = await self._write(lambda image: incremental_alter_configs(
             image, resources, validate_only=request.validate_only, controller_ids=controllers))
         return pb.IncrementalAlterConfigsResponse(status=_status(), results=[
-            pb.AlterConfigsResourceResult(resource_type=r.resource_type,
-                                          resource_name=r.resource_name, **_error(r.error))
+            pb.AlterConfigsResourceResult(
+                resource_type=_enum(r.resource_type), resource_name=r.resource_name,
+                **_error(r.error))
             for r in results])
 
     # ---- cluster and features ----
 
     @_guarded(pb.DescribeClusterResponse)
-    async def DescribeCluster(self, request: pb.DescribeClusterRequest,
-                              context: grpc.aio.ServicerContext) -> pb.DescribeClusterResponse:
+    async def DescribeCluster(
+        self, request: pb.DescribeClusterRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.DescribeClusterResponse:
         image = self.controller.committed_image
         brokers = image.cluster.brokers
         leader = self._leader_id()
@@ -549,8 +569,9 @@ class AdminServicer(rpc.AdminServicer):
         )
 
     @_guarded(pb.DescribeFeaturesResponse)
-    async def DescribeFeatures(self, request: pb.DescribeFeaturesRequest,
-                               context: grpc.aio.ServicerContext) -> pb.DescribeFeaturesResponse:
+    async def DescribeFeatures(
+        self, request: pb.DescribeFeaturesRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.DescribeFeaturesResponse:
         features = describe_features(self.controller.committed_image)
         return pb.DescribeFeaturesResponse(
             status=_status(),

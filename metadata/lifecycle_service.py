@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
@@ -29,6 +29,7 @@ from metadata.rpc import broker_pb2_grpc as rpc
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")  # the RPC's response message
 MAX_NAME = 255
 MAX_PARTITIONS_PER_REQUEST = 100_000
 
@@ -53,9 +54,9 @@ class BrokerLifecycleServicer(rpc.BrokerLifecycleServicer):
     async def _answer(
         self,
         call: Callable[[], Awaitable[T]],
-        ok: Callable[[T], object],
-        failed: Callable[[int, str, pb.ControllerHint], object],
-    ) -> object:
+        ok: Callable[[T], R],
+        failed: Callable[[int, str, pb.ControllerHint], R],
+    ) -> R:
         try:
             return ok(await call())
         except _Invalid as exc:
@@ -69,7 +70,9 @@ class BrokerLifecycleServicer(rpc.BrokerLifecycleServicer):
             return failed(Errors.UNKNOWN_SERVER_ERROR, f"unexpected error: {exc}",
                           self._hint(-1))
 
-    async def RegisterBroker(self, request, context):
+    async def RegisterBroker(
+        self, request: pb.BrokerRegistrationRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.BrokerRegistrationResponse:
         def parse() -> BrokerRegistrationRequest:
             _check_id("broker_id", request.broker_id)
             if not is_valid_uuid(request.incarnation_id):
@@ -97,7 +100,9 @@ class BrokerLifecycleServicer(rpc.BrokerLifecycleServicer):
                 error_code=code, error_message=message, broker_epoch=-1, controller=hint),
         )
 
-    async def BrokerHeartbeat(self, request, context):
+    async def BrokerHeartbeat(
+        self, request: pb.BrokerHeartbeatRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.BrokerHeartbeatResponse:
         async def call():  # type: ignore[no-untyped-def]
             _check_id("broker_id", request.broker_id)
             return await self.controller.broker_heartbeat(BrokerHeartbeatRequest(
@@ -114,7 +119,9 @@ class BrokerLifecycleServicer(rpc.BrokerLifecycleServicer):
                 error_code=code, error_message=message, is_fenced=True, controller=hint),
         )
 
-    async def AlterPartition(self, request, context):
+    async def AlterPartition(
+        self, request: pb.AlterPartitionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.AlterPartitionResponse:
         def parse() -> AlterPartitionRequest:
             _check_id("broker_id", request.broker_id)
             total = sum(len(t.partitions) for t in request.topics)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 
@@ -20,7 +22,7 @@ class RaftServicer(rpc.RaftServicer):
     def __init__(self, node: RaftNode) -> None:
         self.node = node
 
-    async def _serve(self, request: Request, context: grpc.aio.ServicerContext) -> object:
+    async def _serve(self, request: Request, context: grpc.aio.ServicerContext[Any, Any]) -> object:
         if sender_of(request) in self.node.transport.blocked:
             # A partition drops the request: the caller learns nothing until its deadline.
             remaining = context.time_remaining()
@@ -32,16 +34,25 @@ class RaftServicer(rpc.RaftServicer):
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         return convert.response_to_pb(response)
 
-    async def Vote(self, request, context):
+    async def Vote(
+        self, request: pb.VoteRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> object:
         return await self._serve(convert.vote_request(request), context)
 
-    async def BeginQuorumEpoch(self, request, context):
+    async def BeginQuorumEpoch(
+        self, request: pb.BeginQuorumEpochRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> object:
         return await self._serve(convert.begin_request(request), context)
 
-    async def EndQuorumEpoch(self, request, context):
+    async def EndQuorumEpoch(
+        self, request: pb.EndQuorumEpochRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> object:
         return await self._serve(convert.end_request(request), context)
 
-    async def Fetch(self, request_iterator, context):
+    async def Fetch(
+        self, request_iterator: AsyncIterator[pb.FetchRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[object]:
         """One response per request, in order; a parked (long-poll) request holds the ones
         behind it, which is fine: a follower has one in flight."""
         async for message in request_iterator:
@@ -52,7 +63,9 @@ class RaftServicer(rpc.RaftServicer):
                 await asyncio.Future()
             yield convert.response_to_pb(await self.node.handle_request(request))
 
-    async def FetchSnapshot(self, request, context):
+    async def FetchSnapshot(
+        self, request: pb.FetchSnapshotRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> object:
         return await self._serve(convert.fetch_snapshot_request(request), context)
 
 
@@ -62,7 +75,9 @@ class QuorumServicer(rpc.QuorumServicer):
         self.cluster_id = cluster_id
         self.listener_name = listener_name
 
-    async def DescribeQuorum(self, request, context):
+    async def DescribeQuorum(
+        self, request: pb.DescribeQuorumRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.DescribeQuorumResponse:
         try:
             description = self.node.describe_quorum()
         except NotLeaderError as exc:
@@ -92,7 +107,9 @@ class QuorumServicer(rpc.QuorumServicer):
             voter_endpoints=dict(self.node.config.voters), listener_name=self.listener_name,
         )
 
-    async def NodeStatus(self, request, context):
+    async def NodeStatus(
+        self, request: pb.NodeStatusRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.NodeStatusResponse:
         s = self.node.status()
         return pb.NodeStatusResponse(
             node_id=s.node_id if s.node_id is not None else -1, state=s.state, epoch=s.epoch,
@@ -108,7 +125,9 @@ class TestHooksServicer(rpc.TestHooksServicer):
     def __init__(self, node: RaftNode) -> None:
         self.node = node
 
-    async def Append(self, request, context):
+    async def Append(
+        self, request: pb.AppendRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.AppendResponse:
         try:
             last = await self.node.append(list(request.records))
         except RaftError as exc:
@@ -119,6 +138,8 @@ class TestHooksServicer(rpc.TestHooksServicer):
         return pb.AppendResponse(error_code=Errors.NONE, last_offset=last,
                                  epoch=self.node.status().epoch)
 
-    async def SetFaults(self, request, context):
+    async def SetFaults(
+        self, request: pb.FaultRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.FaultResponse:
         self.node.transport.blocked = frozenset(request.blocked_node_ids)
         return pb.FaultResponse()

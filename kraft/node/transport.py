@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any, cast
 
 import grpc
 
@@ -138,7 +139,7 @@ class RaftTransport:
         try:
             if isinstance(out.request, FetchRequest):
                 reply = await self._fetch_stream(out.endpoint, stub).fetch(
-                    convert.request_to_pb(out.request), timeout)
+                    convert.fetch_request_to_pb(out.request), timeout)
             else:
                 method = {
                     VoteRequest: stub.Vote,
@@ -192,7 +193,7 @@ class RaftTransport:
         stream = self._fetch_streams.pop(endpoint, None)
         if stream is not None:
             stream.close()
-        task = asyncio.create_task(entry[0].close())
+        task = asyncio.create_task(entry[0].close())  # type: ignore[call-arg]  # grpc-stubs 1.53 lags grpc 1.85
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -204,7 +205,7 @@ class RaftTransport:
             stream.close()
         self._fetch_streams.clear()
         for channel, _ in self._channels.values():
-            await channel.close()
+            await channel.close()  # type: ignore[call-arg]  # grpc-stubs 1.53 lags grpc 1.85
         self._channels.clear()
 
 
@@ -220,7 +221,7 @@ class FetchStream:
 
     def __init__(self, stub: rpc.RaftStub) -> None:
         self._stub = stub
-        self._call: grpc.aio.StreamStreamCall | None = None
+        self._call: grpc.aio.StreamStreamCall[Any, Any] | None = None
         self._busy = False
 
     async def fetch(self, request: pb.FetchRequest, timeout: float) -> pb.FetchResponse:
@@ -245,18 +246,19 @@ class FetchStream:
             # A newer request replaced the stream: this one ends without an answer.
             raise grpc.aio.AioRpcError(
                 grpc.StatusCode.CANCELLED, grpc.aio.Metadata(), grpc.aio.Metadata(),
-                "replaced by a newer Fetch") from None
+                "replaced by a newer Fetch",
+            ) from None  # type: ignore[call-arg]  # grpc-stubs 1.53 lags grpc 1.85
         except BaseException:
             self._drop(call)
             raise
-        if reply is grpc.aio.EOF:
+        if reply is grpc.aio.EOF:  # type: ignore[attr-defined]  # grpc-stubs 1.53 lags grpc 1.85
             self._drop(call)
             raise await _ended(call)
         if self._call is call:
             self._busy = False
-        return reply
+        return cast(pb.FetchResponse, reply)  # the stream's messages are FetchResponses
 
-    def _drop(self, call: grpc.aio.StreamStreamCall) -> None:
+    def _drop(self, call: grpc.aio.StreamStreamCall[Any, Any]) -> None:
         if self._call is call:
             self.close()
         else:
@@ -269,7 +271,7 @@ class FetchStream:
         self._busy = False
 
 
-async def _ended(call: grpc.aio.StreamStreamCall) -> grpc.aio.AioRpcError:
+async def _ended(call: grpc.aio.StreamStreamCall[Any, Any]) -> grpc.aio.AioRpcError:
     """The error for a stream that ended between requests: its own status. A stream the server
     closed with status OK broke the one-answer-per-request contract but says nothing about the
     connection, so it is a plain failure (INTERNAL), never UNAVAILABLE."""
@@ -277,4 +279,5 @@ async def _ended(call: grpc.aio.StreamStreamCall) -> grpc.aio.AioRpcError:
     details = await call.details()
     if code == grpc.StatusCode.OK:
         code, details = grpc.StatusCode.INTERNAL, "the Fetch stream ended with status OK"
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+    return grpc.aio.AioRpcError(  # type: ignore[call-arg]  # grpc-stubs 1.53 lags grpc 1.85
+        code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)

@@ -38,14 +38,18 @@ def _oe_from_pb(msg: object, name: str) -> OffsetAndEpoch | None:
 # -- requests ------------------------------------------------------------------------------
 
 
+def fetch_request_to_pb(req: m.FetchRequest) -> pb.FetchRequest:
+    return pb.FetchRequest(
+        cluster_id=_cluster_to_pb(req.cluster_id), replica_id=req.replica_id,
+        current_leader_epoch=req.current_leader_epoch, fetch_offset=req.fetch_offset,
+        last_fetched_epoch=req.last_fetched_epoch, max_wait_ms=req.max_wait_ms,
+        max_bytes=req.max_bytes, high_watermark=req.high_watermark,
+    )
+
+
 def request_to_pb(req: m.Request) -> object:
     if isinstance(req, m.FetchRequest):
-        return pb.FetchRequest(
-            cluster_id=_cluster_to_pb(req.cluster_id), replica_id=req.replica_id,
-            current_leader_epoch=req.current_leader_epoch, fetch_offset=req.fetch_offset,
-            last_fetched_epoch=req.last_fetched_epoch, max_wait_ms=req.max_wait_ms,
-            max_bytes=req.max_bytes, high_watermark=req.high_watermark,
-        )
+        return fetch_request_to_pb(req)
     if isinstance(req, m.VoteRequest):
         return pb.VoteRequest(
             cluster_id=_cluster_to_pb(req.cluster_id), replica_id=req.replica_id,

@@ -115,15 +115,17 @@ def load_acl_file(path: str) -> dict[str, frozenset[str]]:
     return {p: frozenset(ops) for p, ops in grants.items()}
 
 
-class AuthorizingInterceptor(grpc.aio.ServerInterceptor):
+class AuthorizingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]  # generic in grpc-stubs only
     def __init__(self, authorizer: Authorizer) -> None:
         self.authorizer = authorizer
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]
+        ],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any]:
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
         if handler is None or method.startswith(UNCHECKED_PREFIXES):
@@ -131,7 +133,7 @@ class AuthorizingInterceptor(grpc.aio.ServerInterceptor):
         operation = METHOD_OPERATIONS.get(method)
         authorizer = self.authorizer
 
-        def allowed(context: grpc.aio.ServicerContext) -> bool:
+        def allowed(context: grpc.aio.ServicerContext[Any, Any]) -> bool:
             principal = peer_principal(context)
             if authorizer.allows(principal, operation):
                 return True
@@ -143,10 +145,11 @@ class AuthorizingInterceptor(grpc.aio.ServerInterceptor):
             inner_stream = handler.stream_stream
 
             async def authorized_stream(
-                requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+                requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
             ) -> AsyncIterator[Any]:
                 if allowed(context):
-                    async for reply in inner_stream(requests, context):
+                    # grpc-stubs types aio handlers as synchronous ones
+                    async for reply in inner_stream(requests, context):  # type: ignore[attr-defined, arg-type]
                         yield reply
                     return
                 principal = peer_principal(context)
@@ -162,9 +165,9 @@ class AuthorizingInterceptor(grpc.aio.ServerInterceptor):
             raise TypeError(f"{method}: only unary and bidirectional calls are authorized")
         inner = handler.unary_unary
 
-        async def authorized(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def authorized(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             if allowed(context):
-                return await inner(request, context)
+                return await inner(request, context)  # type: ignore[arg-type]  # as above
             return await _denial(method, peer_principal(context), operation, context)
 
         return grpc.unary_unary_rpc_method_handler(
@@ -175,7 +178,7 @@ class AuthorizingInterceptor(grpc.aio.ServerInterceptor):
 
 
 async def _denial(
-    method: str, principal: str, operation: str | None, context: grpc.aio.ServicerContext
+    method: str, principal: str, operation: str | None, context: grpc.aio.ServicerContext[Any, Any]
 ) -> Any:
     message = (f"{principal} may not {operation or 'call'} ({method.rsplit('/', 1)[-1]}); ask "
                "an operator to add it to super.users or grant the operation in "
