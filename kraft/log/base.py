@@ -124,8 +124,9 @@ class ReplicatedLog(Protocol):
         """Run `action` once everything appended, truncated or reset so far is on disk: from
         the driver's `complete_flush` of the next flush job, which `begin_flush` starts for
         it even when nothing else is queued. A crash forgets it. `action` must not raise.
-        The core uses it to delete what a reset replaced only once the reset is durable, and
-        so stays free of I/O itself."""
+        The core uses it to ask for the deletion of what a reset replaced (a DeleteSnapshots
+        job, kraft/log/snapshot_jobs.py) only once the reset is durable, and so stays free of
+        I/O itself."""
 
     @property
     def size_in_bytes(self) -> int:
