@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import gc
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -34,6 +36,7 @@ from metadata.records import RecordDecodeError
 log = logging.getLogger(__name__)
 
 NO_LEADER = LeaderAndEpoch(-1, -1)
+LOAD_SWITCH_INTERVAL_S = 0.001
 
 
 class MetadataLoadError(Exception):
@@ -228,10 +231,24 @@ class MetadataLoader:
             self.load_snapshot_now(reader)
             return
         started = time.perf_counter()
+        # Building a million partitions' objects would set off full garbage collections that
+        # stop every thread — the event loop's too — for up to ~90 ms each. The collector
+        # waits until the image is built, then its objects go to the permanent generation
+        # (they live until the next snapshot; reference counting still frees them).
+        # And the replaying thread would hold the interpreter for 5 ms at a time (Python's
+        # switch interval) whenever the loop wants it back: 1 ms while it runs.
+        collecting = gc.isenabled()
+        gc.disable()
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(switch_interval, LOAD_SWITCH_INTERVAL_S))
         self._loading = loop.run_in_executor(None, _image_from_snapshot, reader)
 
         def done(future: asyncio.Future[MetadataImage]) -> None:
             self._loading = None
+            sys.setswitchinterval(switch_interval)
+            if collecting:
+                gc.freeze()
+                gc.enable()
             try:
                 self._install_snapshot(reader, future.result(), started)
                 self._drain()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import sys
 import threading
 
 import pytest
@@ -13,7 +15,12 @@ from kraft.log.memory import MemoryLog
 from kraft.log.snapshots import MemorySnapshotStore
 from metadata.delta import MetadataDelta
 from metadata.image import MetadataImage
-from metadata.loader import LoaderManifest, MetadataLoader, MetadataLoadError
+from metadata.loader import (
+    LOAD_SWITCH_INTERVAL_S,
+    LoaderManifest,
+    MetadataLoader,
+    MetadataLoadError,
+)
 from metadata.records import TopicRecord, encode_record
 
 FOO = "AAAAAAAAAAAAAAAAAAAAAQ"
@@ -128,3 +135,24 @@ def test_a_snapshot_that_cannot_be_loaded_off_the_loop_is_fatal() -> None:
     assert loader.fatal_error is not None
     with pytest.raises(MetadataLoadError, match="stopped"):
         loader.handle_commit(batches(TopicRecord("bar", BAR), base=5))
+
+
+def test_an_off_loop_load_holds_the_collector_and_the_switch_interval_then_restores_them() -> None:
+    release = threading.Event()
+    reader = snapshot_of(TopicRecord("foo", FOO), end=5)
+    slow = SnapshotReader(reader.snapshot_id, 0,
+                          lambda: (release.wait(10) and reader.read()) or b"")
+    interval = sys.getswitchinterval()
+
+    async def scenario() -> tuple[bool, float]:
+        loader = MetadataLoader()
+        loader.handle_load_snapshot(slow)
+        during = (gc.isenabled(), sys.getswitchinterval())
+        release.set()
+        while loader.loading_snapshot:
+            await asyncio.sleep(0.001)
+        return during
+
+    collecting, switch = asyncio.run(scenario())
+    assert not collecting and switch <= LOAD_SWITCH_INTERVAL_S  # no full collection mid-build
+    assert gc.isenabled() and sys.getswitchinterval() == interval
