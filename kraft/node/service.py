@@ -22,7 +22,9 @@ class RaftServicer(rpc.RaftServicer):
     def __init__(self, node: RaftNode) -> None:
         self.node = node
 
-    async def _serve(self, request: Request, context: grpc.aio.ServicerContext[Any, Any]) -> object:
+    async def _serve(
+        self, request: Request, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> convert.PbResponse:
         if sender_of(request) in self.node.transport.blocked:
             # A partition drops the request: the caller learns nothing until its deadline.
             remaining = context.time_remaining()
@@ -36,23 +38,23 @@ class RaftServicer(rpc.RaftServicer):
 
     async def Vote(
         self, request: pb.VoteRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> object:
+    ) -> convert.PbResponse:
         return await self._serve(convert.vote_request(request), context)
 
     async def BeginQuorumEpoch(
         self, request: pb.BeginQuorumEpochRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> object:
+    ) -> convert.PbResponse:
         return await self._serve(convert.begin_request(request), context)
 
     async def EndQuorumEpoch(
         self, request: pb.EndQuorumEpochRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> object:
+    ) -> convert.PbResponse:
         return await self._serve(convert.end_request(request), context)
 
     async def Fetch(
         self, request_iterator: AsyncIterator[pb.FetchRequest],
         context: grpc.aio.ServicerContext[Any, Any],
-    ) -> AsyncIterator[object]:
+    ) -> AsyncIterator[convert.PbResponse]:
         """One response per request, in order; a parked (long-poll) request holds the ones
         behind it, which is fine: a follower has one in flight."""
         async for message in request_iterator:
@@ -65,7 +67,7 @@ class RaftServicer(rpc.RaftServicer):
 
     async def FetchSnapshot(
         self, request: pb.FetchSnapshotRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> object:
+    ) -> convert.PbResponse:
         return await self._serve(convert.fetch_snapshot_request(request), context)
 
 

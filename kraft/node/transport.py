@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TypeAlias, cast
 
 import grpc
 
@@ -209,6 +209,9 @@ class RaftTransport:
         self._channels.clear()
 
 
+_FetchCall: TypeAlias = grpc.aio.StreamStreamCall[pb.FetchRequest, pb.FetchResponse]
+
+
 class FetchStream:
     """Fetch requests to one endpoint over one bidirectional stream, one at a time.
 
@@ -221,7 +224,7 @@ class FetchStream:
 
     def __init__(self, stub: rpc.RaftStub) -> None:
         self._stub = stub
-        self._call: grpc.aio.StreamStreamCall[Any, Any] | None = None
+        self._call: _FetchCall | None = None
         self._busy = False
 
     async def fetch(self, request: pb.FetchRequest, timeout: float) -> pb.FetchResponse:
@@ -256,9 +259,10 @@ class FetchStream:
             raise await _ended(call)
         if self._call is call:
             self._busy = False
-        return cast(pb.FetchResponse, reply)  # the stream's messages are FetchResponses
+        # Not EOF, so a FetchResponse (grpc-stubs types EOF as object, which absorbs the union).
+        return cast(pb.FetchResponse, reply)
 
-    def _drop(self, call: grpc.aio.StreamStreamCall[Any, Any]) -> None:
+    def _drop(self, call: _FetchCall) -> None:
         if self._call is call:
             self.close()
         else:
@@ -271,7 +275,7 @@ class FetchStream:
         self._busy = False
 
 
-async def _ended(call: grpc.aio.StreamStreamCall[Any, Any]) -> grpc.aio.AioRpcError:
+async def _ended(call: _FetchCall) -> grpc.aio.AioRpcError:
     """The error for a stream that ended between requests: its own status. A stream the server
     closed with status OK broke the one-answer-per-request contract but says nothing about the
     connection, so it is a plain failure (INTERNAL), never UNAVAILABLE."""

@@ -3,10 +3,22 @@ here only what protobuf cannot express: an unknown error code becomes UNKNOWN-is
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from kraft.core import messages as m
 from kraft.core.errors import Errors
 from kraft.log.base import OffsetAndEpoch
 from kraft.rpc import raft_pb2 as pb
+
+# The Raft RPCs' messages on the wire.
+PbRequest: TypeAlias = (
+    pb.FetchRequest | pb.VoteRequest | pb.BeginQuorumEpochRequest | pb.EndQuorumEpochRequest
+    | pb.FetchSnapshotRequest
+)
+PbResponse: TypeAlias = (
+    pb.FetchResponse | pb.VoteResponse | pb.BeginQuorumEpochResponse | pb.EndQuorumEpochResponse
+    | pb.FetchSnapshotResponse
+)
 
 
 def _error(code: int) -> Errors:
@@ -20,19 +32,17 @@ def _cluster_to_pb(cluster_id: str | None) -> pb.OptionalString | None:
     return None if cluster_id is None else pb.OptionalString(value=cluster_id)
 
 
-def _cluster_from_pb(msg: object) -> str | None:
-    return msg.cluster_id.value if msg.HasField("cluster_id") else None  # type: ignore[attr-defined]
+def _cluster_from_pb(msg: PbRequest) -> str | None:
+    return msg.cluster_id.value if msg.HasField("cluster_id") else None
 
 
 def _oe_to_pb(value: OffsetAndEpoch | None) -> pb.OffsetAndEpoch | None:
     return None if value is None else pb.OffsetAndEpoch(end_offset=value.offset, epoch=value.epoch)
 
 
-def _oe_from_pb(msg: object, name: str) -> OffsetAndEpoch | None:
-    if not msg.HasField(name):  # type: ignore[attr-defined]
-        return None
-    value = getattr(msg, name)
-    return OffsetAndEpoch(value.end_offset, value.epoch)
+def _oe_from_pb(value: pb.OffsetAndEpoch, present: bool) -> OffsetAndEpoch | None:
+    """An optional OffsetAndEpoch field: `present` is the message's HasField for it."""
+    return OffsetAndEpoch(value.end_offset, value.epoch) if present else None
 
 
 # -- requests ------------------------------------------------------------------------------
@@ -47,7 +57,7 @@ def fetch_request_to_pb(req: m.FetchRequest) -> pb.FetchRequest:
     )
 
 
-def request_to_pb(req: m.Request) -> object:
+def request_to_pb(req: m.Request) -> PbRequest:
     if isinstance(req, m.FetchRequest):
         return fetch_request_to_pb(req)
     if isinstance(req, m.VoteRequest):
@@ -86,7 +96,8 @@ def fetch_request(msg: pb.FetchRequest) -> m.FetchRequest:
 
 
 def fetch_snapshot_request(msg: pb.FetchSnapshotRequest) -> m.FetchSnapshotRequest:
-    snapshot_id = _oe_from_pb(msg, "snapshot_id") or OffsetAndEpoch(-1, -1)
+    snapshot_id = (_oe_from_pb(msg.snapshot_id, msg.HasField("snapshot_id"))
+                   or OffsetAndEpoch(-1, -1))
     return m.FetchSnapshotRequest(
         _cluster_from_pb(msg), msg.replica_id, msg.current_leader_epoch, snapshot_id,
         msg.position, msg.max_bytes,
@@ -117,7 +128,7 @@ def end_request(msg: pb.EndQuorumEpochRequest) -> m.EndQuorumEpochRequest:
 # -- responses -----------------------------------------------------------------------------
 
 
-def response_to_pb(resp: m.Response) -> object:
+def response_to_pb(resp: m.Response) -> PbResponse:
     if isinstance(resp, m.FetchResponse):
         return pb.FetchResponse(
             error_code=resp.error, leader_id=resp.leader_id, leader_epoch=resp.leader_epoch,
@@ -149,12 +160,13 @@ def response_to_pb(resp: m.Response) -> object:
     raise TypeError(f"not a raft response: {resp!r}")
 
 
-def response_from_pb(msg: object) -> m.Response:
+def response_from_pb(msg: PbResponse) -> m.Response:
     if isinstance(msg, pb.FetchResponse):
         return m.FetchResponse(
             _error(msg.error_code), msg.leader_id, msg.leader_epoch, msg.high_watermark,
-            msg.log_start_offset, msg.records, _oe_from_pb(msg, "diverging_epoch"),
-            _oe_from_pb(msg, "snapshot_id"), msg.leader_endpoint,
+            msg.log_start_offset, msg.records,
+            _oe_from_pb(msg.diverging_epoch, msg.HasField("diverging_epoch")),
+            _oe_from_pb(msg.snapshot_id, msg.HasField("snapshot_id")), msg.leader_endpoint,
         )
     if isinstance(msg, pb.VoteResponse):
         return m.VoteResponse(
@@ -172,7 +184,7 @@ def response_from_pb(msg: object) -> m.Response:
     if isinstance(msg, pb.FetchSnapshotResponse):
         return m.FetchSnapshotResponse(
             _error(msg.error_code), msg.leader_id, msg.leader_epoch,
-            _oe_from_pb(msg, "snapshot_id"), msg.size, msg.position, msg.unaligned_records,
-            msg.leader_endpoint,
+            _oe_from_pb(msg.snapshot_id, msg.HasField("snapshot_id")), msg.size, msg.position,
+            msg.unaligned_records, msg.leader_endpoint,
         )
     raise TypeError(f"not a raft response: {msg!r}")
