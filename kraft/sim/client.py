@@ -14,9 +14,9 @@ metadata state machine), so the log is replayed from its start after a restart.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kraft.client import RaftClient, RaftClientListener
 from kraft.core.errors import NotLeaderError
@@ -38,7 +38,9 @@ class _Append:
 class SimRaftClient:
     """One incarnation of one simulated node, as its state machine sees it."""
 
-    def __init__(self, cluster: ClientCluster, node: SimNode, incarnation: int) -> None:
+    def __init__(
+        self, cluster: ClientCluster[Any], node: SimNode, incarnation: int  # any state machine
+    ) -> None:
         self._cluster = cluster
         self._node = node
         self._incarnation = incarnation
@@ -146,19 +148,22 @@ class SimRaftClient:
         self._appends = []
 
 
-Attach = Callable[[SimRaftClient], Any]
+M = TypeVar("M")  # the state machine a scenario attaches to each node incarnation
+T = TypeVar("T")
 
 
-class ClientCluster(SimCluster):
+class ClientCluster(SimCluster, Generic[M]):
     """`attach(client)` is called for every node incarnation once it starts; what it returns
     is kept in `machines` (node id -> state machine) until the node crashes."""
 
-    def __init__(self, seed: int, attach: Attach, **options: Any) -> None:
+    def __init__(
+        self, seed: int, attach: Callable[[SimRaftClient], M], **options: Any
+    ) -> None:
         super().__init__(seed, **options)
         self.loop = VirtualTimeLoop()
         self._attach = attach
         self.clients: dict[int, SimRaftClient] = {}
-        self.machines: dict[int, Any] = {}
+        self.machines: dict[int, M] = {}
         self._timer: asyncio.TimerHandle | None = None
 
     # -- time: the loop's clock is the simulator's (seconds vs milliseconds) ----------------------
@@ -185,7 +190,7 @@ class ClientCluster(SimCluster):
         if self.events:
             self._timer = self.loop.call_at(self.events[0][0] / 1000, self._pump)
 
-    def run_async(self, scenario: Callable[[], Any], until_ms: int) -> Any:
+    def run_async(self, scenario: Callable[[], Awaitable[T]], until_ms: int) -> T:
         """Run the coroutine function `scenario` on the virtual loop with the cluster's
         events interleaved, for at most `until_ms` of virtual time."""
         self.loop.advance(self.now / 1000 - self.loop.time())

@@ -253,7 +253,8 @@ def rejoin_without_disruption(seed: int) -> SimCluster:
     c.network.heal()
     _write_for(c, 3_000, interval_ms=100)
     now_leader = c.leader()
-    if now_leader is None or now_leader.node_id != leader or now_leader.core.epoch != epoch:  # type: ignore[union-attr]
+    if (now_leader is None or now_leader.core is None  # a leader's core runs: never None
+            or now_leader.node_id != leader or now_leader.core.epoch != epoch):
         raise AssertionError(
             f"leadership changed after node {victim} rejoined: epoch {epoch} leader {leader} -> "
             f"{now_leader.node_id if now_leader else None}"
@@ -374,7 +375,8 @@ def _settled_leader(c: SimCluster) -> tuple[int, int]:
 
 def _expect_same_leader(c: SimCluster, leader: int, epoch: int, when: str) -> None:
     now = c.leader()
-    if now is None or now.node_id != leader or now.core.epoch != epoch:  # type: ignore[union-attr]
+    if (now is None or now.core is None  # a leader's core runs: never None
+            or now.node_id != leader or now.core.epoch != epoch):
         raise SimViolation(
             f"epoch bump {when}: leader {leader} of epoch {epoch} became "
             f"{now.node_id if now else None} of epoch "

@@ -40,7 +40,9 @@ def install_crash(seed: int) -> SimCluster:
     # The leader now, not the first one elected: that one may have lost a race to a
     # candidate of the next epoch in the meantime (seed 6635226).
     c.run_until(lambda: c.leader() is not None, ELECTION_BOUND_MS, "a settled leader")
-    old = c.leader().node_id  # type: ignore[union-attr]
+    settled = c.leader()
+    assert settled is not None  # run_until just saw it
+    old = settled.node_id
     c.network.isolate(old, set(c.nodes))
     # The cut-off leader takes appends it can never commit until the others elect a leader.
     _append_until(c, lambda: (leader := c.leader()) is not None and leader.node_id != old,

@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import selectors
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import FileDescriptorLike
 
 
 class SimulationStalled(RuntimeError):
@@ -25,17 +28,17 @@ class _VirtualSelector(selectors.BaseSelector):
 
     def __init__(self, loop: VirtualTimeLoop) -> None:
         self._loop = loop
-        self._keys: dict[int, selectors.SelectorKey] = {}
+        self._keys: dict[int, selectors.SelectorKey] = {}  # by file descriptor
 
     def register(
-        self, fileobj: Any, events: int, data: Any = None
+        self, fileobj: FileDescriptorLike, events: int, data: Any = None
     ) -> selectors.SelectorKey:
         fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
         key = selectors.SelectorKey(fileobj, fd, events, data)
         self._keys[fd] = key
         return key
 
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+    def unregister(self, fileobj: FileDescriptorLike) -> selectors.SelectorKey:
         fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
         return self._keys.pop(fd)
 
@@ -47,8 +50,8 @@ class _VirtualSelector(selectors.BaseSelector):
         self._loop.advance(max(timeout, 0.0))
         return []
 
-    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
-        return dict(self._keys)
+    def get_map(self) -> Mapping[FileDescriptorLike, selectors.SelectorKey]:
+        return {fd: key for fd, key in self._keys.items()}  # a copy, keyed as the base class's
 
     def close(self) -> None:
         self._keys.clear()
