@@ -18,12 +18,14 @@ import concurrent.futures
 import functools
 import itertools
 import logging
-import os
 import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import aiofiles
+import aiofiles.os
 
 from kraft.client import RaftClient, RaftClientListener
 from kraft.core.config import RaftConfig
@@ -187,7 +189,7 @@ class RaftNode:
         self._fail_appends(NotLeaderError("the node is stopping"))
         await asyncio.get_running_loop().run_in_executor(self._io, self.log.flush)
         if self.core is not None:
-            self._write_high_watermark(self.core.high_watermark)
+            await self._write_high_watermark(self.core.high_watermark)
         self.log.close()
         self._io.shutdown(wait=True)
         self._snapshot_io.shutdown(wait=True)
@@ -325,21 +327,22 @@ class RaftNode:
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
             core = self._core()
-            self._write_high_watermark(core.high_watermark)
+            await self._write_high_watermark(core.high_watermark)
             if time.monotonic() - last_clean >= self.retention.check_interval_s:
                 last_clean = time.monotonic()
                 self._guarded(lambda _core: self.clean_log())
 
-    def _write_high_watermark(self, high_watermark: int) -> None:
+    async def _write_high_watermark(self, high_watermark: int) -> None:
         """A hint for offline tools, not a durability point: written without fsync, at most
-        once per housekeeping interval; a lower bound of what is committed."""
+        once per housekeeping interval; a lower bound of what is committed. Through aiofiles
+        (worker threads): a slow disk must not stall the loop for a hint."""
         if self._hw_path is None or high_watermark == self._hw_written:
             return
         temporary = self._hw_path + ".tmp"
         try:
-            with open(temporary, "w") as file:
-                file.write(f"{high_watermark}\n")
-            os.replace(temporary, self._hw_path)
+            async with aiofiles.open(temporary, "w") as file:
+                await file.write(f"{high_watermark}\n")
+            await aiofiles.os.replace(temporary, self._hw_path)
             self._hw_written = high_watermark
         except OSError as exc:
             log.warning("cannot write %s: %s", self._hw_path, exc)
