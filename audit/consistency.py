@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from audit.findings import VIOLATION, WARNING, Finding
@@ -173,7 +173,7 @@ def leader_changes(records: DataFrame) -> tuple[list[Leadership], list[Finding]]
     more than one such record or more than one leader."""
     rows = records.where(F.col("record_type") == "LEADER_CHANGE").select(
         "node_id", "offset", "epoch", "quorum_leader_id", "timestamp_ms").collect()
-    by_epoch: dict[int, list] = defaultdict(list)
+    by_epoch: dict[int, list[Row]] = defaultdict(list)
     for r in rows:
         by_epoch[r["epoch"]].append(r)
     timeline, out = [], []

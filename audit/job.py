@@ -23,7 +23,7 @@ class AuditResult:
     records: int
     findings: list[Finding]
     leadership: list[consistency.Leadership]
-    broker_events: list[dict]
+    broker_events: list[replay.BrokerEvent]
     leader_changes: pa.Table
     replay_start: int
     seconds: float

@@ -19,6 +19,7 @@ import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pyspark
 from pyspark.sql import DataFrame, SparkSession
@@ -123,8 +124,8 @@ def _tasks(files: list[FilePartition]) -> str:
     return "\n".join(_task(p) for p in files)
 
 
-def _entry(spark: SparkSession):  # type: ignore[no-untyped-def]
-    jvm = spark._jvm  # type: ignore[attr-defined]
+def _entry(spark: SparkSession) -> Any:  # a Py4J proxy of the Java class: untyped
+    jvm = spark._jvm
     assert jvm is not None
     return jvm.io.kraft.audit.KraftAudit
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from audit import jvm
@@ -113,6 +114,17 @@ def _subtract(span: tuple[int, int], covered: list[tuple[int, int]]) -> list[tup
 # -- brokers and topics, on the driver ---------------------------------------------------------
 
 
+class BrokerEvent(TypedDict):
+    """A row of broker_events.parquet: a registration or a controlled shutdown."""
+
+    offset: int
+    timestamp_ms: int
+    broker_id: int
+    event: str  # REGISTER, CONTROLLED_SHUTDOWN, FENCE, UNFENCE or UNREGISTER
+    broker_epoch: int
+    state: str  # the broker's state from here: fenced, unfenced, shutdown, gone
+
+
 @dataclass
 class ClusterHistory:
     """Broker states by offset, topic lifetimes, the broker timeline and driver findings."""
@@ -121,7 +133,7 @@ class ClusterHistory:
     broker_offsets: dict[int, list[int]] = field(default_factory=dict)
     broker_states: dict[int, list[str]] = field(default_factory=dict)
     topics: dict[str, tuple[str, int, int | None]] = field(default_factory=dict)
-    broker_events: list[dict] = field(default_factory=list)
+    broker_events: list[BrokerEvent] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
 
@@ -140,7 +152,7 @@ def cluster_history(rows: DataFrame, complete: bool) -> ClusterHistory:
     current: dict[int, str] = {}
     names: dict[str, str] = {}
 
-    def event(r, broker: int, what: str, state: str) -> None:  # type: ignore[no-untyped-def]
+    def event(r: Row, broker: int, what: str, state: str) -> None:
         offsets[broker].append(r["offset"])
         states[broker].append(state)
         current[broker] = state

@@ -9,7 +9,7 @@ import html
 import os
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -21,6 +21,9 @@ import pyarrow.parquet as pq
 from audit.findings import VIOLATION, WARNING, to_table
 from audit.fs import output_dir
 from audit.job import AuditResult
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SHOWN = 200  # findings listed in the reports; the Parquet table has all of them
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -207,7 +210,7 @@ def _fenced_plot(result: AuditResult, out_dir: str) -> str:
     return _save(fig, out_dir, "fenced_brokers.png")
 
 
-def _save(fig: plt.Figure, out_dir: str, name: str) -> str:
+def _save(fig: Figure, out_dir: str, name: str) -> str:
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, name), dpi=100)
     plt.close(fig)

@@ -103,6 +103,12 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
+# What a PartitionRecord holds after its partition and topic ids (fields 3-10), in field order.
+_Tail = tuple[
+    tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int, int, int, int
+]
+
+
 class _PartitionEncoder:
     """PartitionRecords without a protobuf message per partition.
 
@@ -114,10 +120,10 @@ class _PartitionEncoder:
     way and compared, so a schema change can never make the two paths disagree silently."""
 
     def __init__(self) -> None:
-        self._tails: dict[tuple, bytes] = {}
+        self._tails: dict[_Tail, bytes] = {}
         self._ids: dict[int, bytes] = {0: b""}
 
-    def _tail(self, key: tuple, topic_id: str, prefix_size: int) -> bytes:
+    def _tail(self, key: _Tail, topic_id: str, prefix_size: int) -> bytes:
         tail = self._tails.get(key)
         if tail is None:
             full = encode_record(PartitionRecord(1, topic_id, *key))
@@ -140,7 +146,7 @@ class _PartitionEncoder:
         append = out.append
         for checked, partition_id in enumerate(sorted(partitions)):
             p = partitions[partition_id]
-            key = (p.replicas, p.isr, p.removing_replicas, p.adding_replicas, p.leader,
+            key: _Tail = (p.replicas, p.isr, p.removing_replicas, p.adding_replicas, p.leader,
                    p.leader_recovery_state, p.leader_epoch, p.partition_epoch)
             tail = self._tails.get(key) or self._tail(key, topic_id, prefix_size)
             data = head + self._id(partition_id) + topic_field + tail

@@ -14,7 +14,7 @@ does not build a million nodes.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +41,7 @@ def _sort_key(name: str) -> tuple[int, int, str]:
     return (0, int(name), "") if name.isdigit() else (1, 0, name)
 
 
-def sorted_names(names: Iterator[str] | Mapping[str, Any]) -> list[str]:
+def sorted_names(names: Iterable[str]) -> list[str]:
     return sorted(names, key=_sort_key)
 
 
@@ -60,11 +60,14 @@ def image_tree(image: MetadataImage) -> Directory:
             name: _topic_node(topic) for name, topic in image.topics.by_name.items()
         }),
         "configs": Directory(lambda: {
-            render.config_resource_name(resource): Directory(
-                lambda values=values: {k: Leaf(v, v) for k, v in values.items()})
+            render.config_resource_name(resource): _config_node(values)
             for resource, values in image.configs.items()
         }),
     })
+
+
+def _config_node(values: Mapping[str, str]) -> Directory:
+    return Directory(lambda: {k: Leaf(v, v) for k, v in values.items()})
 
 
 def _topic_node(topic: TopicImage) -> Directory:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kraft.log.base import OffsetAndEpoch
-from kraft.log.snapshots import FileSnapshotStore, MemorySnapshotStore, SnapshotInfo
+from kraft.log.base import OffsetAndEpoch, SnapshotInfo
+from kraft.log.snapshots import FileSnapshotStore, MemorySnapshotStore
 from metadata.image import MetadataImage
 from snapshots.image_records import image_to_records
 
