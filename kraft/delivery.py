@@ -11,10 +11,22 @@ from __future__ import annotations
 import functools
 
 from kraft.client import RaftClientListener, SnapshotReader
-from kraft.core.raft import LeaderAndEpoch
+from kraft.core.leader import LeaderState
+from kraft.core.raft import LeaderAndEpoch, RaftCore
 from kraft.log.base import Batch, ReplicatedLog, SnapshotStore
 
 MAX_DELIVERY_BYTES = 8 * 1024 * 1024
+
+
+def announcement(core: RaftCore) -> tuple[LeaderAndEpoch, int]:
+    """The leader and epoch to tell listeners, and the epoch's start offset when this node
+    leads and is not resigning or shutting down (-1 otherwise): what `poll` takes."""
+    state = core.state
+    status = core.status()
+    leader = LeaderAndEpoch(status.leader_id, status.epoch)
+    if isinstance(state, LeaderState) and not state.resign_requested and not core.shutting_down:
+        return leader, state.epoch_start_offset
+    return leader, -1
 
 
 class ListenerContext:

@@ -30,10 +30,9 @@ import aiofiles.os
 from kraft.client import RaftClient, RaftClientListener
 from kraft.core.config import RaftConfig
 from kraft.core.errors import Errors, NotLeaderError, RaftError
-from kraft.core.leader import LeaderState
 from kraft.core.messages import QuorumDescription, Request, Response
 from kraft.core.raft import LeaderAndEpoch, NodeStatus, Output, RaftCore
-from kraft.delivery import ListenerContext
+from kraft.delivery import ListenerContext, announcement
 from kraft.log.base import (
     DurableLog,
     FlushJob,
@@ -270,15 +269,7 @@ class RaftNode:
 
     def _poll_listeners(self) -> None:
         core = self._core()
-        state = core.state
-        epoch_start = (
-            state.epoch_start_offset
-            if isinstance(state, LeaderState) and not state.resign_requested
-            and not core.shutting_down
-            else -1
-        )
-        status = core.status()
-        leader = LeaderAndEpoch(status.leader_id, status.epoch)
+        leader, epoch_start = announcement(core)
         behind = False
         for context in self._listeners:
             behind |= context.poll(self.log, self.snapshots, core.high_watermark, leader,

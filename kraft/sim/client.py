@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kraft.client import RaftClient, RaftClientListener
 from kraft.core.errors import NotLeaderError
-from kraft.core.leader import LeaderState
 from kraft.core.raft import LeaderAndEpoch
-from kraft.delivery import ListenerContext
+from kraft.delivery import ListenerContext, announcement
 from kraft.log.base import OffsetAndEpoch, SnapshotInfo
 from kraft.sim.cluster import SimCluster, SimNode
 from kraft.sim.virtual_loop import VirtualTimeLoop
@@ -115,12 +114,7 @@ class SimRaftClient:
         if not self.alive or core is None:
             return
         self._settle(core.high_watermark, core.is_leader, core.epoch)
-        state = core.state
-        epoch_start = (state.epoch_start_offset
-                       if isinstance(state, LeaderState) and not state.resign_requested
-                       and not core.shutting_down else -1)
-        status = core.status()
-        leader = LeaderAndEpoch(status.leader_id, status.epoch)
+        leader, epoch_start = announcement(core)
         for context in self._contexts:
             while context.poll(self._node.log, self._node.snapshots, core.high_watermark,
                                leader, epoch_start):
