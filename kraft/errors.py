@@ -15,13 +15,24 @@ class Errors(IntEnum):
 
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
     UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7
     BROKER_NOT_AVAILABLE = 8
+    REPLICA_NOT_AVAILABLE = 9
+    MESSAGE_TOO_LARGE = 10
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
     INVALID_TOPIC_EXCEPTION = 17
     RECORD_BATCH_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
     CLUSTER_AUTHORIZATION_FAILED = 31
+    INVALID_TIMESTAMP = 32
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
@@ -31,23 +42,35 @@ class Errors(IntEnum):
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     POLICY_VIOLATION = 44
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
     OPERATION_NOT_ATTEMPTED = 55
     KAFKA_STORAGE_ERROR = 56
+    UNKNOWN_PRODUCER_ID = 59
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
+    LISTENER_NOT_FOUND = 72
     TOPIC_DELETION_DISABLED = 73
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
+    UNSUPPORTED_COMPRESSION_TYPE = 76
     STALE_BROKER_EPOCH = 77
+    OFFSET_NOT_AVAILABLE = 78
     PREFERRED_LEADER_NOT_AVAILABLE = 80
     ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
     ELECTION_NOT_NEEDED = 84
     NO_REASSIGNMENT_IN_PROGRESS = 85
+    INVALID_RECORD = 87
     INVALID_UPDATE_VERSION = 95
     SNAPSHOT_NOT_FOUND = 98
     POSITION_OUT_OF_RANGE = 99
     UNKNOWN_TOPIC_ID = 100
     DUPLICATE_BROKER_REGISTRATION = 101
     BROKER_ID_NOT_REGISTERED = 102
+    INCONSISTENT_TOPIC_ID = 103
     INCONSISTENT_CLUSTER_ID = 104
+    FETCH_SESSION_TOPIC_ID_ERROR = 106
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
     INVALID_VOTER_KEY = 125
@@ -76,6 +99,46 @@ DEFAULT_MESSAGES: Mapping[Errors, str] = MappingProxyType({
         "The broker did not attempt to execute this operation. This may happen for batched "
         "RPCs where some operations in the batch failed, causing the broker to respond "
         "without trying the rest.",
+    Errors.OFFSET_OUT_OF_RANGE:
+        "The requested offset is not within the range of offsets maintained by the server.",
+    Errors.CORRUPT_MESSAGE:
+        "This message has failed its CRC checksum, exceeds the valid size, has a null key for "
+        "a compacted topic, or is otherwise corrupt.",
+    Errors.LEADER_NOT_AVAILABLE:
+        "There is no leader for this topic-partition as we are in the middle of a leadership "
+        "election.",
+    Errors.NOT_LEADER_OR_FOLLOWER: "For requests intended only for the leader, this error "
+        "indicates that the broker is not the current leader. For requests intended for any "
+        "replica, this error indicates that the broker is not a replica of the topic partition.",
+    Errors.REQUEST_TIMED_OUT: "The request timed out.",
+    Errors.MESSAGE_TOO_LARGE:
+        "The request included a message larger than the max message size the server will "
+        "accept.",
+    Errors.RECORD_BATCH_TOO_LARGE:
+        "The request included message batch larger than the configured segment size on the "
+        "server.",
+    Errors.NOT_ENOUGH_REPLICAS:
+        "Messages are rejected since there are fewer in-sync replicas than required.",
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+        "Messages are written to the log, but to fewer in-sync replicas than required.",
+    Errors.INVALID_REQUIRED_ACKS: "Produce request specified an invalid value for required acks.",
+    Errors.INVALID_TIMESTAMP: "The timestamp of the message is out of acceptable range.",
+    Errors.UNSUPPORTED_VERSION: "The version of API is not supported.",
+    Errors.OUT_OF_ORDER_SEQUENCE_NUMBER: "The broker received an out of order sequence number.",
+    Errors.INVALID_PRODUCER_EPOCH:
+        "Producer attempted to produce with an old epoch.",
+    Errors.UNKNOWN_LEADER_EPOCH: "The leader epoch in the request is newer than the epoch on "
+        "the broker.",
+    Errors.LISTENER_NOT_FOUND: "There is no listener on the leader broker that matches the "
+        "listener on which metadata request was processed.",
+    Errors.UNSUPPORTED_COMPRESSION_TYPE:
+        "The requesting client does not support the compression type of given partition.",
+    Errors.OFFSET_NOT_AVAILABLE: "The leader high watermark has not caught up from a recent "
+        "leader election so the offsets cannot be guaranteed to be monotonically increasing.",
+    Errors.INVALID_RECORD: "This record has failed the validation on broker and hence will be "
+        "rejected.",
+    Errors.INCONSISTENT_TOPIC_ID: "The log's topic ID did not match the topic ID in the request.",
+    Errors.KAFKA_STORAGE_ERROR: "Disk error when trying to access log file on the disk.",
     Errors.TOPIC_DELETION_DISABLED: "Topic deletion is disabled.",
     Errors.FENCED_LEADER_EPOCH:
         "The leader epoch in the request is older than the epoch on the broker.",
