@@ -463,6 +463,66 @@ INITIAL_BROKER_REGISTRATION_TIMEOUT_MS = _define_int(
     "How long a starting broker keeps trying to register with the active controller before "
     "it gives up and exits.",
 )
+GRPC_LISTENER_NAMES: ConfigKey[tuple[str, ...] | None] = _define(
+    "grpc.listener.names", ConfigType.LIST, None, _parse_listener_names,
+    "Broker listeners that serve this project's gRPC services (the broker metadata service, "
+    "the Admin API that kraft-admin uses, DescribeQuorum) instead of Kafka's wire protocol. "
+    "Every other broker listener speaks Kafka's protocol to Kafka clients and other brokers.",
+    valid_values="listener names",
+)
+INTER_BROKER_LISTENER_NAME: ConfigKey[str | None] = _define(
+    "inter.broker.listener.name", ConfigType.STRING, None,
+    lambda raw: _listener_name(raw.strip(), raw),
+    "The Kafka-protocol listener brokers use to replicate from each other; defaults to the "
+    "first broker listener that is not a gRPC listener.",
+    valid_values="a listener name",
+)
+REPLICA_LAG_TIME_MAX_MS = _define_int(
+    "replica.lag.time.max.ms", 30000, 1,
+    "A follower that has not caught up to the leader's log end within this long leaves the "
+    "ISR; it rejoins once it holds everything below the high watermark.",
+)
+REPLICA_FETCH_MAX_BYTES = _define_int(
+    "replica.fetch.max.bytes", 1048576, 0,
+    "Bytes a follower asks per partition in one fetch (the first batch comes whole anyway).",
+)
+REPLICA_FETCH_RESPONSE_MAX_BYTES = _define_int(
+    "replica.fetch.response.max.bytes", 10485760, 0,
+    "Bytes a follower asks for in one fetch across all its partitions.",
+)
+REPLICA_FETCH_WAIT_MAX_MS = _define_int(
+    "replica.fetch.wait.max.ms", 500, 0,
+    "How long a follower's fetch may wait at the leader for new records.",
+)
+REPLICA_FETCH_BACKOFF_MS = _define_int(
+    "replica.fetch.backoff.ms", 1000, 0,
+    "Pause before a follower retries a leader it could not reach or that refused a "
+    "partition with an error other than a pending leadership change.",
+)
+FETCH_MAX_BYTES = _define_int(
+    "fetch.max.bytes", 57671680, 1024,
+    "The most bytes a broker returns for one Fetch request (a first batch larger than this "
+    "still comes whole).",
+)
+SOCKET_REQUEST_MAX_BYTES = _define_int(
+    "socket.request.max.bytes", 104857600, 1,
+    "A Kafka request larger than this closes its connection.",
+)
+LOG_RETENTION_CHECK_INTERVAL_MS = _define_int(
+    "log.retention.check.interval.ms", 300000, 1,
+    "How often a broker deletes partition log segments past retention.ms or retention.bytes.",
+    hi=LONG_MAX,
+)
+REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = _define_int(
+    "replica.high.watermark.checkpoint.interval.ms", 5000, 1,
+    "How often a broker writes every partition's high watermark to "
+    "replication-offset-checkpoint.",
+    hi=LONG_MAX,
+)
+LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS = _define_int(
+    "log.flush.offset.checkpoint.interval.ms", 60000, 0,
+    "How often a broker writes the recovery point of every partition log.",
+)
 BROKER_RACK: ConfigKey[str | None] = _define(
     "broker.rack", ConfigType.STRING, None, _parse_rack,
     "The rack of this broker, used by the controller's rack-aware replica placement.",
@@ -656,6 +716,18 @@ class NodeConfig:
     broker_heartbeat_interval_ms = BROKER_HEARTBEAT_INTERVAL_MS
     initial_broker_registration_timeout_ms = INITIAL_BROKER_REGISTRATION_TIMEOUT_MS
     broker_rack = BROKER_RACK
+    grpc_listener_names = GRPC_LISTENER_NAMES
+    inter_broker_listener_name_setting = INTER_BROKER_LISTENER_NAME
+    replica_lag_time_max_ms = REPLICA_LAG_TIME_MAX_MS
+    replica_fetch_max_bytes = REPLICA_FETCH_MAX_BYTES
+    replica_fetch_response_max_bytes = REPLICA_FETCH_RESPONSE_MAX_BYTES
+    replica_fetch_wait_max_ms = REPLICA_FETCH_WAIT_MAX_MS
+    replica_fetch_backoff_ms = REPLICA_FETCH_BACKOFF_MS
+    fetch_max_bytes = FETCH_MAX_BYTES
+    socket_request_max_bytes = SOCKET_REQUEST_MAX_BYTES
+    log_retention_check_interval_ms = LOG_RETENTION_CHECK_INTERVAL_MS
+    replica_high_watermark_checkpoint_interval_ms = REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS
+    log_flush_offset_checkpoint_interval_ms = LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS
     metadata_max_idle_interval_ms = METADATA_MAX_IDLE_INTERVAL_MS
     metadata_max_retention_bytes = METADATA_MAX_RETENTION_BYTES
     metadata_max_retention_ms = METADATA_MAX_RETENTION_MS
@@ -673,6 +745,17 @@ class NodeConfig:
     super_users = SUPER_USERS
     authorizer_acl_file = AUTHORIZER_ACL_FILE
     allow_everyone_if_no_acl_found = ALLOW_EVERYONE_IF_NO_ACL_FOUND
+
+    @property
+    def kafka_listener_names(self) -> tuple[str, ...]:
+        """Broker listeners speaking Kafka's protocol: neither controller nor gRPC ones."""
+        skip = {*self.controller_listener_names, *(self.grpc_listener_names or ())}
+        return tuple(name for name in self.listeners if name not in skip)
+
+    @property
+    def inter_broker_listener_name(self) -> str | None:
+        names = self.kafka_listener_names
+        return self.inter_broker_listener_name_setting or (names[0] if names else None)
 
     @property
     def is_controller(self) -> bool:
@@ -851,6 +934,7 @@ class _Validator:
         self.check_node_id()
         self.check_quorum()
         self.check_listeners()
+        self.check_broker_listeners()
         advertised = self.advertised_listeners()
         self.check_security_protocols()
         self.check_voter_address()
@@ -950,6 +1034,35 @@ class _Validator:
                         f"controller.quorum.voters; remove {self.listeners[name]} from listeners.",
                         "listeners",
                     )
+
+    def check_broker_listeners(self) -> None:
+        grpc_names: tuple[str, ...] = self.values["grpc.listener.names"] or ()
+        for name in grpc_names:
+            if name not in self.listeners or name in self.controller_names:
+                raise self.fail(
+                    f"The gRPC listener name {name} from grpc.listener.names must be a broker "
+                    f"listener: add {name}://host:port to listeners (and not to "
+                    "controller.listener.names).",
+                    "grpc.listener.names",
+                )
+        if ROLE_BROKER not in self.roles:
+            return
+        kafka = [n for n in self.listeners
+                 if n not in self.controller_names and n not in grpc_names]
+        inter_broker: str | None = self.values["inter.broker.listener.name"]
+        if inter_broker is not None and inter_broker not in kafka:
+            raise self.fail(
+                f"inter.broker.listener.name={inter_broker} must name one of this broker's "
+                f"Kafka-protocol listeners ({', '.join(kafka) or 'none'}).",
+                "inter.broker.listener.name",
+            )
+        if not kafka:
+            raise self.fail(
+                "A broker needs a Kafka-protocol listener for clients and replication: add "
+                "e.g. PLAINTEXT://host:9092 to listeners (listeners named in "
+                "grpc.listener.names serve gRPC only).",
+                "listeners",
+            )
 
     def advertised_listeners(self) -> dict[str, Listener]:
         explicit: dict[str, Listener] | None = self.values["advertised.listeners"]
