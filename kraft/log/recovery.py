@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 
 from kraft.log.codec import ByteSource, is_torn_tail
 
@@ -38,6 +39,8 @@ def damage_is_torn_tail(
     next_offset: int,
     recovery_point: int | None,
     last_segment: bool,
+    looks_torn: Callable[[ByteSource, int], bool] = is_torn_tail,
+    rolls_unsynced: bool = False,
 ) -> bool:
     """Whether a bad frame at byte `position` of `data` (a segment's bytes) is a torn tail to
     cut (True) or damage to refuse (False). `next_offset` is where the valid batches before
@@ -50,13 +53,17 @@ def damage_is_torn_tail(
       followed by written bytes, a bad CRC, garbage). Damage before it is refused.
     * Without one (no checkpoint file: the first start after an upgrade, or an unreadable
       one), only damage that looks like an interrupted write is cut: a frame that runs past
-      the end of the file, the last frame, or a frame followed by nothing but zeros.
+      the end of the file, the last frame, or a frame followed by nothing but zeros
+      (`looks_torn`, the batch format's test).
+    * `rolls_unsynced` (a write-through log, whose old segment is synced after the roll, not
+      before it, as Kafka does): damage past the recovery point may lie in any segment; the
+      caller cuts there and deletes every later segment.
     """
     if not last_segment:
-        return False
+        return rolls_unsynced and recovery_point is not None and next_offset >= recovery_point
     if recovery_point is not None:
         return next_offset >= recovery_point
-    return is_torn_tail(data, position)
+    return looks_torn(data, position)
 
 
 def recovery_point_path(directory: str) -> str:

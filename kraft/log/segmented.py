@@ -10,6 +10,15 @@ Three invariants keep reads and the worker thread apart:
 * the read cache is a suffix of the log that holds at least every unflushed batch, so data
   that is pending or in a running job is served from memory, never from a file being written;
 * only batches below `flushed_offset` are evicted from the cache and read with os.pread.
+
+The log is parameterized by a batch format (kraft/log/batch_format.py): the Raft log's own
+batches by default, Kafka's record batches for a broker's partition logs. A partition log runs
+in write-through mode, as Kafka's log does: every append, truncation and segment change is
+performed on the files at once, on the caller's thread (a write into the page cache, no
+fsync), and a flush job only fdatasyncs what changed since the previous job and raises the
+recovery point. In that mode everything in the log is in its files, so the read cache is a
+plain cache and recovery accepts a torn tail in any segment past the recovery point (an old
+segment is synced after its roll, not before).
 """
 
 from __future__ import annotations
@@ -19,21 +28,18 @@ import logging
 import mmap
 import os
 import re
+import threading
 import time
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kraft.log._common import check_follower_batches, fsync_dir, select_batches
 from kraft.log.base import Batch, CorruptRecordError, FlushJob, LogAppendError, OffsetAndEpoch
-from kraft.log.codec import (
-    BatchHeader,
-    decode_batches,
-    encode_batch,
-    scan_batches,
-    scan_prefix,
-)
+from kraft.log.batch_format import KRAFT_FORMAT, BatchFormat, scan_all
+from kraft.log.codec import BatchHeader, decode_batches, encode_batch
 from kraft.log.epoch_cache import EpochCache
 from kraft.log.recovery import (
     damage_is_torn_tail,
@@ -79,6 +85,15 @@ def list_segments(directory: str | os.PathLike[str]) -> list[tuple[int, str]]:
             found.append((int(match.group(1)), os.path.join(directory, name)))
     found.sort()
     return found
+
+
+class SegmentView(NamedTuple):
+    """A segment as callers see it: offsets [base_offset, end_offset), bytes in its file."""
+
+    base_offset: int
+    end_offset: int
+    size: int
+    path: str
 
 
 class _Segment:
@@ -131,10 +146,13 @@ class _RecoveryPoint:
     """The log's recovery-point checkpoint file and the value it holds on disk. Only the open
     path, the flush job (one at a time) and close write it, never two at once."""
 
-    __slots__ = ("dir_fd", "directory", "interval_s", "value", "warned", "writes",
+    __slots__ = ("dir_fd", "directory", "interval_s", "lock", "value", "warned", "writes",
                  "written_at")
 
     def __init__(self, directory: str, dir_fd: int, interval_ms: int) -> None:
+        # A write-through log lowers the checkpoint on the caller's thread while a job may be
+        # raising it in a worker: the lock orders the two.
+        self.lock = threading.Lock()
         self.directory = directory
         self.dir_fd = dir_fd
         self.interval_s = interval_ms / 1000
@@ -177,7 +195,7 @@ class SegmentFlushJob:
     that fails because the disk is full (`retryable`) may be run again: it resumes at the
     operation that failed and still syncs everything the job touched."""
 
-    __slots__ = ("_cut_to", "_dir_dirty", "_dir_fd", "_dirty", "_done_ops", "_faults",
+    __slots__ = ("_cap", "_cut_to", "_dir_dirty", "_dir_fd", "_dirty", "_done_ops", "_faults",
                  "_fsync_failed", "_ops", "_raise_recovery_point", "_recovery_point",
                  "_truncated", "actions", "bytes_written", "done", "end_offset", "error",
                  "retryable", "running", "syncs")
@@ -206,6 +224,18 @@ class SegmentFlushJob:
         self._truncated: set[int] = set()  # fds cut since the last barrier
         self._dir_dirty = False
         self._fsync_failed = False
+        self._cap = end_offset  # a write-through truncation during the run lowers it
+
+    def sync_also(self, fds: dict[int, None], directory: bool) -> None:
+        """Files (and the directory) written through before the job began: its barrier
+        fdatasyncs them (a write-through log's job has no operations of its own)."""
+        self._dirty.update(fds)
+        self._dir_dirty = self._dir_dirty or directory
+
+    def cap_recovery_point(self, offset: int) -> None:
+        """The log was cut to `offset` on the caller's thread while this job was in flight:
+        never raise the recovery point past it. Call with the recovery point's lock held."""
+        self._cap = min(self._cap, offset)
 
     def run(self) -> None:
         """Write, truncate, create and delete in queue order; then fdatasync each touched file
@@ -247,7 +277,8 @@ class SegmentFlushJob:
             self._done_ops = index + 1
         self._barrier()
         if recovery_point is not None and self._raise_recovery_point:
-            recovery_point.raise_to(self.end_offset)
+            with recovery_point.lock:
+                recovery_point.raise_to(min(self.end_offset, self._cap))
 
     def _barrier(self) -> None:
         """fdatasync every file changed since the last barrier, then the directory if a file
@@ -305,18 +336,25 @@ class SegmentFlushJob:
             self._dir_dirty = True
 
     def _write(self, fd: int, buffers: list[bytes], position: int) -> None:
-        for start in range(0, len(buffers), _IOV_MAX):
-            chunk = buffers[start : start + _IOV_MAX]
-            want = sum(map(len, chunk))
-            done = os.pwritev(fd, chunk, position)
-            if done < want:  # short write (rare on regular files): finish with pwrite
-                rest = memoryview(b"".join(chunk))[done:]
-                while rest:
-                    written = os.pwrite(fd, rest, position + done)
-                    rest = rest[written:]
-                    done += written
-            position += want
-            self.bytes_written += want
+        self.bytes_written += write_buffers(fd, buffers, position)
+
+
+def write_buffers(fd: int, buffers: list[bytes], position: int) -> int:
+    """pwritev `buffers` at `position`, finishing short writes; return the bytes written."""
+    total = 0
+    for start in range(0, len(buffers), _IOV_MAX):
+        chunk = buffers[start : start + _IOV_MAX]
+        want = sum(map(len, chunk))
+        done = os.pwritev(fd, chunk, position)
+        if done < want:  # short write (rare on regular files): finish with pwrite
+            rest = memoryview(b"".join(chunk))[done:]
+            while rest:
+                written = os.pwrite(fd, rest, position + done)
+                rest = rest[written:]
+                done += written
+        position += want
+        total += want
+    return total
 
 
 class SegmentedLog:
@@ -328,14 +366,24 @@ class SegmentedLog:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         recovery_point_interval_ms: int = DEFAULT_RECOVERY_POINT_INTERVAL_MS,
+        batch_format: BatchFormat = KRAFT_FORMAT,
+        write_through: bool = False,
     ) -> None:
         """Open (or create) the log in `directory`, verifying every batch CRC. A torn tail of
         the last segment is cut (damage at or past the recovery point; without one, damage
         that looks like an interrupted write); any other damage raises CorruptRecordError.
         Flush jobs raise the recovery point at most once per `recovery_point_interval_ms`
-        (0: every job)."""
+        (0: every job). `batch_format` frames the batches (kraft's by default);
+        `write_through` performs file changes at once (see the module docstring)."""
         if segment_bytes < 1 or cache_bytes < 0:
             raise ValueError("segment_bytes must be positive and cache_bytes not negative")
+        self._format = batch_format
+        self._write_through = write_through
+        # Write-through bookkeeping: files changed since the last job began, and descriptors
+        # of deleted segments a job in flight may still sync (closed when it completes).
+        self._unsynced: dict[int, None] = {}
+        self._unsynced_dir = False
+        self._deferred_close: list[int] = []
         self._directory = os.fspath(directory)
         self._segment_bytes = segment_bytes
         self._cache_bytes = cache_bytes
@@ -369,8 +417,19 @@ class SegmentedLog:
         )
         try:
             recovery_point = read_recovery_point(self._directory)
-            for index, (base, path) in enumerate(entries := list_segments(self._directory)):
-                self._load_segment(base, path, index == len(entries) - 1, recovery_point)
+            entries = list_segments(self._directory)
+            for index, (base, path) in enumerate(entries):
+                last = index == len(entries) - 1
+                if self._segments and base != self._end_offset and self._torn_past(
+                    recovery_point
+                ):
+                    # A write-through log lost the end of an unsynced segment: what follows
+                    # was never durable either.
+                    self._delete_unsynced(entries[index:], recovery_point)
+                    break
+                if not self._load_segment(base, path, last, recovery_point):
+                    self._delete_unsynced(entries[index + 1 :], recovery_point)
+                    break
             # Every segment is synced now: all of it is durable, whatever the file said.
             self._recovery_point.value = recovery_point
             if recovery_point != self._end_offset:
@@ -382,7 +441,24 @@ class SegmentedLog:
 
     # -- recovery --------------------------------------------------------------------------
 
-    def _load_segment(self, base: int, path: str, last: bool, recovery_point: int | None) -> None:
+    def _torn_past(self, recovery_point: int | None) -> bool:
+        """Whether damage where the log now ends may be cut (write-through logs only)."""
+        return (
+            self._write_through and recovery_point is not None
+            and self._end_offset >= recovery_point
+        )
+
+    def _delete_unsynced(self, entries: list[tuple[int, str]], recovery_point: int | None) -> None:
+        for _, path in entries:
+            os.unlink(path)
+            logger.warning("deleted %s: it follows damage past the recovery point %s", path,
+                           recovery_point)
+        if entries:
+            os.fsync(self._dir_fd)
+
+    def _load_segment(self, base: int, path: str, last: bool, recovery_point: int | None) -> bool:
+        """Index one segment file; False when its tail was cut before the last segment, so
+        that every later segment goes."""
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         segment = _Segment(base, path, fd)
         self._segments.append(segment)  # now owned: closed by _close_fds on failure
@@ -403,10 +479,13 @@ class SegmentedLog:
         stop = 0
         if size:
             with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped:
-                headers, stop, error = scan_prefix(mapped, path)
+                headers, stop, error = self._format.scan_prefix(mapped, path)
                 if error is not None:
                     reached = headers[-1].next_offset if headers else base
-                    torn = damage_is_torn_tail(mapped, stop, reached, recovery_point, last)
+                    torn = damage_is_torn_tail(
+                        mapped, stop, reached, recovery_point, last, self._format.is_torn_tail,
+                        self._write_through,
+                    )
         expected = base
         epoch = self._epoch_cache.last_epoch
         for header in headers:
@@ -442,14 +521,18 @@ class SegmentedLog:
                 "none" if recovery_point is None else recovery_point, error.reason,
             )
             size = stop
-        if not headers and not last:
-            raise CorruptRecordError("empty segment before the last one", 0, path)
+        cut_before_last = error is not None and not last
+        if not headers and not last and not cut_before_last:
+            if not self._torn_past(recovery_point):
+                raise CorruptRecordError("empty segment before the last one", 0, path)
+            cut_before_last = True  # a write-through roll whose data never reached the disk
         # What a crashed process left in the page cache is made durable before we count it.
         os.fdatasync(fd)
         segment.bases = array("q", [h.base_offset for h in headers])
         segment.positions = array("q", [h.position for h in headers])
         segment.size = size
         self._end_offset = expected
+        return not cut_before_last
 
     # -- the core's view -------------------------------------------------------------------
 
@@ -492,16 +575,19 @@ class SegmentedLog:
     def append_as_leader(
         self, records: Sequence[bytes], epoch: int, timestamp_ms: int, control: bool = False
     ) -> int:
-        """Encode and append one batch at end_offset; return its base offset. No syscall."""
+        """Encode and append one batch at end_offset; return its base offset. No syscall
+        (kraft's format only)."""
         if not records:
             raise ValueError("cannot append an empty batch")
         self._check_open()
+        self._check_kraft_format()
         last = self.last_epoch
         if epoch < last:
             raise LogAppendError(f"epoch {epoch} is below the last epoch {last}")
         base = self._end_offset
         blob = encode_batch(base, epoch, records, timestamp_ms, control)
         self._push(base, epoch, blob, base + len(records))
+        self._apply_now()
         return base
 
     def append_as_follower(self, data: bytes) -> int:
@@ -510,15 +596,23 @@ class SegmentedLog:
         self._check_open()
         if not isinstance(data, bytes):
             data = bytes(data)
-        headers = scan_batches(data)
-        count = check_follower_batches(headers, self._end_offset, self.last_epoch)
+        return self.append_verified(data, scan_all(self._format, data))
+
+    def append_verified(self, data: bytes, headers: Sequence[BatchHeader]) -> int:
+        """Append batches `data` whose frames and CRCs the caller already checked with this
+        log's format (`headers`, positions relative to `data`): the CRC is computed once per
+        batch. Offsets must continue the log and epochs not go back (LogAppendError); return
+        the number of offsets appended."""
+        self._check_open()
+        count = check_follower_batches(list(headers), self._end_offset, self.last_epoch)
         push = self._push
-        if len(headers) == 1:
+        if len(headers) == 1 and headers[0].size == len(data):
             base, epoch, records, _, _, _, _ = headers[0]
             push(base, epoch, data, base + records)
         else:
             for base, epoch, records, position, size, _, _ in headers:
                 push(base, epoch, data[position : position + size], base + records)
+        self._apply_now()
         return count
 
     def _push(self, base: int, epoch: int, blob: bytes, next_offset: int) -> None:
@@ -546,6 +640,53 @@ class SegmentedLog:
         self._end_offset = next_offset
         if self._cache_held > self._cache_bytes:
             self._evict()
+
+    def roll(self) -> None:
+        """Start a new, empty segment at end_offset now (unless the last one is empty): a roll
+        by time, or before retention deletes every segment."""
+        self._check_open()
+        if self._segments and self._segments[-1].size == 0:
+            return
+        self._roll(self._end_offset)
+        self._apply_now()
+
+    @property
+    def active_segment_base(self) -> int | None:
+        """Base offset of the segment appends go to (None before the first)."""
+        return self._segments[-1].base_offset if self._segments else None
+
+    def segments(self) -> list[SegmentView]:
+        """Every segment still part of the log, oldest first."""
+        views = []
+        count = len(self._segments)
+        for index, segment in enumerate(self._segments):
+            end = (
+                self._segments[index + 1].base_offset if index + 1 < count else self._end_offset
+            )
+            views.append(SegmentView(segment.base_offset, end, segment.size, segment.path))
+        return views
+
+    def batch_prefixes(self, start: int, length: int) -> Iterator[tuple[int, bytes]]:
+        """(base offset, first `length` bytes) of every batch from the one containing `start`
+        to the end: header scans (timestamps, producer ids) without reading whole batches.
+        The log must not change while the iterator is in use."""
+        self._check_open()
+        if start >= self._end_offset:
+            return
+        cache_start = self._cache_start()
+        index = max(bisect_right(self._segment_bases, start) - 1, 0)
+        for segment in self._segments[index:]:
+            bases = segment.bases
+            first = max(bisect_right(bases, start) - 1, 0)
+            for i in range(first, len(bases)):
+                base = bases[i]
+                if base >= cache_start:
+                    break
+                yield base, self._pread(segment, segment.positions[i], length)
+        head = self._cache_head
+        first_cached = max(bisect_right(self._cache_bases, start, head) - 1, head)
+        for i in range(first_cached, len(self._cache_bases)):
+            yield self._cache_bases[i], self._cache_blobs[i][:length]
 
     def _roll(self, base: int) -> _Segment:
         segment = _Segment(base, segment_path(self._directory, base), None)
@@ -582,10 +723,65 @@ class SegmentedLog:
         self._flushed = min(self._flushed, offset)
         self._job_min_end = min(self._job_min_end, offset)
         self._truncate_cache(offset)
+        self._apply_now()
 
     def _note_cut(self, offset: int) -> None:
-        """The next job cuts the log to `offset`: it lowers the recovery point first."""
-        self._cut_to = offset if self._cut_to is None else min(self._cut_to, offset)
+        """The next job cuts the log to `offset`: it lowers the recovery point first. A
+        write-through log cuts its files at once, so it lowers the recovery point now (and
+        stops a job in flight from raising it past the cut)."""
+        if not self._write_through:
+            self._cut_to = offset if self._cut_to is None else min(self._cut_to, offset)
+            return
+        recovery_point = self._recovery_point
+        with recovery_point.lock:
+            if self._job is not None:
+                self._job.cap_recovery_point(offset)
+            recovery_point.lower(offset)
+
+    def _apply_now(self) -> None:
+        """Write-through: perform the queued file operations on this thread, without fsync;
+        the next flush job syncs what they touched."""
+        if not self._write_through or not self._ops:
+            return
+        ops = self._ops
+        self._ops = []
+        try:
+            for op in ops:
+                self._perform_now(op)
+        except OSError as exc:
+            # The view already holds what the files lack: nothing written since may be trusted
+            # (Kafka takes the log directory offline for the same reason).
+            self._failed = exc
+            raise
+
+    def _perform_now(self, op: _Op) -> None:
+        segment = op.segment
+        if op.kind == _WRITE:
+            assert segment.fd is not None, segment.path
+            if self.faults.disk_full:
+                raise OSError(errno.ENOSPC, "No space left on device (injected fault)")
+            write_buffers(segment.fd, op.buffers, op.position)
+            self._unsynced[segment.fd] = None
+        elif op.kind == _TRUNCATE:
+            assert segment.fd is not None, segment.path
+            os.ftruncate(segment.fd, op.position)
+            self._unsynced[segment.fd] = None
+        elif op.kind == _DELETE:
+            if segment.fd is not None:
+                self._unsynced.pop(segment.fd, None)
+                if self._job is not None:  # the job may be syncing it right now
+                    self._deferred_close.append(segment.fd)
+                else:
+                    os.close(segment.fd)
+                segment.fd = None
+            os.unlink(segment.path)
+            self._unsynced_dir = True
+        else:
+            segment.fd = os.open(
+                segment.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644
+            )
+            segment.create_queued = False
+            self._unsynced_dir = True
 
     def _drop_segment(self, segment: _Segment) -> None:
         # Its queued writes are pointless; a file not yet created needs no DELETE either.
@@ -637,7 +833,9 @@ class SegmentedLog:
             if offset == self._start_offset:
                 self._start_epoch = epoch
             return
-        if offset > self._flushed:
+        # A write-through log's files hold everything: any offset up to the end will do.
+        limit = self._end_offset if self._write_through else self._flushed
+        if offset > limit:
             raise ValueError(
                 f"cannot start the log at {offset}, beyond what is flushed ({self._flushed})"
             )
@@ -655,6 +853,7 @@ class SegmentedLog:
         self._epoch_cache.truncate_before(offset)
         self._start_offset = offset
         self._start_epoch = epoch
+        self._apply_now()
 
     def reset_to(self, offset: int, epoch: int) -> None:
         """Drop every record and restart empty at `offset` (a loaded snapshot replaces them).
@@ -676,6 +875,7 @@ class SegmentedLog:
         self._cache_positions = []
         self._cache_blobs = []
         self._cache_head = self._cache_end = self._cache_held = 0
+        self._apply_now()
 
     def read(self, offset: int, max_bytes: int, max_offset: int) -> bytes:
         """Encoded batches from the one containing `offset` (see ReplicatedLog.read)."""
@@ -690,8 +890,10 @@ class SegmentedLog:
         return b"".join(part[0] for part in parts)
 
     def batches(self, start: int, end: int) -> Iterator[Batch]:
-        """Decoded batches covering offsets [start, end), read in chunks of about 1 MiB."""
+        """Decoded batches covering offsets [start, end), read in chunks of about 1 MiB
+        (kraft's format only)."""
         self._check_open()
+        self._check_kraft_format()
         if start < self._start_offset:
             raise ValueError(f"offset {start} is below the log start {self._start_offset}")
         offset = start
@@ -782,7 +984,7 @@ class SegmentedLog:
         head = self._cache_head
         while self._cache_held > self._cache_bytes and head < count:
             next_offset = bases[head + 1] if head + 1 < count else self._end_offset
-            if next_offset > self._flushed:
+            if next_offset > self._flushed and not self._write_through:
                 break
             self._cache_held -= len(blobs[head])
             blobs[head] = b""  # free the bytes now; the slot goes at the next compaction
@@ -812,7 +1014,7 @@ class SegmentedLog:
             )
         if self._job is not None:
             raise RuntimeError("a flush job is already in flight")
-        if not self._ops and not self._actions:
+        if not (self._ops or self._actions or self._unsynced or self._unsynced_dir):
             return None
         ops = self._ops
         self._ops = []
@@ -823,6 +1025,10 @@ class SegmentedLog:
             ops, self._dir_fd, self._end_offset, self.faults, self._recovery_point,
             self._cut_to, self._recovery_point.due(self._end_offset), self._actions,
         )
+        if self._write_through:
+            self._job.sync_also(self._unsynced, self._unsynced_dir)
+            self._unsynced = {}
+            self._unsynced_dir = False
         self._cut_to = None
         self._actions = []
         self._job_min_end = self._end_offset
@@ -843,6 +1049,7 @@ class SegmentedLog:
         if not job.done:
             raise RuntimeError("complete_flush before the job ran")
         self._job = None
+        self._close_deferred()
         self._flushed = max(self._flushed, min(job.end_offset, self._job_min_end))
         if self._cache_held > self._cache_bytes:
             self._evict()
@@ -889,6 +1096,7 @@ class SegmentedLog:
             raise RuntimeError("cannot close while a flush job is running")
         if (
             self._job is None and not self._ops and self._failed is None
+            and not self._unsynced and not self._unsynced_dir
             and self._recovery_point.value != self._end_offset
         ):
             try:
@@ -899,7 +1107,13 @@ class SegmentedLog:
         self._close_fds()
         self._closed = True
 
+    def _close_deferred(self) -> None:
+        for fd in self._deferred_close:
+            os.close(fd)
+        self._deferred_close = []
+
     def _close_fds(self) -> None:
+        self._close_deferred()
         queued = self._ops + (self._job._ops if self._job is not None else [])
         doomed = [op.segment for op in queued if op.kind == _DELETE]
         for segment in [*self._segments, *doomed]:
@@ -909,9 +1123,17 @@ class SegmentedLog:
         self._ops = []
         os.close(self._dir_fd)
 
+    def _check_kraft_format(self) -> None:
+        if self._format is not KRAFT_FORMAT:
+            raise TypeError(f"a log of {self._format.name} batches is appended to and read as "
+                            "encoded batches only")
+
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"the log in {self._directory} is closed")
+        if self._write_through and self._failed is not None:
+            raise RuntimeError(f"a write to the log in {self._directory} failed; it cannot be "
+                               "trusted") from self._failed
 
     def __repr__(self) -> str:
         return (
