@@ -63,6 +63,14 @@ class RegistrationError(Exception):
     """The broker could not register (a refusal that retrying cannot fix, or a timeout)."""
 
 
+class ControllerRefusedError(Exception):
+    """The active controller answered a request with an error retrying cannot fix."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"{error_name(code)}: {message}")
+        self.code = code
+
+
 @dataclass(frozen=True)
 class AdvertisedListener:
     name: str
@@ -147,6 +155,39 @@ class BrokerLifecycleManager:
             return response
         except RetryError as exc:
             raise ConnectionError(str(exc.last_attempt.exception())) from None
+
+    async def allocate_producer_ids(self, timeout_s: float = 30.0) -> tuple[int, int]:
+        """A block of cluster-unique producer ids from the active controller (Kafka's
+        AllocateProducerIds): (first id, count). Retried with backoff, for at most `timeout_s`,
+        across controller failovers and while this broker is not (re)registered: the request
+        carries the broker epoch of each attempt. ConnectionError when it gives up,
+        ControllerRefusedError for any other refusal."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(_Retry),
+            wait=wait_exponential_jitter(multiplier=0.02, max=1.0, jitter=0.02),
+            stop=stop_after_delay(timeout_s),
+            reraise=False,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    if self.broker_epoch < 0:
+                        raise _Retry(f"broker {self.broker_id} is not registered yet")
+                    request = pb.AllocateProducerIdsRequest(
+                        broker_id=self.broker_id, broker_epoch=self.broker_epoch)
+                    reply: pb.AllocateProducerIdsResponse = await self._call_once(
+                        "AllocateProducerIds", request, (Errors.STALE_BROKER_EPOCH,))
+        except RetryError as exc:
+            raise ConnectionError(
+                f"no producer ids within {timeout_s:.0f} s: "
+                f"{exc.last_attempt.exception()}") from None
+        if reply.error_code != 0:
+            raise ControllerRefusedError(reply.error_code, reply.error_message)
+        if reply.producer_id_start < 0 or reply.producer_id_len <= 0:
+            raise ControllerRefusedError(
+                Errors.UNKNOWN_SERVER_ERROR,
+                f"bad producer id block {reply.producer_id_start}+{reply.producer_id_len}")
+        return reply.producer_id_start, reply.producer_id_len
 
     async def close(self) -> None:
         if self.state is not BrokerState.SHUTTING_DOWN:

@@ -39,6 +39,7 @@ from metadata.delta import MetadataDelta
 from metadata.errors import ControllerApiError, ControllerResult
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.loader import LoaderManifest
+from metadata.producer_ids import ProducerIdsBlock, allocate_producer_ids
 from metadata.records import FeatureLevelRecord, NoOpRecord, Record, encode_record
 from metadata.replication import balance_partition_leaders, elect_unclean_leaders, fence_broker
 
@@ -191,6 +192,11 @@ class QuorumController:
             return result
 
         return await self.write(rule)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
+        """The next block of producer ids for a registered broker, once its record commits."""
+        return await self.write(functools.partial(
+            allocate_producer_ids, broker_id=broker_id, broker_epoch=broker_epoch))
 
     async def _fence_stale_brokers(self, epoch: int) -> None:
         """Fence brokers whose session expired, one per step (Kafka's maybeFenceOneStaleBroker)."""

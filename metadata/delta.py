@@ -22,6 +22,7 @@ from metadata.image import (
     MetadataImage,
     MetadataProvenance,
     PartitionRegistration,
+    ProducerIdsImage,
     TopicImage,
     mutable_copy,
 )
@@ -35,6 +36,7 @@ from metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
     RemoveTopicRecord,
@@ -95,6 +97,7 @@ class MetadataDelta:
         self._names: dict[str, str | None] = {}  # topic name -> id, overlaying the image
         self._configs: dict[ConfigResource, dict[str, str] | None] = {}
         self._replica_lists: dict[tuple[int, ...], tuple[int, ...]] = {}  # for interning
+        self._producer_ids: ProducerIdsImage | None = None
         self._replayers: dict[type, Callable[[Any, int], None]] = {
             RegisterBrokerRecord: self._replay_register_broker,
             UnregisterBrokerRecord: self._replay_unregister_broker,
@@ -105,6 +108,7 @@ class MetadataDelta:
             RemoveTopicRecord: self._replay_remove_topic,
             ConfigRecord: self._replay_config,
             FeatureLevelRecord: self._replay_feature_level,
+            ProducerIdsRecord: self._replay_producer_ids,
             NoOpRecord: _ignore,
         }
 
@@ -261,6 +265,17 @@ class MetadataDelta:
     def _replay_feature_level(self, record: FeatureLevelRecord, offset: int) -> None:
         self._features[record.name] = record.feature_level or _REMOVED
 
+    def _replay_producer_ids(self, record: ProducerIdsRecord, offset: int) -> None:
+        # Kafka's ProducerIdControlManager.replay: blocks only move forward, so no id is
+        # handed out twice.
+        current = (self._producer_ids or self.image.producer_ids).next_producer_id
+        if record.next_producer_id <= current:
+            raise MetadataReplayError(
+                record, offset, f"next producer id {record.next_producer_id} is not greater "
+                f"than the current next producer id {current}"
+            )
+        self._producer_ids = ProducerIdsImage(record.next_producer_id)
+
     # ---- building the next image ----
 
     def apply(self) -> MetadataImage:
@@ -279,6 +294,7 @@ class MetadataDelta:
                 resource: None if values is None else MappingProxyType(dict(values))
                 for resource, values in self._configs.items()
             }),
+            producer_ids=self._producer_ids or image.producer_ids,
         )
 
 

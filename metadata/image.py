@@ -340,12 +340,21 @@ class ClusterImage:
 
 
 @dataclass(frozen=True, slots=True)
+class ProducerIdsImage:
+    """Kafka's ProducerIdsImage: where the next block of producer ids starts (-1: no block
+    handed out yet, so the first starts at 0)."""
+
+    next_producer_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     provenance: MetadataProvenance = field(default_factory=MetadataProvenance)
     features: Mapping[str, int] = field(default_factory=_no_entries)
     cluster: ClusterImage = field(default_factory=ClusterImage)
     topics: TopicsImage = field(default_factory=TopicsImage)
     configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=_no_entries)
+    producer_ids: ProducerIdsImage = field(default_factory=ProducerIdsImage)
 
     # ---- topics and partitions ----
 

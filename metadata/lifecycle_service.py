@@ -1,7 +1,7 @@
-"""The BrokerLifecycle gRPC service on every controller: RegisterBroker, BrokerHeartbeat and
-AlterPartition, answered by the active controller. A standby answers NOT_CONTROLLER with the
-active controller's address; brokers follow it (they must talk to the active one anyway).
-Fields are validated here, before a rule sees them."""
+"""The BrokerLifecycle gRPC service on every controller: RegisterBroker, BrokerHeartbeat,
+AlterPartition and AllocateProducerIds, answered by the active controller. A standby answers
+NOT_CONTROLLER with the active controller's address; brokers follow it (they must talk to the
+active one anyway). Fields are validated here, before a rule sees them."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from kraft.errors import Errors
 from metadata.brokers import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from metadata.controller import NotControllerError, QuorumController
 from metadata.errors import ControllerApiError
+from metadata.producer_ids import ProducerIdsBlock
 from metadata.records import Endpoint, is_valid_uuid
 from metadata.replication import (
     AlterPartitionData,
@@ -163,6 +164,25 @@ class BrokerLifecycleServicer(rpc.BrokerLifecycleServicer):
             call, ok,
             lambda code, message, hint: pb.AlterPartitionResponse(
                 error_code=code, error_message=message, controller=hint),
+        )
+
+
+    async def AllocateProducerIds(
+        self, request: pb.AllocateProducerIdsRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> pb.AllocateProducerIdsResponse:
+        async def call() -> ProducerIdsBlock:
+            _check_id("broker_id", request.broker_id)
+            return await self.controller.allocate_producer_ids(
+                request.broker_id, request.broker_epoch)
+
+        return await self._answer(
+            call,
+            lambda block: pb.AllocateProducerIdsResponse(
+                producer_id_start=block.first_producer_id, producer_id_len=block.size),
+            lambda code, message, hint: pb.AllocateProducerIdsResponse(
+                error_code=code, error_message=message, producer_id_start=-1,
+                controller=hint),
         )
 
 

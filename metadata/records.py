@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError, Message
 
 from metadata._construct import positional_constructor
 from metadata.rpc import metadata_pb2 as pb
+from metadata.rpc import producer_ids_pb2 as producer_ids_pb
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
@@ -43,6 +44,7 @@ class MetadataRecordType(IntEnum):
     PARTITION_CHANGE_RECORD = 5
     REMOVE_TOPIC_RECORD = 9
     FEATURE_LEVEL_RECORD = 12
+    PRODUCER_IDS_RECORD = 15
     BROKER_REGISTRATION_CHANGE_RECORD = 17
     NO_OP_RECORD = 20
 
@@ -191,6 +193,16 @@ class BrokerRegistrationChangeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """A block of producer ids went to a broker; the next block starts at next_producer_id."""
+
+    record_type: ClassVar[MetadataRecordType] = MetadataRecordType.PRODUCER_IDS_RECORD
+    broker_id: int  # -1 in a snapshot
+    broker_epoch: int  # -1 in a snapshot
+    next_producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class NoOpRecord:
     record_type: ClassVar[MetadataRecordType] = MetadataRecordType.NO_OP_RECORD
 
@@ -205,6 +217,7 @@ Record = (
     | RemoveTopicRecord
     | FeatureLevelRecord
     | BrokerRegistrationChangeRecord
+    | ProducerIdsRecord
     | NoOpRecord
 )
 
@@ -260,6 +273,10 @@ def _validate_feature_level(record: FeatureLevelRecord) -> None:
 def _validate_registration_change(record: BrokerRegistrationChangeRecord) -> None:
     _check_allowed("fenced", record.fenced, (-1, 0, 1))
     _check_allowed("in_controlled_shutdown", record.in_controlled_shutdown, (0, 1))
+
+
+def _validate_producer_ids(record: ProducerIdsRecord) -> None:
+    _check_range("next_producer_id", record.next_producer_id, 0, 2**63 - 1)
 
 
 def _no_rules(record: Record) -> None:
@@ -469,6 +486,15 @@ _CODECS: dict[int, _Codec] = {
             _registration_change_from_pb,
             _validate_registration_change,
         ),
+        _Codec(
+            _T.PRODUCER_IDS_RECORD,
+            producer_ids_pb.ProducerIdsRecord,
+            lambda r: producer_ids_pb.ProducerIdsRecord(
+                broker_id=r.broker_id, broker_epoch=r.broker_epoch,
+                next_producer_id=r.next_producer_id),
+            lambda m: ProducerIdsRecord(m.broker_id, m.broker_epoch, m.next_producer_id),
+            _validate_producer_ids,
+        ),
         _Codec(_T.NO_OP_RECORD, pb.NoOpRecord, lambda r: pb.NoOpRecord(), lambda m: NoOpRecord()),
     )
 }
@@ -595,6 +621,9 @@ def _record_data_json(record: Record) -> dict[str, Any]:
             return {"name": record.name, "featureLevel": record.feature_level}
         case BrokerRegistrationChangeRecord():
             return _registration_change_json(record)
+        case ProducerIdsRecord():
+            return {"brokerId": record.broker_id, "brokerEpoch": record.broker_epoch,
+                    "nextProducerId": record.next_producer_id}
         case NoOpRecord():
             return {}
     raise TypeError(f"not a metadata record: {record!r}")

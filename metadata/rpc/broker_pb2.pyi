@@ -152,3 +152,25 @@ class AlterPartitionResponse(_message.Message):
     partitions: _containers.RepeatedCompositeFieldContainer[AlterPartitionResponse.PartitionResult]
     controller: ControllerHint
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[AlterPartitionResponse.PartitionResult, _Mapping]]] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ...) -> None: ...
+
+class AllocateProducerIdsRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class AllocateProducerIdsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "producer_id_start", "producer_id_len", "controller")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_START_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_LEN_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    producer_id_start: int
+    producer_id_len: int
+    controller: ControllerHint
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., producer_id_start: _Optional[int] = ..., producer_id_len: _Optional[int] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ...) -> None: ...

@@ -49,6 +49,11 @@ class BrokerLifecycleStub:
                 request_serializer=metadata_dot_rpc_dot_broker__pb2.AlterPartitionRequest.SerializeToString,
                 response_deserializer=metadata_dot_rpc_dot_broker__pb2.AlterPartitionResponse.FromString,
                 _registered_method=True)
+        self.AllocateProducerIds = channel.unary_unary(
+                '/kraft.broker.v1.BrokerLifecycle/AllocateProducerIds',
+                request_serializer=metadata_dot_rpc_dot_broker__pb2.AllocateProducerIdsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_broker__pb2.AllocateProducerIdsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerLifecycleServicer:
@@ -72,6 +77,12 @@ class BrokerLifecycleServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AllocateProducerIds(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerLifecycleServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +100,11 @@ def add_BrokerLifecycleServicer_to_server(servicer, server):
                     servicer.AlterPartition,
                     request_deserializer=metadata_dot_rpc_dot_broker__pb2.AlterPartitionRequest.FromString,
                     response_serializer=metadata_dot_rpc_dot_broker__pb2.AlterPartitionResponse.SerializeToString,
+            ),
+            'AllocateProducerIds': grpc.unary_unary_rpc_method_handler(
+                    servicer.AllocateProducerIds,
+                    request_deserializer=metadata_dot_rpc_dot_broker__pb2.AllocateProducerIdsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_broker__pb2.AllocateProducerIdsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -172,6 +188,33 @@ class BrokerLifecycle:
             '/kraft.broker.v1.BrokerLifecycle/AlterPartition',
             metadata_dot_rpc_dot_broker__pb2.AlterPartitionRequest.SerializeToString,
             metadata_dot_rpc_dot_broker__pb2.AlterPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AllocateProducerIds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.broker.v1.BrokerLifecycle/AllocateProducerIds',
+            metadata_dot_rpc_dot_broker__pb2.AllocateProducerIdsRequest.SerializeToString,
+            metadata_dot_rpc_dot_broker__pb2.AllocateProducerIdsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -21,6 +21,7 @@ from metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     Record,
     RecordDecodeError,
     RegisterBrokerRecord,
@@ -99,6 +100,9 @@ RECORDS: dict[MetadataRecordType, st.SearchStrategy[Record]] = {
         int64,
         st.sampled_from([-1, 0, 1]),
         st.sampled_from([0, 1]),
+    ),
+    MetadataRecordType.PRODUCER_IDS_RECORD: st.builds(
+        ProducerIdsRecord, int32, int64, st.integers(0, 2**63 - 1)
     ),
     MetadataRecordType.NO_OP_RECORD: st.just(NoOpRecord()),
 }
