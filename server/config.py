@@ -643,11 +643,9 @@ IGNORED_KAFKA_KEYS: Mapping[str, str] = MappingProxyType({
     "delete.topic.enable": "",
     "eligible.leader.replicas.enable": "",
     "group.initial.rebalance.delay.ms": "",
-    "inter.broker.listener.name": "",
     "log.cleaner.enable": "",
     "log.flush.interval.messages": "",
     "log.flush.interval.ms": "",
-    "log.retention.check.interval.ms": "",
     "log.retention.hours": "",
     "metadata.log.segment.ms": "metadata log segments roll by size only "
     "(metadata.log.segment.bytes)",
@@ -658,7 +656,6 @@ IGNORED_KAFKA_KEYS: Mapping[str, str] = MappingProxyType({
     "share.coordinator.state.topic.min.isr": "",
     "share.coordinator.state.topic.replication.factor": "",
     "socket.receive.buffer.bytes": "",
-    "socket.request.max.bytes": "",
     "socket.send.buffer.bytes": "",
     "transaction.state.log.min.isr": "",
     "transaction.state.log.replication.factor": "",
@@ -934,8 +931,8 @@ class _Validator:
         self.check_node_id()
         self.check_quorum()
         self.check_listeners()
-        self.check_broker_listeners()
         advertised = self.advertised_listeners()
+        self.check_broker_listeners()
         self.check_security_protocols()
         self.check_voter_address()
         log_dirs = self.values["log.dirs"] or self.values["log.dir"]

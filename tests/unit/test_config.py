@@ -584,6 +584,33 @@ def test_broker_needs_a_broker_listener() -> None:
     )
 
 
+def test_grpc_listener_must_be_a_broker_listener() -> None:
+    assert error(process__roles="broker", node__id="7", listeners="PLAINTEXT://127.0.0.1:9092",
+                 grpc__listener__names="ADMIN") == (
+        "The gRPC listener name ADMIN from grpc.listener.names must be a broker listener: add "
+        "ADMIN://host:port to listeners (and not to controller.listener.names)."
+    )
+
+
+def test_broker_needs_a_kafka_listener() -> None:
+    assert error(process__roles="broker", node__id="7", listeners="PLAINTEXT://127.0.0.1:9092",
+                 grpc__listener__names="PLAINTEXT") == (
+        "A broker needs a Kafka-protocol listener for clients and replication: add e.g. "
+        "PLAINTEXT://host:9092 to listeners (listeners named in grpc.listener.names serve gRPC "
+        "only)."
+    )
+
+
+def test_inter_broker_listener_must_speak_kafka() -> None:
+    assert error(process__roles="broker", node__id="7",
+                 listeners="PLAINTEXT://127.0.0.1:9092,ADMIN://127.0.0.1:9093",
+                 listener__security__protocol__map="PLAINTEXT:PLAINTEXT,ADMIN:PLAINTEXT",
+                 grpc__listener__names="ADMIN", inter__broker__listener__name="ADMIN") == (
+        "inter.broker.listener.name=ADMIN must name one of this broker's Kafka-protocol "
+        "listeners (PLAINTEXT)."
+    )
+
+
 def test_broker_advertised_listener_must_be_routable() -> None:
     assert error(process__roles="broker", node__id="7", listeners="PLAINTEXT://0.0.0.0:9092") == (
         "The advertised listener PLAINTEXT://0.0.0.0:9092 uses the non-routable meta-address "
