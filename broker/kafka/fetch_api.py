@@ -1,0 +1,133 @@
+"""Fetch (API 1, v4-16) for consumers and followers.
+
+Topics are named by id from v13: an id missing from the metadata image answers
+UNKNOWN_TOPIC_ID. Fetch sessions (KIP-227) are not kept: every answer carries session_id 0,
+"no session, full data", which Kafka itself answers when its session cache is full; both
+librdkafka (which never asks for one) and kafka-python (which then keeps sending full
+fetches) work with it (kafka-data-plane.md §6). A request naming a session this broker never
+gave out is answered FETCH_SESSION_ID_NOT_FOUND, so the client falls back to a full fetch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.api import CONSUMER_REPLICA_ID, FetchParams, FetchPartition, FetchPartitionResult
+from broker.kafka.codec import build, error_code, response_module
+from broker.kafka.metadata_api import node_endpoints
+from broker.kafka.reply import NO_THROTTLE, Reply, millis
+from broker.kafka.topic_ids import from_wire
+from broker.kafka.versions import ApiKey
+from kraft.errors import Errors
+from metadata.image import MetadataImage
+
+TOPIC_IDS_VERSION = 13
+REPLICA_STATE_VERSION = 15
+NO_SESSION = 0
+CLOSE_SESSION_EPOCH = -1
+
+
+def fetch_params(version: int, request: Any, image: MetadataImage) -> tuple[
+    FetchParams, list[tuple[Any, int, FetchPartitionResult | None]]
+]:
+    """The data plane's parameters for the partitions it can be asked about, and the request's
+    (topic key, partition, result known already or None) in order: the key is the name
+    before v13 and the wire id from v13."""
+    by_id = version >= TOPIC_IDS_VERSION
+    asked: list[tuple[Any, int, FetchPartitionResult | None]] = []
+    partitions: list[FetchPartition] = []
+    for topic in request.topics:
+        key = topic.topic_id if by_id else topic.topic
+        name: str | None = key
+        topic_id: str | None = None
+        if by_id:
+            topic_id = from_wire(key)
+            topic_image = image.topic_by_id(topic_id)
+            name = topic_image.name if topic_image is not None else None
+        for p in topic.partitions:
+            if name is None:
+                unknown = FetchPartitionResult(error=Errors.UNKNOWN_TOPIC_ID)
+                asked.append((key, p.partition, unknown))
+                continue
+            asked.append((key, p.partition, None))
+            partitions.append(FetchPartition(
+                topic=name,
+                partition=p.partition,
+                fetch_offset=p.fetch_offset,
+                partition_max_bytes=p.partition_max_bytes,
+                current_leader_epoch=getattr(p, "current_leader_epoch", -1),
+                last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),
+                log_start_offset=getattr(p, "log_start_offset", -1),
+                topic_id=topic_id,
+            ))
+    if version >= REPLICA_STATE_VERSION:
+        replica_id = request.replica_state.replica_id
+        replica_epoch = request.replica_state.replica_epoch
+    else:
+        replica_id, replica_epoch = request.replica_id, -1
+    params = FetchParams(
+        partitions=partitions,
+        max_wait_ms=millis(request.max_wait),
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        isolation_level=request.isolation_level,
+        replica_id=replica_id if replica_id >= 0 else CONSUMER_REPLICA_ID,
+        replica_epoch=replica_epoch,
+    )
+    return params, asked
+
+
+async def handle_fetch(
+    data_plane: Any, image: MetadataImage, listener: str, version: int, request: Any
+) -> Reply:
+    module = response_module(ApiKey.FETCH, version)
+    session_id = getattr(request, "session_id", NO_SESSION)
+    session_epoch = getattr(request, "session_epoch", CLOSE_SESSION_EPOCH)
+    if session_id != NO_SESSION and session_epoch != CLOSE_SESSION_EPOCH:
+        return Reply(build(
+            module, "FetchResponse", throttle_time=NO_THROTTLE,
+            error_code=error_code(Errors.FETCH_SESSION_ID_NOT_FOUND), session_id=NO_SESSION,
+            responses=(),
+        ))
+    params, asked = fetch_params(version, request, image)
+    fetched = iter(await data_plane.fetch(params) if params.partitions else [])
+    by_topic: dict[Any, list[Any]] = {}
+    leaders: list[int] = []
+    for key, index, known in asked:
+        result = known if known is not None else next(fetched)
+        if result.current_leader is not None:
+            leaders.append(result.current_leader[0])
+        by_topic.setdefault(key, []).append(
+            _partition_data(module, index, result, params.isolation_level)
+        )
+    topic_field = "topic_id" if version >= TOPIC_IDS_VERSION else "topic"
+    responses = tuple(
+        build(module, "FetchableTopicResponse", partitions=tuple(parts), **{topic_field: key})
+        for key, parts in by_topic.items()
+    )
+    return Reply(build(
+        module, "FetchResponse", throttle_time=NO_THROTTLE, error_code=error_code(Errors.NONE),
+        session_id=NO_SESSION, responses=responses,
+        node_endpoints=node_endpoints(module, image, leaders, listener),
+    ))
+
+
+def _partition_data(module: Any, index: int, result: FetchPartitionResult, isolation: int) -> Any:
+    fields: dict[str, Any] = {}
+    if result.diverging_epoch is not None:
+        fields["diverging_epoch"] = build(
+            module, "EpochEndOffset", epoch=result.diverging_epoch.epoch,
+            end_offset=result.diverging_epoch.end_offset,
+        )
+    if result.current_leader is not None:
+        fields["current_leader"] = build(
+            module, "LeaderIdAndEpoch", leader_id=result.current_leader[0],
+            leader_epoch=result.current_leader[1],
+        )
+    return build(
+        module, "PartitionData", partition_index=index, error_code=error_code(result.error),
+        high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
+        log_start_offset=result.log_start_offset,
+        # read_committed readers expect a list (no transactions: empty); others get null.
+        aborted_transactions=() if isolation == 1 else None,
+        preferred_read_replica=-1, records=result.records, **fields,
+    )

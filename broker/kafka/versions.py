@@ -1,0 +1,37 @@
+"""The API versions this front serves: what ApiVersions advertises and what decodes.
+
+The ranges are the reference's (kafka-data-plane.md §7.1), each one a range every tested
+client accepts and kio has schemas for: kafka-python infers the broker's release from the
+maxima, so they stay modern; kcat needs the non-flexible low versions, so they stay too.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from types import MappingProxyType
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+
+
+SUPPORTED = MappingProxyType({
+    ApiKey.PRODUCE: (3, 10),
+    ApiKey.FETCH: (4, 16),
+    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+})
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    versions = SUPPORTED.get(api_key)  # type: ignore[call-overload]
+    return versions is not None and versions[0] <= api_version <= versions[1]
