@@ -100,15 +100,13 @@ def decode_request(frame: bytes) -> DecodedRequest:
     try:
         clean = sanitize(frame, 0, (header_schema, schema))
         header, used = entity_reader(header_schema)(clean, 0)
-        body, body_size = entity_reader(schema)(clean, used)
+        body, _ = entity_reader(schema)(clean, used)
     except ScanError as exc:
         raise FrameError(str(exc)) from None
     except BaseException as exc:  # kio's DecodeError, ValueError, pyo3's PanicException...
         if _is_fatal(exc):
             raise
         raise FrameError(f"{type(exc).__name__}: {exc}") from None
-    if used + body_size != len(clean):
-        raise FrameError(f"{len(clean) - used - body_size} bytes left after the body")
     return DecodedRequest(
         head.api_key, head.api_version, head.correlation_id, header.client_id, body
     )
