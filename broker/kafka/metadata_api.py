@@ -34,6 +34,8 @@ def node_endpoints(
     module: Any, image: MetadataImage, broker_ids: Iterable[int], listener: str
 ) -> tuple[Any, ...]:
     """NodeEndpoint entries (Produce v10+, Fetch v16+) for the leaders named in an answer."""
+    if not hasattr(module, "NodeEndpoint"):
+        return ()  # an older version
     nodes = []
     for broker_id in sorted(set(broker_ids)):
         endpoint = live_endpoint(image, broker_id, listener)

@@ -7,6 +7,7 @@ maxima, so they stay modern; kcat needs the non-flexible low versions, so they s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum
 from types import MappingProxyType
 
@@ -21,7 +22,7 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
 
 
-SUPPORTED = MappingProxyType({
+SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
     ApiKey.PRODUCE: (3, 10),
     ApiKey.FETCH: (4, 16),
     ApiKey.LIST_OFFSETS: (1, 7),
@@ -33,5 +34,5 @@ SUPPORTED = MappingProxyType({
 
 
 def is_supported(api_key: int, api_version: int) -> bool:
-    versions = SUPPORTED.get(api_key)  # type: ignore[call-overload]
+    versions = SUPPORTED.get(api_key)
     return versions is not None and versions[0] <= api_version <= versions[1]
