@@ -11,6 +11,14 @@ start, then heartbeats, reporting the offset of the metadata it has applied:
   every leadership away and answers `should_shut_down` (bounded by the caller's timeout).
 * SHUTTING_DOWN: no more heartbeats.
 
+Beside the heartbeats the broker keeps one BrokerLiveness stream open to the active controller
+(metadata/broker_liveness.py): if this process dies, the kernel closes the stream's connection
+and the controller fences the broker within `broker.liveness.grace.ms` instead of a whole
+session timeout. So the stream must only ever end without a goodbye when the process is gone:
+it says goodbye before it ends the stream on purpose (closing, a new broker epoch, heartbeats
+answered by another controller), and after a break it opens a new one at once, then with a
+doubling backoff from `broker.liveness.reconnect.backoff.ms`.
+
 The active controller is whoever the Raft observer follows, or the one a NOT_CONTROLLER answer
 names, or the next endpoint in turn. Failures are retried with tenacity (exponential backoff
 with jitter). A STALE_BROKER_EPOCH heartbeat answer (the registration is gone or replaced)
@@ -21,6 +29,7 @@ controller failover is answered with the same epoch, so retrying is safe.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +55,11 @@ log = logging.getLogger(__name__)
 
 STARTUP_HEARTBEAT_S = 0.02  # Kafka heartbeats every 10 ms until caught up
 SHUTDOWN_HEARTBEAT_S = 0.05  # Kafka's 50 ms between controlled-shutdown heartbeats
+LIVENESS_BACKOFF_MS = 100  # broker.liveness.reconnect.backoff.ms
+LIVENESS_MAX_BACKOFF_S = 1.0
+LIVENESS_UNIMPLEMENTED_S = 10.0  # a controller without BrokerLiveness: ask again rarely
+GOODBYE_TIMEOUT_S = 1.0
+_EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]  # grpc-stubs 1.53 lags grpc 1.85
 _CHANNEL_OPTIONS = [
     ("grpc.enable_retries", 0),  # tenacity retries, visibly; no hidden second attempt
     ("grpc.initial_reconnect_backoff_ms", 20),
@@ -94,6 +108,8 @@ class BrokerLifecycleManager:
         rack: str | None = None,
         on_state: Callable[[BrokerState], None] | None = None,
         tls: TlsConfig | None = None,
+        liveness_backoff_ms: int = LIVENESS_BACKOFF_MS,
+        liveness_stream: bool = True,
     ) -> None:
         self.tls = tls  # the controllers' listener is SSL
         self.broker_id = broker_id
@@ -120,11 +136,25 @@ class BrokerLifecycleManager:
         self._running = asyncio.Event()
         self._shutdown_granted = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.liveness_backoff_s = liveness_backoff_ms / 1000
+        self._liveness_enabled = liveness_stream
+        self._liveness_task: asyncio.Task[None] | None = None
+        self._liveness_restart = asyncio.Event()  # a new epoch or controller, or closing
+        self._liveness_endpoint: str | None = None  # where the open stream is
+        self._closing = False
+        self.liveness_streams = 0  # streams the controller accepted (for tests and logs)
 
     # -- public API ------------------------------------------------------------------------------
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
+        if self._liveness_enabled:
+            self._liveness_task = asyncio.ensure_future(self._keep_liveness_stream())
+
+    @property
+    def liveness_endpoint(self) -> str | None:
+        """The controller the liveness stream is open to (None: no open stream)."""
+        return self._liveness_endpoint
 
     async def wait_running(self) -> None:
         await self._running.wait()
@@ -192,6 +222,7 @@ class BrokerLifecycleManager:
     async def close(self) -> None:
         if self.state is not BrokerState.SHUTTING_DOWN:
             self._set_state(BrokerState.SHUTTING_DOWN)
+        await self._end_liveness_stream()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -249,6 +280,7 @@ class BrokerLifecycleManager:
                 f"{error_name(reply.error_code)}: {reply.error_message}")
         self.broker_epoch = reply.broker_epoch
         self.registrations += 1
+        self._liveness_restart.set()  # (re)open the stream with this epoch
         log.info("registered broker %d with epoch %d (incarnation %s)", self.broker_id,
                  self.broker_epoch, self.incarnation_id)
 
@@ -321,11 +353,7 @@ class BrokerLifecycleManager:
         self, method: str, request: object, retry_codes: tuple[int, ...]
     ) -> Any:  # the RPC's response message
         endpoint = self._target()
-        channel = self._channels.get(endpoint)
-        if channel is None:
-            channel = self._channels[endpoint] = aio_channel(
-                endpoint, self.tls, _CHANNEL_OPTIONS)
-        call = getattr(rpc.BrokerLifecycleStub(channel), method)
+        call = getattr(rpc.BrokerLifecycleStub(self._channel(endpoint)), method)
         try:
             reply = await call(request, timeout=self.request_timeout_s)
         except grpc.aio.AioRpcError as exc:
@@ -333,15 +361,140 @@ class BrokerLifecycleManager:
             self._next_controller += 1
             raise _Retry(f"{endpoint}: {exc.code().name}") from exc
         if reply.error_code == Errors.NOT_CONTROLLER:
-            hint = reply.controller.controller_endpoint
-            self._hint = hint if hint and hint != endpoint else None
-            if self._hint is None:
-                self._next_controller += 1
+            self._follow(reply.controller, endpoint)
             raise _Retry(f"{endpoint}: NOT_CONTROLLER ({reply.error_message})")
         if reply.error_code in retry_codes:
             raise _Retry(f"{error_name(reply.error_code)}: {reply.error_message}")
         self._hint = endpoint  # it answered as the active controller: keep using it
+        if self._liveness_endpoint not in (None, endpoint):
+            self._liveness_restart.set()  # the stream follows the active controller
         return reply
+
+    def _channel(self, endpoint: str) -> grpc.aio.Channel:
+        channel = self._channels.get(endpoint)
+        if channel is None:
+            channel = self._channels[endpoint] = aio_channel(
+                endpoint, self.tls, _CHANNEL_OPTIONS)
+        return channel
+
+    def _follow(self, hint: pb.ControllerHint, endpoint: str) -> None:
+        """A NOT_CONTROLLER answer from `endpoint`: try the controller it names next."""
+        named = hint.controller_endpoint
+        self._hint = named if named and named != endpoint else None
+        if self._hint is None:
+            self._next_controller += 1
+
+    # -- the liveness stream ---------------------------------------------------------------------
+
+    async def _keep_liveness_stream(self) -> None:
+        """Keep one stream open to the active controller while the process lives."""
+        failures = 0
+        while not self._closing:
+            if self.broker_epoch < 0:
+                self._liveness_restart.clear()
+                await self._liveness_restart.wait()  # registered, or closing
+                continue
+            self._liveness_restart.clear()
+            try:
+                outcome = await self._liveness_stream()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # never let the stream take the lifecycle down
+                log.warning("liveness stream failed: %r", exc)
+                outcome = "failed"
+            if outcome == "closed":
+                return
+            if outcome in ("ended", "restart"):
+                failures = 0  # it was open: open the next one at once
+                continue
+            failures += 1
+            if outcome == "unimplemented":
+                delay = LIVENESS_UNIMPLEMENTED_S
+            elif failures == 1:
+                continue  # one more attempt at once: the first failure may be a stale hint
+            else:
+                delay = min(LIVENESS_MAX_BACKOFF_S, self.liveness_backoff_s * 2 ** (failures - 2))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._liveness_restart.wait(), delay)
+
+    async def _liveness_stream(self) -> str:
+        """One stream, from opening to its end: "closed" or "restart" (ended with a goodbye),
+        "ended" (it was open; the controller ended it or its connection broke), "failed",
+        "refused" or "unimplemented" (it never opened)."""
+        endpoint = self._target()
+        epoch = self.broker_epoch
+        call = rpc.BrokerLifecycleStub(self._channel(endpoint)).BrokerLiveness()
+        restart = asyncio.ensure_future(self._liveness_restart.wait())
+        read: asyncio.Future[Any] | None = None
+        opened = False
+        try:
+            await call.write(pb.BrokerLivenessRequest(broker_id=self.broker_id,
+                                                      broker_epoch=epoch))
+            read = asyncio.ensure_future(call.read())
+            await asyncio.wait((read, restart), timeout=self.request_timeout_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if not read.done():
+                return await self._say_goodbye(call, read) if restart.done() else "failed"
+            reply = read.result()
+            if reply is _EOF:
+                return "failed"
+            if reply.error_code == Errors.NOT_CONTROLLER:
+                self._follow(reply.controller, endpoint)
+                return "failed"
+            if reply.error_code != 0:
+                log.warning("liveness stream refused by %s: %s: %s", endpoint,
+                            error_name(reply.error_code), reply.error_message)
+                return "refused"
+            opened = True
+            self._liveness_endpoint = endpoint
+            self.liveness_streams += 1
+            log.debug("liveness stream open to %s with epoch %d", endpoint, epoch)
+            read = asyncio.ensure_future(call.read())
+            await asyncio.wait((read, restart), return_when=asyncio.FIRST_COMPLETED)
+            if not read.done():
+                return await self._say_goodbye(call, read)
+            reply = read.result()
+            if reply is not _EOF and reply.error_code == Errors.NOT_CONTROLLER:
+                self._follow(reply.controller, endpoint)
+            log.info("liveness stream to %s ended by the controller", endpoint)
+            return "ended"
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
+                return "unimplemented"
+            if not opened:  # unreachable: try another controller next
+                self._hint = None
+                self._next_controller += 1
+            else:
+                log.info("liveness stream to %s broke: %s", endpoint, exc.code().name)
+            return "ended" if opened else "failed"
+        finally:
+            self._liveness_endpoint = None
+            restart.cancel()
+            if read is not None and not read.done():
+                read.cancel()
+            call.cancel()
+
+    async def _say_goodbye(self, call: Any, read: asyncio.Future[Any]) -> str:
+        """End the stream on purpose: the controller must not take it for this process's
+        death."""
+        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError, TimeoutError):
+            await call.write(pb.BrokerLivenessRequest(
+                broker_id=self.broker_id, broker_epoch=self.broker_epoch, closing=True))
+            await call.done_writing()
+            await asyncio.wait_for(asyncio.shield(read), GOODBYE_TIMEOUT_S)
+        return "closed" if self._closing else "restart"
+
+    async def _end_liveness_stream(self) -> None:
+        self._closing = True
+        self._liveness_restart.set()
+        task, self._liveness_task = self._liveness_task, None
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 2 * GOODBYE_TIMEOUT_S)
+        except TimeoutError:
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     def _target(self) -> str:
         if self._hint:

@@ -6,6 +6,10 @@ at a time, as Kafka's single event queue does. Its records are applied at once t
 validates against them, then appended as one atomic batch; the caller gets the response only
 after the batch commits. Writes are pipelined: each waits for its own commit outside the queue.
 
+Brokers are fenced when their session expires (no heartbeat for broker.session.timeout.ms) and,
+much sooner, when their liveness stream breaks and is not reopened within a grace window
+(metadata/broker_liveness.py): both write the same fencing records.
+
 State still changes only by replaying records: the controller is one of the MetadataLoader's
 publishers, so the committed image is the loader's, and the speculative one comes from
 replaying the same records a step ahead. Losing leadership (or any failed append) drops the
@@ -26,6 +30,7 @@ from typing import Any, TypeVar
 
 from kraft.client import LeaderAndEpoch, RaftClient, RaftError
 from kraft.errors import Errors
+from metadata.broker_liveness import DEFAULT_GRACE_MS, BrokerLivenessTracker, LivenessStream
 from metadata.brokers import (
     BrokerHeartbeatManager,
     BrokerHeartbeatReply,
@@ -39,7 +44,7 @@ from metadata.delta import MetadataDelta
 from metadata.errors import ControllerApiError, ControllerResult
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.loader import LoaderManifest
-from metadata.producer_ids import ProducerIdsBlock, allocate_producer_ids
+from metadata.producer_ids import ProducerIdsBlock, allocate_producer_ids, check_broker_epoch
 from metadata.records import FeatureLevelRecord, NoOpRecord, Record, encode_record
 from metadata.replication import balance_partition_leaders, elect_unclean_leaders, fence_broker
 
@@ -54,6 +59,11 @@ UNCLEAN_ELECTION_INTERVAL_S = 300  # Kafka's unclean.leader.election.interval.ms
 
 def _wall_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
 
 T = TypeVar("T")
 Rule = Callable[[MetadataImage], ControllerResult[T]]
@@ -73,11 +83,19 @@ class QuorumController:
         client: RaftClient,
         noop_interval_ms: int = 500,
         session_timeout_ms: int = 9000,
+        liveness_grace_ms: int = DEFAULT_GRACE_MS,
     ) -> None:
-        """Install it as a publisher of the process's MetadataLoader."""
+        """Install it as a publisher of the process's MetadataLoader. `liveness_grace_ms`
+        (broker.liveness.grace.ms; 0 turns the fast path off): how long a broker whose
+        liveness stream broke has to open a new one before it is fenced."""
         self.client = client
         self.noop_interval_ms = noop_interval_ms
         self.heartbeats = BrokerHeartbeatManager(session_timeout_ms)
+        self.liveness = BrokerLivenessTracker(liveness_grace_ms)
+        self._liveness_task: asyncio.Task[None] | None = None
+        self._liveness_changed = asyncio.Event()
+        self._inactive = asyncio.Event()  # set whenever this controller is not active
+        self._inactive.set()
         self._fencing_task: asyncio.Task[None] | None = None
         self._bootstrap_task: asyncio.Task[None] | None = None
         self._periodic_task: asyncio.Task[None] | None = None
@@ -198,6 +216,63 @@ class QuorumController:
         return await self.write(functools.partial(
             allocate_producer_ids, broker_id=broker_id, broker_epoch=broker_epoch))
 
+    # -- liveness streams ------------------------------------------------------------------------
+
+    def open_liveness_stream(self, broker_id: int, broker_epoch: int) -> LivenessStream:
+        """A broker opened its liveness stream here: NOT_CONTROLLER unless active,
+        STALE_BROKER_EPOCH unless registered with that epoch."""
+        check_broker_epoch(self._require_active(), broker_id, broker_epoch)
+        self._liveness_changed.set()
+        return self.liveness.opened(broker_id, broker_epoch)
+
+    def close_liveness_stream(self, stream: LivenessStream) -> None:
+        """The broker ended its stream with a goodbye: only the session timeout applies."""
+        self.liveness.closed(stream)
+        self._liveness_changed.set()
+
+    def lose_liveness_stream(self, stream: LivenessStream) -> None:
+        """The stream ended without a goodbye: the broker's grace window starts."""
+        if self._latest is None:
+            return  # streams ending because this controller stepped down mean nothing
+        deadline = self.liveness.lost(stream, _monotonic_ms())
+        if deadline is not None:
+            log.info("broker %d's liveness stream broke; fencing it unless it reconnects "
+                     "within %d ms", stream.broker_id, self.liveness.grace_ms)
+        self._liveness_changed.set()
+
+    async def until_inactive(self) -> None:
+        """Returns once this controller is not (or no longer) active."""
+        await self._inactive.wait()
+
+    async def _fence_dead_brokers(self, epoch: int) -> None:
+        """Fence brokers whose liveness stream broke and stayed broken for the grace window,
+        one per write (as session expiry does), re-checked inside the rule."""
+        held: list[int] = []
+        while self._active_epoch == epoch:
+            deadline = self.liveness.next_deadline_ms(_monotonic_ms())
+            timeout = None if deadline is None else max(0, deadline - _monotonic_ms()) / 1000
+            self._liveness_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._liveness_changed.wait(), timeout)
+            latest = self._latest
+            if latest is None:
+                return
+            now = _monotonic_ms()
+            if (new_held := self.liveness.held_back(latest, now)) != held and new_held:
+                log.warning("liveness streams of brokers %s broke together with those of "
+                            "most others: leaving them to broker.session.timeout.ms", new_held)
+            held = new_held
+            for broker_id in self.liveness.dead_brokers(latest, now):
+                log.info("fencing broker %d: its liveness stream broke and it did not "
+                         "reconnect within %d ms", broker_id, self.liveness.grace_ms)
+                with contextlib.suppress(ControllerApiError):
+                    await self.write(functools.partial(self._fence_if_dead, broker_id=broker_id))
+
+    def _fence_if_dead(self, image: MetadataImage, broker_id: int) -> ControllerResult[None]:
+        if not self.liveness.is_dead(image, broker_id, _monotonic_ms()):
+            return ControllerResult((), None)  # it reconnected meanwhile
+        return fence_broker(image, broker_id)
+
     async def _fence_stale_brokers(self, epoch: int) -> None:
         """Fence brokers whose session expired, one per step (Kafka's maybeFenceOneStaleBroker)."""
         interval = max(0.01, min(0.25, self.heartbeats.session_timeout_ms / 10_000))
@@ -260,10 +335,13 @@ class QuorumController:
         self._latest = self._committed
         self._next_offset = self.client.log_end_offset()
         self.heartbeats.reset(self._latest, _wall_ms())
+        self.liveness.reset()
+        self._inactive.clear()
         log.info("active controller for epoch %d from offset %d", epoch, self._next_offset)
         if self.noop_interval_ms > 0:
             self._noop_task = asyncio.ensure_future(self._write_noops(epoch))
         self._fencing_task = asyncio.ensure_future(self._fence_stale_brokers(epoch))
+        self._liveness_task = asyncio.ensure_future(self._fence_dead_brokers(epoch))
         self._periodic_task = asyncio.ensure_future(self._periodic_elections(epoch))
         if METADATA_VERSION not in self._latest.features:
             self._bootstrap_task = asyncio.ensure_future(self._bootstrap())
@@ -292,11 +370,15 @@ class QuorumController:
         log.info("no longer the active controller: %s", reason)
         self._latest = None
         self._active_epoch = -1
-        tasks = (self._noop_task, self._fencing_task, self._periodic_task, self._bootstrap_task)
+        self._inactive.set()  # liveness streams end: brokers reopen them at the new controller
+        self.liveness.reset()
+        tasks = (self._noop_task, self._fencing_task, self._periodic_task, self._bootstrap_task,
+                 self._liveness_task)
         for task in tasks:
             if task is not None:
                 task.cancel()
         self._noop_task = self._fencing_task = self._periodic_task = self._bootstrap_task = None
+        self._liveness_task = None
 
     def _cluster_setting(self, key: str) -> Any:
         """A controller setting, parsed: the cluster-wide dynamic broker default, else

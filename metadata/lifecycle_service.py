@@ -1,12 +1,16 @@
 """The BrokerLifecycle gRPC service on every controller: RegisterBroker, BrokerHeartbeat,
-AlterPartition and AllocateProducerIds, answered by the active controller. A standby answers
-NOT_CONTROLLER with the active controller's address; brokers follow it (they must talk to the
-active one anyway). Fields are validated here, before a rule sees them."""
+AlterPartition and AllocateProducerIds, answered by the active controller, and BrokerLiveness,
+the stream whose break tells the active controller a broker's process is gone
+(metadata/broker_liveness.py). A standby answers NOT_CONTROLLER with the active controller's
+address; brokers follow it (they must talk to the active one anyway). Fields are validated
+here, before a rule sees them."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import grpc
@@ -184,6 +188,60 @@ class BrokerLifecycleServicer(rpc.BrokerLifecycleServicer):
                 error_code=code, error_message=message, producer_id_start=-1,
                 controller=hint),
         )
+
+
+    async def BrokerLiveness(
+        self, requests: AsyncIterator[pb.BrokerLivenessRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[pb.BrokerLivenessResponse]:
+        """One answer when the stream opens (empty, or the refusal that ends it), then
+        silence until it ends: with the broker's goodbye, by its loss (the process is gone, or
+        its connection was reset), or with NOT_CONTROLLER when this controller steps down."""
+        try:
+            first = await anext(requests)
+        except (StopAsyncIteration, grpc.RpcError, asyncio.InvalidStateError):
+            return
+        try:
+            _check_id("broker_id", first.broker_id)
+            stream = self.controller.open_liveness_stream(first.broker_id, first.broker_epoch)
+        except _Invalid as exc:
+            yield pb.BrokerLivenessResponse(error_code=Errors.INVALID_REQUEST,
+                                            error_message=str(exc))
+            return
+        except NotControllerError as exc:
+            yield pb.BrokerLivenessResponse(error_code=exc.code, error_message=exc.message,
+                                            controller=self._hint(exc.leader_id))
+            return
+        except ControllerApiError as exc:
+            yield pb.BrokerLivenessResponse(error_code=exc.code, error_message=exc.message)
+            return
+        yield pb.BrokerLivenessResponse()
+        stepped_down = asyncio.ensure_future(self.controller.until_inactive())
+        ended = "lost"
+        try:
+            while ended == "lost":
+                message = asyncio.ensure_future(anext(requests))
+                await asyncio.wait((message, stepped_down), return_when=asyncio.FIRST_COMPLETED)
+                if not message.done():
+                    message.cancel()
+                    ended = "stepped down"
+                elif message.cancelled() or message.exception() is not None:
+                    break  # the end of the stream or of its connection, without a goodbye
+                elif message.result().closing:
+                    ended = "goodbye"
+        finally:
+            stepped_down.cancel()
+            if ended == "goodbye":
+                self.controller.close_liveness_stream(stream)
+            elif ended == "lost":  # also when the call was cancelled under us
+                self.controller.lose_liveness_stream(stream)
+        if ended == "stepped down":
+            leader = self.controller.leader_id
+            with contextlib.suppress(Exception):
+                yield pb.BrokerLivenessResponse(
+                    error_code=Errors.NOT_CONTROLLER,
+                    error_message="This controller is no longer the active controller",
+                    controller=self._hint(leader if leader != self.controller.node_id else -1))
 
 
 def _check_id(field: str, value: int) -> None:

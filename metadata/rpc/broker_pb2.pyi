@@ -174,3 +174,23 @@ class AllocateProducerIdsResponse(_message.Message):
     producer_id_len: int
     controller: ControllerHint
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., producer_id_start: _Optional[int] = ..., producer_id_len: _Optional[int] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ...) -> None: ...
+
+class BrokerLivenessRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch", "closing")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CLOSING_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    closing: bool
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., closing: _Optional[bool] = ...) -> None: ...
+
+class BrokerLivenessResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller: ControllerHint
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ...) -> None: ...

@@ -54,6 +54,11 @@ class BrokerLifecycleStub:
                 request_serializer=metadata_dot_rpc_dot_broker__pb2.AllocateProducerIdsRequest.SerializeToString,
                 response_deserializer=metadata_dot_rpc_dot_broker__pb2.AllocateProducerIdsResponse.FromString,
                 _registered_method=True)
+        self.BrokerLiveness = channel.stream_stream(
+                '/kraft.broker.v1.BrokerLifecycle/BrokerLiveness',
+                request_serializer=metadata_dot_rpc_dot_broker__pb2.BrokerLivenessRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_broker__pb2.BrokerLivenessResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerLifecycleServicer:
@@ -83,6 +88,12 @@ class BrokerLifecycleServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BrokerLiveness(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerLifecycleServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +116,11 @@ def add_BrokerLifecycleServicer_to_server(servicer, server):
                     servicer.AllocateProducerIds,
                     request_deserializer=metadata_dot_rpc_dot_broker__pb2.AllocateProducerIdsRequest.FromString,
                     response_serializer=metadata_dot_rpc_dot_broker__pb2.AllocateProducerIdsResponse.SerializeToString,
+            ),
+            'BrokerLiveness': grpc.stream_stream_rpc_method_handler(
+                    servicer.BrokerLiveness,
+                    request_deserializer=metadata_dot_rpc_dot_broker__pb2.BrokerLivenessRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_broker__pb2.BrokerLivenessResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +231,33 @@ class BrokerLifecycle:
             '/kraft.broker.v1.BrokerLifecycle/AllocateProducerIds',
             metadata_dot_rpc_dot_broker__pb2.AllocateProducerIdsRequest.SerializeToString,
             metadata_dot_rpc_dot_broker__pb2.AllocateProducerIdsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BrokerLiveness(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/kraft.broker.v1.BrokerLifecycle/BrokerLiveness',
+            metadata_dot_rpc_dot_broker__pb2.BrokerLivenessRequest.SerializeToString,
+            metadata_dot_rpc_dot_broker__pb2.BrokerLivenessResponse.FromString,
             options,
             channel_credentials,
             insecure,
