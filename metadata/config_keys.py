@@ -20,6 +20,17 @@ _SEGMENT_BYTES_MIN = 14  # LegacyRecord.RECORD_OVERHEAD_V0
 _RETENTION_MS = "604800000"  # 7 days (Kafka derives log.retention.ms from log.retention.hours)
 _MAX_MESSAGE_BYTES = "1048588"  # 1 MiB + Records.LOG_OVERHEAD
 _CLEANUP_POLICIES = ("compact", "delete")
+_LONG_MAX = str(2**63 - 1)  # Kafka's "never" for the flush policy
+_WEEK_MS = "604800000"  # log.roll.hours 168
+_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+def _timestamp_type(value: str) -> str:
+    """Kafka's ValidString.in(CreateTime, LogAppendTime)."""
+    if value.strip() not in _TIMESTAMP_TYPES:
+        raise InvalidValue("String must be one of: " + ", ".join(_TIMESTAMP_TYPES))
+    return value.strip()
+
 
 BROKER_CONFIGS = ConfigDef()
 _broker = BROKER_CONFIGS.define_kafka
@@ -33,9 +44,18 @@ _broker("leader.imbalance.per.broker.percentage", ConfigType.INT, "10",
         "The share of a broker's preferred partitions it may not lead before a rebalance.")
 _broker("log.cleanup.policy", ConfigType.LIST, "delete",
         "The default cleanup policy of topics.", valid_list=_CLEANUP_POLICIES)
+_broker("log.flush.interval.messages", ConfigType.LONG, _LONG_MAX,
+        "The default flush.messages of topics.", at_least=1)
+_broker("log.flush.interval.ms", ConfigType.LONG, _LONG_MAX,
+        "The default flush.ms of topics.", at_least=0)
+BROKER_CONFIGS.define("log.message.timestamp.type", ConfigType.STRING, "CreateTime",
+                      _timestamp_type, "The default message.timestamp.type of topics.",
+                      valid_values=", ".join(_TIMESTAMP_TYPES))
 _broker("log.retention.bytes", ConfigType.LONG, "-1", "The default retention.bytes of topics.")
 _broker("log.retention.ms", ConfigType.LONG, _RETENTION_MS,
         "The default retention.ms of topics.", at_least=-1)
+_broker("log.roll.ms", ConfigType.LONG, _WEEK_MS,
+        "The default segment.ms of topics.", at_least=1)
 _broker("log.segment.bytes", ConfigType.INT, "1073741824",
         "The default segment.bytes of topics.", at_least=_SEGMENT_BYTES_MIN)
 _broker("message.max.bytes", ConfigType.INT, _MAX_MESSAGE_BYTES,
@@ -60,7 +80,13 @@ def _topic(name: str, synonym: str, doc: str) -> None:
 
 _topic("cleanup.policy", "log.cleanup.policy",
        "The retention policy of old log segments: delete, compact or both.")
+_topic("flush.messages", "log.flush.interval.messages",
+       "The number of records after which a partition's log is fsynced.")
+_topic("flush.ms", "log.flush.interval.ms",
+       "The time after which a partition's unflushed records are fsynced.")
 _topic("max.message.bytes", "message.max.bytes", "The largest record batch size allowed.")
+_topic("message.timestamp.type", "log.message.timestamp.type",
+       "CreateTime (the producer's timestamps) or LogAppendTime (the leader's clock).")
 _topic("min.insync.replicas", "min.insync.replicas",
        "The ISR size below which acks=all producers are refused.")
 _topic("retention.bytes", "log.retention.bytes",
@@ -68,6 +94,8 @@ _topic("retention.bytes", "log.retention.bytes",
 _topic("retention.ms", "log.retention.ms",
        "How long a log segment is kept before it is discarded; -1 for no limit.")
 _topic("segment.bytes", "log.segment.bytes", "The segment file size of the log.")
+_topic("segment.ms", "log.roll.ms",
+       "The time after which a segment is rolled even if it is not full.")
 _topic("unclean.leader.election.enable", "unclean.leader.election.enable",
        "Whether a replica outside the ISR may become leader as a last resort.")
 

@@ -553,6 +553,17 @@ class SegmentedLog:
         return self._start_epoch
 
     @property
+    def segment_bytes(self) -> int:
+        """The size past which the next append rolls a new segment."""
+        return self._segment_bytes
+
+    @segment_bytes.setter
+    def segment_bytes(self, value: int) -> None:
+        if value < 1:
+            raise ValueError("segment_bytes must be positive")
+        self._segment_bytes = value
+
+    @property
     def size_in_bytes(self) -> int:
         """Bytes in the segment files still part of the log (the first counted whole)."""
         return sum(segment.size for segment in self._segments)
@@ -877,14 +888,17 @@ class SegmentedLog:
         self._cache_head = self._cache_end = self._cache_held = 0
         self._apply_now()
 
-    def read(self, offset: int, max_bytes: int, max_offset: int) -> bytes:
-        """Encoded batches from the one containing `offset` (see ReplicatedLog.read)."""
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool = True
+    ) -> bytes:
+        """Encoded batches from the one containing `offset` (see ReplicatedLog.read); without
+        `min_one_batch` a first batch larger than `max_bytes` is not returned either."""
         self._check_open()
         if offset < self._start_offset:
             raise ValueError(f"offset {offset} is below the log start {self._start_offset}")
         if offset >= self._end_offset or offset >= max_offset:
             return b""
-        parts = self._collect(offset, max_offset, max_bytes)
+        parts = self._collect(offset, max_offset, max_bytes, min_one_batch)
         if len(parts) == 1:
             return parts[0][0]
         return b"".join(part[0] for part in parts)
@@ -907,11 +921,10 @@ class SegmentedLog:
                     offset = batch.next_offset
 
     def _collect(
-        self, offset: int, max_offset: int, budget: int
+        self, offset: int, max_offset: int, budget: int, at_least_one: bool = True
     ) -> list[tuple[bytes, str | None, int]]:
         """(bytes, path or None for the cache, file position) runs that make up a read."""
         out: list[tuple[bytes, str | None, int]] = []
-        at_least_one = True
         cache_start = self._cache_start()
         if offset < cache_start:
             index = bisect_right(self._segment_bases, offset) - 1
