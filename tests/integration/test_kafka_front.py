@@ -99,13 +99,13 @@ def test_confluent_producer_acks_all_and_consumer_assign_read_back(front: Front)
     consumer = Consumer({"bootstrap.servers": front.bootstrap, "group.id": "unused",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition("orders", 0, 0), TopicPartition("orders", 1, 0)])
-    values = set()
+    values: set[str] = set()
     deadline = time.monotonic() + 30
     while len(values) < 100 and time.monotonic() < deadline:
         msg = consumer.poll(0.5)
         if msg is not None:
             assert msg.error() is None, msg.error()
-            values.add(msg.value().decode())
+            values.add((msg.value() or b"").decode())
     consumer.close()
     assert values == {f"v{i}" for i in range(100)}
 
@@ -137,12 +137,12 @@ def test_confluent_consumer_offsets_beginning_and_end(front: Front) -> None:
     low, high = consumer.get_watermark_offsets(TopicPartition("audit", 0), timeout=10)
     assert (low, high) == (0, 5)
     consumer.assign([TopicPartition("audit", 0, OFFSET_BEGINNING)])
-    got = []
+    got: list[int] = []
     deadline = time.monotonic() + 30
     while len(got) < 5 and time.monotonic() < deadline:
         msg = consumer.poll(0.5)
         if msg is not None and msg.error() is None:
-            got.append(msg.offset())
+            got.append(msg.offset() or 0)
     consumer.close()
     assert got == [0, 1, 2, 3, 4]
 
@@ -151,7 +151,11 @@ def test_confluent_consumer_offsets_beginning_and_end(front: Front) -> None:
 
 
 def test_kafka_python_idempotent_producer_and_consumer(front: Front) -> None:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka import (  # type: ignore[import-untyped]
+        KafkaConsumer,
+        KafkaProducer,
+        TopicPartition,
+    )
 
     producer = KafkaProducer(bootstrap_servers=front.bootstrap, acks="all")
     futures = [producer.send("orders", value=f"kp{i}".encode(), partition=1) for i in range(20)]

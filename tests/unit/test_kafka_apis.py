@@ -209,7 +209,7 @@ def test_produce_appends_and_answers_per_partition(version: int) -> None:
     answer = produce_errors(front, version, -1, {0: batch_header(3), 1: batch_header(1)})
     assert answer == {0: (0, 0), 1: (0, 0)}
     assert produce_errors(front, version, 1, {0: batch_header(2)}) == {0: (0, 3)}
-    acks, timeout_ms, _ = front.plane.calls[0][1]  # type: ignore[misc]
+    acks, timeout_ms, _ = front.plane.calls[0][1]
     assert (acks, timeout_ms) == (-1, 1500)
 
 
@@ -371,7 +371,7 @@ def test_list_offsets_earliest_and_latest(version: int) -> None:
     assert (latest.error_code, latest.offset, earliest.offset) == (0, 4, 0)
     if version >= 4:
         assert latest.leader_epoch == 7
-    _, (_, isolation, partitions) = front.plane.calls[-1]  # type: ignore[misc]
+    _, (_, isolation, partitions) = front.plane.calls[-1]
     assert isolation == (1 if version >= 2 else 0)
     if version >= 4:
         assert partitions[0].current_leader_epoch == 7
@@ -400,7 +400,7 @@ def test_offset_for_leader_epoch(version: int) -> None:
     )
     (result,) = response.topics[0].partitions
     assert (result.error_code, result.leader_epoch, result.end_offset) == (0, 7, 3)
-    _, (replica_id, partitions) = front.plane.calls[-1]  # type: ignore[misc]
+    _, (replica_id, partitions) = front.plane.calls[-1]
     assert replica_id == (2 if version >= 3 else -1)
     assert (partitions[0].leader_epoch, partitions[0].current_leader_epoch) == (6, 7)
 

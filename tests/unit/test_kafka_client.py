@@ -124,7 +124,7 @@ def test_list_offsets_and_end_offsets_for_epochs() -> None:
         assert latest.error == earliest.error == Errors.INVALID_REQUEST
         (latest,) = await client.list_offsets(2, [ListOffsetsPartition("t", 0, LATEST_TIMESTAMP)])
         assert (latest.error, latest.offset, latest.leader_epoch) == (Errors.NONE, 4, 3)
-        assert plane.calls[-1][1][0] == 2  # type: ignore[index]
+        assert plane.calls[-1][1][0] == 2
         (end,) = await client.end_offsets_for_epochs(2, [EpochEndPartition("t", 0, 3, 3)])
         assert (end.error, end.leader_epoch, end.end_offset) == (Errors.NONE, 3, 4)
         (unknown,) = await client.end_offsets_for_epochs(2, [EpochEndPartition("x", 0, 1)])

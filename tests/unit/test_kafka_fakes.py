@@ -10,6 +10,7 @@ import hashlib
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.api import (
     EARLIEST_TIMESTAMP,
@@ -73,7 +74,7 @@ class InMemoryDataPlane:
 
     def __init__(self) -> None:
         self.partitions: dict[tuple[str, int], FakePartition] = {}
-        self.calls: list[tuple[str, object]] = []
+        self.calls: list[tuple[str, Any]] = []
         self.next_producer_id = 1000
         self._appended = asyncio.Event()
         self.produce_errors: dict[tuple[str, int], Errors] = {}
