@@ -1,0 +1,350 @@
+"""LogManager: every partition log under a broker's log.dirs, and the background work Kafka's
+LogManager schedules: flushes by policy, the log-dir checkpoints, retention, the clean-shutdown
+marker.
+
+Blocking work (fsync, checkpoint files) runs in worker threads, one hop per round for all the
+logs that need it; everything that changes a log's view (appends, retention) stays on the event
+loop. The per-directory checkpoint files are Kafka's (`replication-offset-checkpoint` every
+`replica.high.watermark.checkpoint.interval.ms`, `recovery-point-offset-checkpoint` and
+`log-start-offset-checkpoint` every `log.flush.offset.checkpoint.interval.ms`); a partition's
+own recovery point, which recovery trusts, is kept in its directory by SegmentedLog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from broker.log import checkpoints
+from broker.log.checkpoints import TopicPartition
+from broker.log.config import LogConfig
+from broker.log.partition_log import PartitionLog, parse_partition_dir
+from kraft.log.base import FlushJob
+
+logger = logging.getLogger(__name__)
+
+METADATA_LOG_DIR = "__cluster_metadata-0"
+DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000
+DEFAULT_HW_CHECKPOINT_INTERVAL_MS = 5_000
+DEFAULT_RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000
+# How often flush.ms is looked at (Kafka: log.flush.scheduler.interval.ms).
+DEFAULT_FLUSH_CHECK_INTERVAL_MS = 1_000
+
+HighWatermarks = Callable[[], Mapping[TopicPartition, int]]
+
+
+class LogManager:
+    """The partition logs of one broker, `<log.dir>/<topic>-<partition>`."""
+
+    def __init__(
+        self,
+        log_dirs: Sequence[str],
+        high_watermarks: HighWatermarks,
+        *,
+        retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+        hw_checkpoint_interval_ms: int = DEFAULT_HW_CHECKPOINT_INTERVAL_MS,
+        recovery_point_checkpoint_interval_ms: int = DEFAULT_RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
+        flush_check_interval_ms: int = DEFAULT_FLUSH_CHECK_INTERVAL_MS,
+    ) -> None:
+        """Open every partition directory found under `log_dirs` (recovering each; a damaged
+        log raises CorruptRecordError naming the file and byte offset)."""
+        if not log_dirs:
+            raise ValueError("log.dirs names no directory")
+        self._dirs = [os.path.abspath(d) for d in log_dirs]
+        self._high_watermarks = high_watermarks
+        self._retention_interval_s = retention_check_interval_ms / 1000
+        self._hw_interval_s = hw_checkpoint_interval_ms / 1000
+        self._recovery_interval_s = recovery_point_checkpoint_interval_ms / 1000
+        self._flush_check_interval_s = flush_check_interval_ms / 1000
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._hw_checkpoints: dict[TopicPartition, int] = {}
+        self._due: dict[TopicPartition, None] = {}
+        self._flushing: set[TopicPartition] = set()
+        self._doomed: list[PartitionLog] = []  # deleted while a flush job ran on them
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        for directory in self._dirs:
+            os.makedirs(directory, exist_ok=True)
+            self._load_dir(directory)
+
+    def _load_dir(self, directory: str) -> None:
+        hws = checkpoints.read_offsets(
+            os.path.join(directory, checkpoints.REPLICATION_OFFSET_FILE))
+        starts = checkpoints.read_offsets(
+            os.path.join(directory, checkpoints.LOG_START_OFFSET_FILE))
+        marker = os.path.join(directory, checkpoints.CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            parsed = parse_partition_dir(name)
+            if name == METADATA_LOG_DIR or parsed is None or not os.path.isdir(path):
+                continue
+            topic_id = checkpoints.read_partition_metadata(path)
+            if topic_id is None:
+                logger.warning("skipping %s: it has no partition.metadata", path)
+                continue
+            if parsed in self._logs:
+                raise ValueError(f"{parsed[0]}-{parsed[1]} is in two log dirs: "
+                                 f"{self._logs[parsed].directory} and {path}")
+            log = PartitionLog.open(path, topic_id, LogConfig(), starts.get(parsed))
+            self._attach(parsed, log)
+            if parsed in hws:
+                self._hw_checkpoints[parsed] = hws[parsed]
+        if clean:
+            os.unlink(marker)  # from now on a crash must not look like a clean shutdown
+        logger.info("loaded %d partition log(s) from %s (%s shutdown)",
+                    sum(1 for log in self._logs.values()
+                        if os.path.dirname(log.directory) == directory),
+                    directory, "clean" if clean else "unclean")
+
+    def _attach(self, tp: TopicPartition, log: PartitionLog) -> None:
+        self._logs[tp] = log
+        log.on_flush_due = self._flush_due
+
+    # -- the logs ----------------------------------------------------------------------------
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return list(self._dirs)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> dict[TopicPartition, PartitionLog]:
+        return dict(self._logs)
+
+    def get_or_create(
+        self, topic: str, partition: int, topic_id: str, config: LogConfig
+    ) -> PartitionLog:
+        """The partition's log with `config`, created in the log dir holding the fewest
+        partitions when there is none. A log left by a deleted topic of the same name (another
+        topic id) is deleted first."""
+        tp = (topic, partition)
+        log = self._logs.get(tp)
+        if log is not None and log.topic_id != topic_id:
+            logger.warning("%s belongs to topic id %s, not %s: deleting it", log.directory,
+                           log.topic_id, topic_id)
+            self.delete(topic, partition)
+            log = None
+        if log is not None:
+            if log.config != config:
+                log.update_config(config)
+            return log
+        directory = min(self._dirs, key=self._partitions_in)
+        log = PartitionLog.open(os.path.join(directory, f"{topic}-{partition}"), topic_id,
+                                config)
+        self._attach(tp, log)
+        return log
+
+    def _partitions_in(self, directory: str) -> int:
+        return sum(1 for log in self._logs.values()
+                   if os.path.dirname(log.directory) == directory)
+
+    def delete(self, topic: str, partition: int) -> None:
+        """Delete the partition's log and its directory (topic deletion deletes data)."""
+        tp = (topic, partition)
+        log = self._logs.pop(tp, None)
+        self._hw_checkpoints.pop(tp, None)
+        self._due.pop(tp, None)
+        if log is None:
+            return
+        if tp in self._flushing:
+            self._doomed.append(log)  # deleted once its flush job is back
+            return
+        log.delete()
+
+    def high_watermark_checkpoint(self, topic: str, partition: int) -> int | None:
+        """The HW in replication-offset-checkpoint at start, clamped to the log's
+        [start, end]; None when the file had none."""
+        value = self._hw_checkpoints.get((topic, partition))
+        log = self._logs.get((topic, partition))
+        if value is None or log is None:
+            return None
+        return min(max(value, log.start_offset), log.end_offset)
+
+    # -- background work ---------------------------------------------------------------------
+
+    def _flush_due(self, log: PartitionLog) -> None:
+        self._due[(log.topic, log.partition)] = None
+        if self._wake is not None:
+            self._wake.set()
+
+    def start(self) -> None:
+        """Start the background task on the running event loop."""
+        if self._task is not None:
+            return
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="log-manager")
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        now = time.monotonic()
+        next_retention = now + self._retention_interval_s
+        next_hw = now + self._hw_interval_s
+        next_recovery = now + self._recovery_interval_s
+        next_flush_check = now + self._flush_check_interval_s
+        while True:
+            timeout = max(0.0, min(next_retention, next_hw, next_recovery, next_flush_check)
+                          - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            self._wake.clear()
+            now = time.monotonic()
+            try:
+                if now >= next_flush_check:
+                    next_flush_check = now + self._flush_check_interval_s
+                    wall = _now_ms()
+                    for tp, log in self._logs.items():
+                        if log.flush_due(wall):
+                            self._due[tp] = None
+                if self._due:
+                    await self.flush_due_logs()
+                if now >= next_retention:
+                    next_retention = now + self._retention_interval_s
+                    self.run_retention()
+                if now >= next_hw:
+                    next_hw = now + self._hw_interval_s
+                    await asyncio.to_thread(self.write_hw_checkpoints,
+                                            dict(self._high_watermarks()))
+                if now >= next_recovery:
+                    next_recovery = now + self._recovery_interval_s
+                    await asyncio.to_thread(self.write_offset_checkpoints,
+                                            self._offset_snapshot())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("log manager background round failed; retrying next round")
+                await asyncio.sleep(0.1)
+
+    async def flush_due_logs(self) -> None:
+        """Run the flush jobs of every log the policy marked, in one worker-thread hop."""
+        jobs: list[tuple[TopicPartition, PartitionLog, FlushJob]] = []
+        due, self._due = self._due, {}
+        wall = _now_ms()
+        for tp in due:
+            log = self._logs.get(tp)
+            if log is None or tp in self._flushing:
+                continue
+            job = log.begin_flush(wall)
+            if job is not None:
+                jobs.append((tp, log, job))
+                self._flushing.add(tp)
+        if not jobs:
+            return
+        try:
+            await asyncio.to_thread(_run_jobs, [job for _, _, job in jobs])
+        finally:
+            for tp, log, job in jobs:
+                self._flushing.discard(tp)
+                try:
+                    log.complete_flush(job)
+                except Exception:
+                    logger.exception("flushing %s failed", log.directory)
+            for log in self._doomed:
+                log.delete()
+            self._doomed = []
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """One retention pass over every log (Kafka's cleanupLogs); segments deleted."""
+        now = _now_ms() if now_ms is None else now_ms
+        hws = self._high_watermarks()
+        deleted = 0
+        for tp, log in list(self._logs.items()):
+            hw = hws.get(tp)
+            if hw is None:
+                continue  # not a replica the replica manager runs (yet): nothing is committed
+            try:
+                deleted += log.delete_old_segments(now, hw)
+            except OSError as exc:
+                logger.error("retention of %s failed: %s", log.directory, exc)
+        return deleted
+
+    def _offset_snapshot(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        recovery = {tp: log.recovery_point for tp, log in self._logs.items()}
+        starts = {tp: log.start_offset for tp, log in self._logs.items()}
+        return recovery, starts
+
+    def _by_dir(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[str, dict[TopicPartition, int]]:
+        out: dict[str, dict[TopicPartition, int]] = {d: {} for d in self._dirs}
+        for tp, value in offsets.items():
+            log = self._logs.get(tp)
+            if log is not None:
+                out.setdefault(os.path.dirname(log.directory), {})[tp] = value
+        return out
+
+    def write_hw_checkpoints(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+        """replication-offset-checkpoint in every log dir (blocking: a worker thread)."""
+        for directory, offsets in self._by_dir(high_watermarks).items():
+            checkpoints.write_offsets(
+                os.path.join(directory, checkpoints.REPLICATION_OFFSET_FILE), offsets)
+
+    def write_offset_checkpoints(
+        self, snapshot: tuple[Mapping[TopicPartition, int], Mapping[TopicPartition, int]]
+    ) -> None:
+        """recovery-point-offset-checkpoint and log-start-offset-checkpoint (blocking)."""
+        recovery, starts = snapshot
+        for directory, offsets in self._by_dir(recovery).items():
+            checkpoints.write_offsets(
+                os.path.join(directory, checkpoints.RECOVERY_POINT_FILE), offsets)
+        for directory, offsets in self._by_dir(starts).items():
+            checkpoints.write_offsets(
+                os.path.join(directory, checkpoints.LOG_START_OFFSET_FILE), offsets)
+
+    async def close(self) -> None:
+        """Stop the background task, fsync and close every log, write the checkpoints and
+        the clean-shutdown marker (Kafka skips recovery after it; we still check from the
+        recovery point, which a clean close brought up to the log end)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        hws = dict(self._high_watermarks())
+        await asyncio.to_thread(self._close_blocking, hws)
+
+    def close_now(self) -> None:
+        """close() for code without an event loop (tests, tools)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close_blocking(dict(self._high_watermarks()))
+
+    def _close_blocking(self, hws: Mapping[TopicPartition, int]) -> None:
+        failed = False
+        for log in self._logs.values():
+            try:
+                log.close()
+            except Exception:
+                failed = True
+                logger.exception("closing %s failed", log.directory)
+        for log in self._doomed:
+            log.delete()
+        self._doomed = []
+        self.write_hw_checkpoints(hws)
+        self.write_offset_checkpoints(self._offset_snapshot())
+        if not failed:
+            for directory in self._dirs:
+                checkpoints.write_atomically(
+                    os.path.join(directory, checkpoints.CLEAN_SHUTDOWN_FILE), "")
+
+
+def _run_jobs(jobs: Iterable[FlushJob]) -> None:
+    for job in jobs:
+        try:
+            job.run()
+        except Exception:  # the job keeps its error; complete_flush reports it
+            pass
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

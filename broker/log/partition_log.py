@@ -1,0 +1,722 @@
+"""PartitionLog: one replica's log of Kafka record batches, `<log.dir>/<topic>-<partition>`.
+
+The batches live in kraft.log's SegmentedLog in write-through mode with Kafka's batch format
+(broker/records.py): an append is in the segment file (the page cache) before it returns, as in
+Kafka, and fsync happens by policy (`flush.messages`, `flush.ms`; by default never on the
+produce path), always for a rolled segment and at a clean close, in flush jobs that the
+LogManager runs in a worker thread. What an acks=all answer guarantees is therefore Kafka's:
+the batch is in the page cache of every ISR member; durability is replication.
+
+Around the segments this module keeps what Kafka's UnifiedLog keeps: the log start offset
+(retention, DeleteRecords), the leader-epoch cache and its checkpoint file, the idempotent
+producers' state (broker/log/producer_state.py), each segment's timestamps (retention by time,
+roll by time, ListOffsets by timestamp) and the partition.metadata file.
+
+Every method runs on the caller's thread (the event loop): appends and reads are page-cache
+I/O; only `flush` (and the flush job's `run`) waits for a disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from broker.log import checkpoints
+from broker.log.config import LogConfig
+from broker.log.leader_epochs import UNDEFINED, LeaderEpochCache
+from broker.log.producer_state import ProducerState
+from broker.records import (
+    HEADER_SIZE,
+    KAFKA_FORMAT,
+    AppendError,
+    RecordBatchHeader,
+    decode_records,
+    parse_header,
+    scan_batches,
+    set_log_append_time,
+    stamp,
+    validate_client_batch,
+)
+from kraft.errors import Errors
+from kraft.log._common import fsync_dir
+from kraft.log.base import CorruptRecordError, FlushJob, LogAppendError
+from kraft.log.codec import BatchHeader
+from kraft.log.segmented import SegmentedLog
+
+__all__ = [
+    "AppendError",
+    "LeaderAppend",
+    "OffsetOutOfRange",
+    "PartitionLog",
+    "PartitionMetadataError",
+    "parse_partition_dir",
+]
+
+logger = logging.getLogger(__name__)
+
+# Reads of recent data are served from memory; older data comes from the page cache.
+_CACHE_BYTES = 1 << 20
+_DIR_NAME = re.compile(r"(.+)-(\d+)")
+
+
+class OffsetOutOfRange(Exception):
+    """A read below the log start offset or past the log end offset (OFFSET_OUT_OF_RANGE)."""
+
+    def __init__(self, offset: int, start: int, end: int) -> None:
+        super().__init__(f"offset {offset} is outside the log [{start}, {end}]")
+        self.offset = offset
+        self.start_offset = start
+        self.end_offset = end
+
+
+class PartitionMetadataError(Exception):
+    """A partition directory that belongs to another topic (a deleted and recreated topic),
+    or whose partition.metadata does not parse."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAppend:
+    """The outcome of a leader's append: the offsets the batch holds, the time the leader
+    stamped (-1 unless the topic uses LogAppendTime), and whether it was an idempotent
+    producer's retry of a batch already in the log (nothing written, original offsets)."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int = -1
+    duplicate: bool = False
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a directory named `<topic>-<partition>`; topics may hold dashes.
+    None for any other name (`__cluster_metadata-0` is a partition name too: callers skip
+    it)."""
+    match = _DIR_NAME.fullmatch(name)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2))
+
+
+class _SegmentTimes:
+    """What the retention and roll rules and ListOffsets need of a segment's timestamps."""
+
+    __slots__ = ("first_ms", "max_ms", "max_ms_batch")
+
+    def __init__(self, first_ms: int) -> None:
+        self.first_ms = first_ms  # the first batch's max timestamp (roll by time)
+        self.max_ms = -1  # the largest batch max timestamp (retention by time)
+        self.max_ms_batch = -1  # base offset of the first batch with that timestamp
+
+    def add(self, base_offset: int, max_timestamp: int) -> None:
+        if max_timestamp > self.max_ms:
+            self.max_ms = max_timestamp
+            self.max_ms_batch = base_offset
+
+
+class PartitionLog:
+    """A replica's log. Create with `PartitionLog.open`."""
+
+    def __init__(
+        self,
+        directory: str,
+        topic: str,
+        partition: int,
+        topic_id: str,
+        config: LogConfig,
+        log: SegmentedLog,
+        log_start_offset: int | None,
+        now_ms: int,
+    ) -> None:
+        self._directory = directory
+        self._topic = topic
+        self._partition = partition
+        self._topic_id = topic_id
+        self._config = config
+        self._log = log
+        self._start_offset = log.start_offset
+        if log_start_offset is not None:
+            self._start_offset = max(self._start_offset, min(log_start_offset, log.end_offset))
+        self._producers = ProducerState()
+        self._times: dict[int, _SegmentTimes] = {}
+        self._epochs = LeaderEpochCache(directory)
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._rolled = False  # a segment was rolled since the last flush job began
+        self._closed = False
+        # Called when the flush policy (or a roll) wants a flush job soon: the LogManager's.
+        self.on_flush_due: Callable[[PartitionLog], None] | None = None
+        self._rebuild(load_epochs=True)
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        topic_id: str,
+        config: LogConfig,
+        log_start_offset: int | None = None,
+        now_ms: int | None = None,
+    ) -> PartitionLog:
+        """Create or recover the partition directory `directory` (named
+        `<topic>-<partition>`): recovery CRC-checks from the recovery point, cuts a torn tail,
+        and raises CorruptRecordError (path, byte offset) for damage below it. The directory's
+        partition.metadata must name `topic_id` (PartitionMetadataError otherwise); a new
+        directory gets one. `log_start_offset` is the log-start-offset checkpoint's value, if
+        any."""
+        directory = os.path.abspath(directory)
+        parsed = parse_partition_dir(os.path.basename(directory))
+        if parsed is None:
+            raise ValueError(f"{directory} is not named <topic>-<partition>")
+        topic, partition = parsed
+        existed = os.path.isdir(directory)
+        if not existed:
+            os.makedirs(directory)
+            fsync_dir(os.path.dirname(directory))
+        try:
+            stored = checkpoints.read_partition_metadata(directory)
+        except checkpoints.CheckpointError as exc:
+            raise PartitionMetadataError(str(exc)) from None
+        if stored is None:
+            checkpoints.write_partition_metadata(directory, topic_id)
+        elif stored != topic_id:
+            raise PartitionMetadataError(
+                f"{directory} holds topic id {stored}, not {topic_id}: a topic of the same "
+                "name was deleted and created again; delete the directory to start over"
+            )
+        log = SegmentedLog(
+            directory, segment_bytes=config.segment_bytes, cache_bytes=_CACHE_BYTES,
+            recovery_point_interval_ms=0, batch_format=KAFKA_FORMAT, write_through=True,
+        )
+        try:
+            now = _now_ms() if now_ms is None else now_ms
+            return cls(directory, topic, partition, topic_id, config, log, log_start_offset, now)
+        except BaseException:
+            log.close()
+            raise
+
+    def _headers(self, start: int) -> Iterator[RecordBatchHeader]:
+        for _, prefix in self._log.batch_prefixes(start, HEADER_SIZE):
+            yield parse_header(prefix)
+
+    def _rebuild(self, load_epochs: bool = False) -> None:
+        """Producer state, segment timestamps (and on open the epoch cache) from the batch
+        headers: Kafka rebuilds producer state by replaying the log the same way."""
+        self._producers.clear()
+        self._times = {}
+        log = self._log
+        segments = log.segments()
+        bases = [view.base_offset for view in segments]
+        from_batches = LeaderEpochCache(self._directory)
+        index = 0
+        for header in self._headers(log.start_offset):
+            while index + 1 < len(bases) and header.base_offset >= bases[index + 1]:
+                index += 1
+            times = self._times.get(bases[index])
+            if times is None:
+                times = self._times[bases[index]] = _SegmentTimes(header.max_timestamp)
+            times.add(header.base_offset, header.max_timestamp)
+            if header.next_offset > self._start_offset:
+                self._producers.update(header, header.base_offset, header.max_timestamp)
+            if load_epochs:
+                from_batches.assign(header.partition_leader_epoch, header.base_offset, save=False)
+        for view in segments:
+            if view.base_offset not in self._times:
+                self._times[view.base_offset] = _SegmentTimes(self._segment_mtime(view.path))
+        if load_epochs:
+            self._load_epochs(from_batches)
+
+    def _load_epochs(self, from_batches: LeaderEpochCache) -> None:
+        """The checkpoint reconciled with the batches: the batches are the truth; the file adds
+        epochs assigned with no record written (KAFKA-7415) at the log end."""
+        path = os.path.join(self._directory, checkpoints.LEADER_EPOCH_FILE)
+        try:
+            stored = checkpoints.read_leader_epochs(self._directory)
+        except checkpoints.CheckpointError as exc:
+            logger.warning("%s; rebuilding the leader epochs from the batches", exc)
+            stored = None
+        epochs = LeaderEpochCache(self._directory, from_batches.entries())
+        end = self._log.end_offset
+        for epoch, start in stored or ():
+            if start <= end and epoch > epochs.latest_epoch and start >= _last_start(epochs):
+                epochs.assign(epoch, start, save=False)
+        if epochs.entries() != (stored or []) or stored is None:
+            if stored:
+                logger.info("%s reconciled with the log: %s -> %s", path, stored,
+                            epochs.entries())
+            checkpoints.write_leader_epochs(self._directory, epochs.entries())
+        self._epochs = epochs
+        if self._start_offset > self._log.start_offset:
+            self._epochs.truncate_from_start(self._start_offset)
+
+    def _segment_path(self, base: int) -> str:
+        for view in self._log.segments():
+            if view.base_offset == base:
+                return view.path
+        return ""
+
+    @staticmethod
+    def _segment_mtime(path: str) -> int:
+        try:
+            return int(os.stat(path).st_mtime * 1000)
+        except OSError:
+            return _now_ms()
+
+    # -- the view ----------------------------------------------------------------------------
+
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    @property
+    def partition(self) -> int:
+        return self._partition
+
+    @property
+    def topic_id(self) -> str:
+        return self._topic_id
+
+    @property
+    def directory(self) -> str:
+        return self._directory
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def start_offset(self) -> int:
+        """The log start offset: the first offset a consumer may read."""
+        return self._start_offset
+
+    @property
+    def end_offset(self) -> int:
+        """The log end offset (LEO): the offset the next record gets."""
+        return self._log.end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below it is fsynced (the recovery point checkpoint)."""
+        value = self._log.recovery_point
+        return self._log.start_offset if value is None else value
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._log.flushed_offset
+
+    @property
+    def latest_epoch(self) -> int:
+        """The latest leader epoch in the epoch cache, -1 when there is none."""
+        return self._epochs.latest_epoch
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._log.size_in_bytes
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._log.segments())
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        """(epoch, start offset) pairs of the epoch cache, oldest first."""
+        return self._epochs.entries()
+
+    def update_config(self, config: LogConfig) -> None:
+        """The topic's configs changed (they apply from the next append or retention run)."""
+        self._config = config
+        self._log.segment_bytes = config.segment_bytes
+
+    # -- appends ---------------------------------------------------------------------------
+
+    def append_as_leader(self, batch: bytes, leader_epoch: int, now_ms: int) -> LeaderAppend:
+        """Validate a producer's batch (one, magic 2), check its producer sequence, stamp
+        the offsets and `leader_epoch` and write it. AppendError (nothing written) for every
+        refusal; an idempotent retry of one of the producer's last 5 batches writes nothing
+        and answers the original offsets."""
+        self._check_open()
+        config = self._config
+        header = validate_client_batch(batch, config.max_message_bytes, config.segment_bytes)
+        duplicate = self._producers.check(header)
+        if duplicate is not None:
+            return LeaderAppend(
+                duplicate.first_offset, duplicate.last_offset,
+                duplicate.timestamp_ms if config.log_append_time else -1, duplicate=True,
+            )
+        latest = self._epochs.latest_epoch
+        if leader_epoch < latest:
+            raise AppendError(Errors.FENCED_LEADER_EPOCH,
+                              f"leader epoch {leader_epoch} is below the log's epoch {latest}")
+        base = self._log.end_offset
+        buffer = bytearray(batch)
+        stamp(buffer, base, leader_epoch)
+        append_time = -1
+        max_timestamp = header.max_timestamp
+        crc = header.crc
+        if config.log_append_time:
+            set_log_append_time(buffer, now_ms)
+            append_time = max_timestamp = now_ms
+            crc = parse_header(buffer).crc
+        self._assign_epoch(leader_epoch, base)
+        active = self._log.active_segment_base
+        self._maybe_roll(now_ms)
+        span = header.last_offset_delta + 1
+        data = bytes(buffer)
+        frame = BatchHeader(base, leader_epoch, span, 0, len(data), False, crc)
+        try:
+            self._log.append_verified(data, [frame])
+        except (OSError, RuntimeError) as exc:
+            raise AppendError(Errors.KAFKA_STORAGE_ERROR,
+                              f"cannot write to {self._directory}: {exc}") from exc
+        self._after_append(active, [(base, max_timestamp)], span, now_ms)
+        self._producers.update(header, base, max_timestamp)
+        return LeaderAppend(base, base + span - 1, append_time)
+
+    def append_as_follower(self, data: bytes, now_ms: int | None = None) -> int:
+        """Append batches as the leader sent them (CRC checked, offsets continuing the log,
+        epochs not going back); return the number of offsets appended. CorruptRecordError for
+        bad bytes, AppendError (OFFSET_OUT_OF_RANGE) for a gap or overlap; on error nothing is
+        appended."""
+        self._check_open()
+        if not data:
+            return 0
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        frames = scan_batches(data)
+        if frames and frames[0].base_offset != self._log.end_offset:
+            raise AppendError(
+                Errors.OFFSET_OUT_OF_RANGE,
+                f"batches start at offset {frames[0].base_offset}, not at the log end "
+                f"{self._log.end_offset}",
+            )
+        now = _now_ms() if now_ms is None else now_ms
+        headers = [parse_header(data, frame.position) for frame in frames]
+        active = self._log.active_segment_base
+        if frames:
+            self._maybe_roll(now)
+        try:
+            count = self._log.append_verified(data, frames)
+        except LogAppendError as exc:
+            raise AppendError(Errors.OFFSET_OUT_OF_RANGE, str(exc)) from exc
+        except (OSError, RuntimeError) as exc:
+            raise AppendError(Errors.KAFKA_STORAGE_ERROR,
+                              f"cannot write to {self._directory}: {exc}") from exc
+        for header in headers:
+            self._assign_epoch(header.partition_leader_epoch, header.base_offset)
+            self._producers.update(header, header.base_offset, header.max_timestamp)
+        self._after_append(active, [(h.base_offset, h.max_timestamp) for h in headers], count,
+                           now)
+        return count
+
+    def _maybe_roll(self, now_ms: int) -> None:
+        """Kafka's roll by time: the active segment's first batch is older than segment.ms."""
+        active = self._log.active_segment_base
+        if active is None or active == self._log.end_offset:
+            return
+        times = self._times.get(active)
+        if times is not None and now_ms - times.first_ms > self._config.segment_ms:
+            self._log.roll()
+
+    def _after_append(
+        self, active_before: int | None, batches: list[tuple[int, int]], offsets: int,
+        now_ms: int,
+    ) -> None:
+        active = self._log.active_segment_base
+        assert active is not None, "an append leaves a segment"
+        rolled = active_before is not None and active != active_before
+        bases = [view.base_offset for view in self._log.segments()] if rolled else [active]
+        for base, max_timestamp in batches:
+            segment_base = bases[_index_at_or_below(bases, base)]
+            times = self._times.get(segment_base)
+            if times is None:
+                first = max_timestamp if max_timestamp >= 0 else now_ms
+                times = self._times[segment_base] = _SegmentTimes(first)
+            times.add(base, max_timestamp)
+        if rolled:
+            self._rolled = True  # the old segment is synced soon after its roll
+        self._unflushed_messages += offsets
+        if self.on_flush_due is not None and self.flush_due(now_ms):
+            self.on_flush_due(self)
+
+    # -- leader epochs ---------------------------------------------------------------------
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Record that leader epoch `epoch` starts at `start_offset` (a new leader calls it
+        with its log end even when it writes nothing: KAFKA-7415). Persisted at once."""
+        self._check_open()
+        self._assign_epoch(epoch, start_offset)
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        if epoch >= 0 and epoch != self._epochs.latest_epoch:
+            self._epochs.assign(epoch, start_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(the largest epoch ≤ `epoch`, the start of the next higher epoch or the LEO for the
+        latest) as Kafka's OffsetsForLeaderEpoch answers it; (-1, -1) when undefined."""
+        return self._epochs.end_offset_for(epoch, self._log.end_offset)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool = True
+    ) -> bytes:
+        """Whole batches as stored, from the batch that contains `offset`, up to `max_offset`
+        (exclusive: the HW for consumers, the LEO for followers; a batch is returned only
+        when all of it lies below it) and `max_bytes`, except that with `min_one_batch` the
+        first batch comes whole even when larger. b"" when there is nothing yet.
+        OffsetOutOfRange when `offset` < start_offset or > end_offset."""
+        self._check_open()
+        end = self._log.end_offset
+        if offset < self._start_offset or offset > end:
+            raise OffsetOutOfRange(offset, self._start_offset, end)
+        if offset >= end or offset >= max_offset:
+            return b""
+        return self._log.read(offset, max_bytes, max_offset, min_one_batch)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp ≥ `timestamp_ms` (Kafka's
+        ListOffsets by time); None when there is none. Exact for uncompressed batches; for a
+        compressed one, its first offset and max timestamp."""
+        self._check_open()
+        for view in self._log.segments():
+            times = self._times.get(view.base_offset)
+            if times is None or times.max_ms < timestamp_ms:
+                continue
+            for header in self._headers(max(view.base_offset, self._start_offset)):
+                if header.max_timestamp >= timestamp_ms:
+                    return self._record_at_timestamp(header, lambda ts: ts >= timestamp_ms)
+        return None
+
+    def max_timestamp_offset(self, max_offset: int | None = None) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3,
+        KIP-734) among batches below `max_offset` (the HW); None for an empty log."""
+        self._check_open()
+        limit = self._log.end_offset if max_offset is None else max_offset
+        best: RecordBatchHeader | None = None
+        for view in self._log.segments():
+            times = self._times.get(view.base_offset)
+            if times is None or times.max_ms_batch < 0:
+                continue
+            if view.end_offset <= limit and view.base_offset >= self._start_offset:
+                if best is None or times.max_ms > best.max_timestamp:
+                    best = next(self._headers(times.max_ms_batch))
+                continue
+            for header in self._headers(max(view.base_offset, self._start_offset)):
+                if header.next_offset > limit or header.base_offset >= view.end_offset:
+                    break
+                if best is None or header.max_timestamp > best.max_timestamp:
+                    best = header
+        if best is None:
+            return None
+        target = best.max_timestamp
+        return self._record_at_timestamp(best, lambda ts: ts == target)
+
+    def _record_at_timestamp(
+        self, header: RecordBatchHeader, wanted: Callable[[int], bool]
+    ) -> tuple[int, int]:
+        if header.compression == 0 and not header.log_append_time:
+            batch = self._log.read(header.base_offset, header.size, header.next_offset)
+            try:
+                for record in decode_records(batch[: header.size]):
+                    if record.offset >= self._start_offset and wanted(record.timestamp_ms):
+                        return record.offset, record.timestamp_ms
+            except CorruptRecordError as exc:
+                logger.warning("%s: batch at offset %d: %s", self._directory,
+                               header.base_offset, exc)
+        return max(header.base_offset, self._start_offset), header.max_timestamp
+
+    # -- truncation and the log start --------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every offset at or above `offset` (a batch that contains it goes whole), with
+        the epochs that start there; producer state is rebuilt. Below the first segment the
+        log starts over empty at `offset`."""
+        self._check_open()
+        log = self._log
+        if offset >= log.end_offset:
+            return
+        if offset < log.start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        base = next(log.batch_prefixes(offset, 0))[0]
+        log.truncate_to(base)
+        self._epochs.truncate_from_end(base)
+        if self._start_offset > base:
+            self._start_offset = base
+        self._rebuild()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at `offset` (a follower far behind its leader's
+        log start)."""
+        self._check_open()
+        self._log.reset_to(offset, 0)
+        self._log.roll()  # the new segment's name keeps the start offset across a restart
+        self._start_offset = offset
+        self._epochs.clear()
+        self._rebuild()
+
+    def advance_start_offset(self, offset: int) -> None:
+        """Move the log start offset up to `offset` (DeleteRecords, or a follower learning its
+        leader's): reads below it fail, and segments wholly below it are deleted now."""
+        self._check_open()
+        if offset <= self._start_offset:
+            return
+        if offset > self._log.end_offset:
+            raise ValueError(f"cannot start {self._directory} at {offset}, past its end "
+                             f"{self._log.end_offset}")
+        self._start_offset = offset
+        bases = [view.base_offset for view in self._log.segments()]
+        if bases:
+            self._delete_segments_below(bases[_index_at_or_below(bases, offset)])
+        self._epochs.truncate_from_start(offset)
+        self._producers.remove_before(offset)
+
+    def _delete_segments_below(self, base: int) -> None:
+        if base > self._log.start_offset:
+            self._log.advance_start(base, 0)
+            for old in [b for b in self._times if b < base]:
+                del self._times[old]
+
+    def delete_old_segments(self, now_ms: int, high_watermark: int) -> int:
+        """Kafka's retention pass: delete whole segments, oldest first, past retention.ms (by
+        their largest timestamp), beyond retention.bytes, or wholly below the log start; never
+        a segment with offsets at or above `high_watermark`. If every segment would go, an
+        empty one is rolled first. Return how many segments were deleted."""
+        self._check_open()
+        config = self._config
+        deleted = 0
+
+        def by_time(view_base: int, _size: int) -> bool:
+            times = self._times.get(view_base)
+            if times is None:
+                return False
+            # Kafka's largestTimestamp: the file's mtime when no batch has a timestamp.
+            largest = times.max_ms if times.max_ms >= 0 else self._segment_mtime(
+                self._segment_path(view_base))
+            return now_ms - largest > config.retention_ms
+
+        if config.retention_ms >= 0:
+            deleted += self._delete_while(by_time, high_watermark)
+        if config.retention_bytes >= 0:
+            excess = [self._log.size_in_bytes - config.retention_bytes]
+
+            def by_size(_base: int, size: int) -> bool:
+                if excess[0] - size < 0:
+                    return False
+                excess[0] -= size
+                return True
+
+            deleted += self._delete_while(by_size, high_watermark)
+        start = self._start_offset
+        deleted += self._delete_while(lambda _b, _s: False, high_watermark, below=start)
+        return deleted
+
+    def _delete_while(
+        self, predicate: Callable[[int, int], bool], high_watermark: int, below: int = -1
+    ) -> int:
+        views = self._log.segments()
+        count = 0
+        for index, view in enumerate(views):
+            last = index == len(views) - 1
+            if (last and view.size == 0) or view.end_offset > high_watermark:
+                break
+            if below >= 0:
+                deletable = not last and view.end_offset <= below
+            else:
+                deletable = predicate(view.base_offset, view.size)
+            if not deletable:
+                break
+            count += 1
+        if count == 0:
+            return 0
+        if count == len(views):
+            self._log.roll()
+        new_start = self._log.segments()[count].base_offset
+        logger.info("%s: retention deletes %d segment(s); the log now starts at %d",
+                    self._directory, count, new_start)
+        self._delete_segments_below(new_start)
+        if new_start > self._start_offset:
+            self._start_offset = new_start
+            self._epochs.truncate_from_start(new_start)
+            self._producers.remove_before(new_start)
+        return count
+
+    # -- flushing ----------------------------------------------------------------------------
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Whether the flush policy asks for a flush job now: a segment was rolled,
+        flush.messages records are unflushed, or the oldest unflushed one is flush.ms old."""
+        if self._rolled:
+            return True
+        if self._unflushed_messages <= 0:
+            return False
+        config = self._config
+        return (self._unflushed_messages >= config.flush_messages
+                or now_ms - self._last_flush_ms >= config.flush_ms)
+
+    def begin_flush(self, now_ms: int | None = None) -> FlushJob | None:
+        """Take what was written since the last job: the job's `run` (any thread) fsyncs it
+        and raises the recovery point; hand it back to `complete_flush`. None when the files
+        are in sync. One job at a time."""
+        self._check_open()
+        job = self._log.begin_flush()
+        self._rolled = False
+        self._unflushed_messages = 0
+        self._last_flush_ms = _now_ms() if now_ms is None else now_ms
+        return job
+
+    def complete_flush(self, job: FlushJob) -> None:
+        self._log.complete_flush(job)
+
+    def flush(self) -> None:
+        """fsync everything now, on this thread (tests, tools, a clean close)."""
+        self._check_open()
+        self._log.flush()
+        self._rolled = False
+        self._unflushed_messages = 0
+        self._last_flush_ms = _now_ms()
+
+    # -- closing -----------------------------------------------------------------------------
+
+    def close(self, flush: bool = True) -> None:
+        """Close the files, after an fsync of everything unless `flush` is False (which
+        leaves the files as a crash would, for tests)."""
+        if self._closed:
+            return
+        try:
+            if flush:
+                self._log.flush()
+        finally:
+            self._closed = True
+            self._log.close()
+
+    def delete(self) -> None:
+        """Close and remove the directory with everything in it (topic deletion)."""
+        self.close(flush=False)
+        shutil.rmtree(self._directory, ignore_errors=True)
+        fsync_dir(os.path.dirname(self._directory))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"the log in {self._directory} is closed")
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self._topic}-{self._partition}, start={self._start_offset}, "
+                f"end={self._log.end_offset}, epoch={self.latest_epoch})")
+
+
+def _index_at_or_below(bases: list[int], offset: int) -> int:
+    return max(bisect_right(bases, offset) - 1, 0)
+
+
+def _last_start(epochs: LeaderEpochCache) -> int:
+    entries = epochs.entries()
+    return entries[-1][1] if entries else UNDEFINED
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,131 @@
+"""Idempotent producers' state per partition (Kafka's ProducerStateManager, without
+transactions): for each producer id its epoch and the last five batches it wrote, so that a
+leader can tell a retried batch (answered with its original offsets, nothing written) from one
+out of order (reference/kafka-data-plane.md §5).
+
+The state is derived from the log: rebuilt by replaying batch headers on open and after a
+truncation, and kept up to date by every append, the leader's and the follower's. Followers
+and replay apply batches without checking sequences, as Kafka does for replication.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from broker.records import NO_PRODUCER_EPOCH, AppendError, RecordBatchHeader
+from kraft.errors import Errors
+
+BATCHES_KEPT = 5  # why idempotent clients cap in-flight requests at 5 (KAFKA-5494)
+_MAX_I32 = 2**31 - 1
+
+
+class BatchMetadata(NamedTuple):
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp_ms: int  # the batch's max timestamp (its append time for LogAppendTime)
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    producer_id: int
+    epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def duplicate_of(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return batch
+        return None
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _MAX_I32)
+
+
+class ProducerState:
+    """Producer id -> ProducerEntry for one partition."""
+
+    __slots__ = ("_producers",)
+
+    def __init__(self) -> None:
+        self._producers: dict[int, ProducerEntry] = {}
+
+    def __len__(self) -> int:
+        return len(self._producers)
+
+    def entry(self, producer_id: int) -> ProducerEntry | None:
+        return self._producers.get(producer_id)
+
+    def check(self, header: RecordBatchHeader) -> BatchMetadata | None:
+        """A leader's check of a client batch: the stored batch it repeats (a duplicate), or
+        None to append it; AppendError for a stale epoch or a sequence out of order."""
+        if not header.has_producer_id:
+            return None
+        entry = self._producers.get(header.producer_id)
+        if entry is None:
+            return None  # unknown producers start anywhere (KIP-360)
+        epoch = header.producer_epoch
+        first_seq = header.base_sequence
+        duplicate = entry.duplicate_of(epoch, first_seq, header.last_sequence)
+        if duplicate is not None:
+            return duplicate
+        if epoch < entry.epoch:
+            raise AppendError(
+                Errors.INVALID_PRODUCER_EPOCH,
+                f"producer {header.producer_id} epoch {epoch} is older than the current "
+                f"epoch {entry.epoch}",
+            )
+        if epoch != entry.epoch:
+            if first_seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
+                raise AppendError(
+                    Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"producer {header.producer_id} starts epoch {epoch} at sequence "
+                    f"{first_seq}, not 0",
+                )
+        elif entry.batches and not in_sequence(entry.last_seq, first_seq):
+            raise AppendError(
+                Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {header.producer_id} epoch {epoch}: sequence {first_seq} does "
+                f"not follow {entry.last_seq}",
+            )
+        return None
+
+    def update(self, header: RecordBatchHeader, base_offset: int, timestamp_ms: int) -> None:
+        """Record a batch written at `base_offset` (leader, follower or replay)."""
+        if not header.has_producer_id:
+            return
+        producer_id = header.producer_id
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = self._producers[producer_id] = ProducerEntry(producer_id)
+        if header.producer_epoch != entry.epoch:
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        entry.batches.append(BatchMetadata(
+            header.base_sequence, header.last_sequence, base_offset,
+            base_offset + header.last_offset_delta, timestamp_ms,
+        ))
+
+    def remove_before(self, offset: int) -> None:
+        """Forget producers whose last batch lies below the log start (retention removed
+        every trace of them, so they are unknown again, as in Kafka)."""
+        gone = [pid for pid, entry in self._producers.items() if entry.last_offset < offset]
+        for producer_id in gone:
+            del self._producers[producer_id]
+
+    def clear(self) -> None:
+        self._producers.clear()
