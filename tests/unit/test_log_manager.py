@@ -1,0 +1,159 @@
+"""LogManager (broker/log/log_manager.py): the directory scan at start, placement, deletion,
+Kafka's log-dir checkpoint files, the background flush and retention, the clean-shutdown
+marker."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from broker.log import checkpoints
+from broker.log.config import LogConfig
+from broker.log.log_manager import LogManager
+from broker.log.partition_log import PartitionLog
+from broker.records import build_batch
+
+NOW = 1_700_000_000_000
+ID_A = "0b7e6f0e-0000-4000-8000-00000000000a"
+ID_B = "0b7e6f0e-0000-4000-8000-00000000000b"
+
+
+def batch(count: int = 2) -> bytes:
+    return build_batch([b"v%d" % i for i in range(count)], base_timestamp=NOW)
+
+
+def no_hws() -> dict[tuple[str, int], int]:
+    return {}
+
+
+def test_scan_skips_the_metadata_log_and_other_dirs(tmp_path: Path) -> None:
+    (tmp_path / "__cluster_metadata-0").mkdir()
+    (tmp_path / "not-a-partition").mkdir()
+    (tmp_path / "meta.properties").write_text("x")
+    log = PartitionLog.open(str(tmp_path / "my-dashed-topic-3"), ID_A, LogConfig())
+    log.append_as_leader(batch(), 0, NOW)
+    log.close()
+    manager = LogManager([str(tmp_path)], no_hws)
+    assert set(manager.logs()) == {("my-dashed-topic", 3)}
+    found = manager.get("my-dashed-topic", 3)
+    assert found is not None and found.end_offset == 2 and found.topic_id == ID_A
+    assert manager.get("my-dashed-topic", 4) is None
+    manager.close_now()
+
+
+def test_get_or_create_places_in_the_emptiest_dir(tmp_path: Path) -> None:
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    manager = LogManager(dirs, no_hws)
+    logs = [manager.get_or_create("t", p, ID_A, LogConfig()) for p in range(4)]
+    parents = [os.path.dirname(log.directory) for log in logs]
+    assert parents.count(dirs[0]) == 2 and parents.count(dirs[1]) == 2
+    assert manager.get_or_create("t", 0, ID_A, LogConfig()) is logs[0]
+    bigger = LogConfig(segment_bytes=1 << 20)
+    assert manager.get_or_create("t", 0, ID_A, bigger).config == bigger
+    manager.close_now()
+
+
+def test_recreated_topic_replaces_the_old_log(tmp_path: Path) -> None:
+    manager = LogManager([str(tmp_path)], no_hws)
+    old = manager.get_or_create("t", 0, ID_A, LogConfig())
+    old.append_as_leader(batch(), 0, NOW)
+    new = manager.get_or_create("t", 0, ID_B, LogConfig())
+    assert new.topic_id == ID_B and new.end_offset == 0
+    manager.close_now()
+
+
+def test_delete_removes_data(tmp_path: Path) -> None:
+    manager = LogManager([str(tmp_path)], no_hws)
+    log = manager.get_or_create("t", 0, ID_A, LogConfig())
+    log.append_as_leader(batch(), 0, NOW)
+    manager.delete("t", 0)
+    assert manager.get("t", 0) is None and not os.path.exists(log.directory)
+    manager.delete("t", 0)  # twice is fine
+    manager.close_now()
+
+
+def test_checkpoints_and_clean_shutdown_round_trip(tmp_path: Path) -> None:
+    hws = {("t", 0): 4, ("t", 1): 99}
+    manager = LogManager([str(tmp_path)], lambda: hws)
+    first = manager.get_or_create("t", 0, ID_A, LogConfig())
+    for _ in range(3):
+        first.append_as_leader(batch(), 0, NOW)
+    first.advance_start_offset(2)
+    second = manager.get_or_create("t", 1, ID_A, LogConfig())
+    second.append_as_leader(batch(), 0, NOW)
+    manager.close_now()
+    assert (tmp_path / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
+    assert (tmp_path / checkpoints.REPLICATION_OFFSET_FILE).read_text() == (
+        "0\n2\nt 0 4\nt 1 99\n")
+    assert checkpoints.read_offsets(str(tmp_path / checkpoints.RECOVERY_POINT_FILE)) == {
+        ("t", 0): 6, ("t", 1): 2}
+    assert checkpoints.read_offsets(str(tmp_path / checkpoints.LOG_START_OFFSET_FILE)) == {
+        ("t", 0): 2, ("t", 1): 0}
+    again = LogManager([str(tmp_path)], no_hws)
+    assert not (tmp_path / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
+    reopened = again.get("t", 0)
+    assert reopened is not None and reopened.start_offset == 2
+    assert again.high_watermark_checkpoint("t", 0) == 4
+    assert again.high_watermark_checkpoint("t", 1) == 2  # clamped to the log end
+    assert again.high_watermark_checkpoint("t", 7) is None
+    again.close_now()
+
+
+def test_damaged_checkpoint_names_its_path_and_line(tmp_path: Path) -> None:
+    (tmp_path / checkpoints.REPLICATION_OFFSET_FILE).write_text("0\n1\nt zero 4\n")
+    with pytest.raises(checkpoints.CheckpointError, match="line 3"):
+        LogManager([str(tmp_path)], no_hws)
+
+
+def test_background_task_flushes_by_policy_and_runs_retention(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        hws: dict[tuple[str, int], int] = {}
+        manager = LogManager([str(tmp_path)], lambda: hws, retention_check_interval_ms=50,
+                             hw_checkpoint_interval_ms=50,
+                             recovery_point_checkpoint_interval_ms=50,
+                             flush_check_interval_ms=20)
+        manager.start()
+        log = manager.get_or_create("t", 0, ID_A, LogConfig(flush_messages=2))
+        log.append_as_leader(batch(2), 0, NOW)  # reaches flush.messages
+        for _ in range(100):
+            if log.flushed_offset == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert log.flushed_offset == 2 and log.recovery_point == 2
+        old = manager.get_or_create("old", 0, ID_B, LogConfig(retention_ms=1))
+        old.append_as_leader(build_batch([b"x"], base_timestamp=1), 0, NOW)
+        hws[("old", 0)] = 1
+        hws[("t", 0)] = 2
+        for _ in range(100):
+            if old.start_offset == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert old.start_offset == 1 and old.size_in_bytes == 0
+        await asyncio.sleep(0.1)
+        assert checkpoints.read_offsets(str(tmp_path / checkpoints.REPLICATION_OFFSET_FILE)) \
+            == {("old", 0): 1, ("t", 0): 2}
+        await manager.close()
+        assert (tmp_path / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
+
+    asyncio.run(scenario())
+
+
+def test_roll_asks_for_a_flush_of_the_old_segment(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager = LogManager([str(tmp_path)], no_hws)
+        manager.start()
+        size = len(batch())
+        log = manager.get_or_create("t", 0, ID_A, LogConfig(segment_bytes=size))
+        log.append_as_leader(batch(), 0, NOW)
+        log.append_as_leader(batch(), 0, NOW)  # rolls
+        for _ in range(100):
+            if log.flushed_offset >= 2:
+                break
+            await asyncio.sleep(0.01)
+        assert log.flushed_offset >= 2
+        await manager.close()
+
+    asyncio.run(scenario())
