@@ -65,6 +65,7 @@ class LogManager:
         self._due: dict[TopicPartition, None] = {}
         self._flushing: set[TopicPartition] = set()
         self._doomed: list[PartitionLog] = []  # deleted while a flush job ran on them
+        self._inflight: asyncio.Future[None] | None = None  # the worker thread's flush round
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -230,24 +231,32 @@ class LogManager:
             log = self._logs.get(tp)
             if log is None or tp in self._flushing:
                 continue
-            job = log.begin_flush(wall)
+            try:
+                job = log.begin_flush(wall)
+            except Exception:
+                logger.exception("cannot flush %s", log.directory)
+                continue
             if job is not None:
                 jobs.append((tp, log, job))
                 self._flushing.add(tp)
         if not jobs:
             return
-        try:
-            await asyncio.to_thread(_run_jobs, [job for _, _, job in jobs])
-        finally:
-            for tp, log, job in jobs:
-                self._flushing.discard(tp)
-                try:
-                    log.complete_flush(job)
-                except Exception:
-                    logger.exception("flushing %s failed", log.directory)
-            for log in self._doomed:
-                log.delete()
-            self._doomed = []
+        work = asyncio.get_running_loop().run_in_executor(
+            None, _run_jobs, [job for _, _, job in jobs])
+        self._inflight = work
+        # Cancelled meanwhile (close): the thread still finishes, and close() waits for it;
+        # each log's own flush completes the job then.
+        await asyncio.shield(work)
+        self._inflight = None
+        for tp, log, job in jobs:
+            self._flushing.discard(tp)
+            try:
+                log.complete_flush(job)
+            except Exception:
+                logger.exception("flushing %s failed", log.directory)
+        for log in self._doomed:
+            log.delete()
+        self._doomed = []
 
     def run_retention(self, now_ms: int | None = None) -> int:
         """One retention pass over every log (Kafka's cleanupLogs); segments deleted."""
@@ -309,6 +318,9 @@ class LogManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._inflight is not None:
+            await self._inflight  # a flush round whose task was cancelled
+            self._inflight = None
         hws = dict(self._high_watermarks())
         await asyncio.to_thread(self._close_blocking, hws)
 

@@ -105,14 +105,17 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 class _SegmentTimes:
     """What the retention and roll rules and ListOffsets need of a segment's timestamps."""
 
-    __slots__ = ("first_ms", "max_ms", "max_ms_batch")
+    __slots__ = ("created_ms", "empty", "first_ms", "max_ms", "max_ms_batch")
 
-    def __init__(self, first_ms: int) -> None:
-        self.first_ms = first_ms  # the first batch's max timestamp (roll by time)
+    def __init__(self, first_ms: int, created_ms: int) -> None:
+        self.first_ms = first_ms  # the first batch's max timestamp, -1 if none (roll by time)
+        self.created_ms = created_ms  # when the first batch came (the file's mtime on open)
+        self.empty = True
         self.max_ms = -1  # the largest batch max timestamp (retention by time)
         self.max_ms_batch = -1  # base offset of the first batch with that timestamp
 
     def add(self, base_offset: int, max_timestamp: int) -> None:
+        self.empty = False
         if max_timestamp > self.max_ms:
             self.max_ms = max_timestamp
             self.max_ms_batch = base_offset
@@ -219,7 +222,8 @@ class PartitionLog:
                 index += 1
             times = self._times.get(bases[index])
             if times is None:
-                times = self._times[bases[index]] = _SegmentTimes(header.max_timestamp)
+                times = self._times[bases[index]] = _SegmentTimes(
+                    header.max_timestamp, self._segment_mtime(segments[index].path))
             times.add(header.base_offset, header.max_timestamp)
             if header.next_offset > self._start_offset:
                 self._producers.update(header, header.base_offset, header.max_timestamp)
@@ -227,7 +231,7 @@ class PartitionLog:
                 from_batches.assign(header.partition_leader_epoch, header.base_offset, save=False)
         for view in segments:
             if view.base_offset not in self._times:
-                self._times[view.base_offset] = _SegmentTimes(self._segment_mtime(view.path))
+                self._times[view.base_offset] = _SegmentTimes(-1, self._segment_mtime(view.path))
         if load_epochs:
             self._load_epochs(from_batches)
 
@@ -363,7 +367,7 @@ class PartitionLog:
             crc = parse_header(buffer).crc
         self._assign_epoch(leader_epoch, base)
         active = self._log.active_segment_base
-        self._maybe_roll(now_ms)
+        self._maybe_roll(max_timestamp, now_ms)
         span = header.last_offset_delta + 1
         data = bytes(buffer)
         frame = BatchHeader(base, leader_epoch, span, 0, len(data), False, crc)
@@ -397,7 +401,7 @@ class PartitionLog:
         headers = [parse_header(data, frame.position) for frame in frames]
         active = self._log.active_segment_base
         if frames:
-            self._maybe_roll(now)
+            self._maybe_roll(max(h.max_timestamp for h in headers), now)
         try:
             count = self._log.append_verified(data, frames)
         except LogAppendError as exc:
@@ -412,13 +416,19 @@ class PartitionLog:
                            now)
         return count
 
-    def _maybe_roll(self, now_ms: int) -> None:
-        """Kafka's roll by time: the active segment's first batch is older than segment.ms."""
+    def _maybe_roll(self, incoming_ms: int, now_ms: int) -> None:
+        """Kafka's roll by time (LogSegment.timeWaitedForRoll): the incoming batch's max
+        timestamp is segment.ms past the active segment's first batch's, or, with no
+        timestamps, the segment's first batch came segment.ms ago."""
         active = self._log.active_segment_base
         if active is None or active == self._log.end_offset:
             return
         times = self._times.get(active)
-        if times is not None and now_ms - times.first_ms > self._config.segment_ms:
+        if times is None:
+            return
+        has_timestamp = times.first_ms >= 0
+        waited = incoming_ms - times.first_ms if has_timestamp else now_ms - times.created_ms
+        if waited > self._config.segment_ms:
             self._log.roll()
 
     def _after_append(
@@ -433,8 +443,10 @@ class PartitionLog:
             segment_base = bases[_index_at_or_below(bases, base)]
             times = self._times.get(segment_base)
             if times is None:
-                first = max_timestamp if max_timestamp >= 0 else now_ms
-                times = self._times[segment_base] = _SegmentTimes(first)
+                times = self._times[segment_base] = _SegmentTimes(max_timestamp, now_ms)
+            elif times.empty:  # a segment rolled ahead of its first batch
+                times.first_ms = max_timestamp
+                times.created_ms = now_ms
             times.add(base, max_timestamp)
         if rolled:
             self._rolled = True  # the old segment is synced soon after its roll

@@ -157,3 +157,19 @@ def test_roll_asks_for_a_flush_of_the_old_segment(tmp_path: Path) -> None:
         await manager.close()
 
     asyncio.run(scenario())
+
+
+def test_close_waits_for_a_flush_round_in_flight(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager = LogManager([str(tmp_path)], no_hws)
+        manager.start()
+        log = manager.get_or_create("t", 0, ID_A, LogConfig(flush_messages=1))
+        log._log.faults.fsync_delay_s = 0.2  # a slow disk: the round is still running
+        log.append_as_leader(batch(), 0, NOW)
+        await asyncio.sleep(0.05)
+        await manager.close()
+        assert (tmp_path / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
+
+    asyncio.run(scenario())
+    reopened = PartitionLog.open(str(tmp_path / "t-0"), ID_A, LogConfig())
+    assert reopened.end_offset == 2 and reopened.recovery_point == 2

@@ -393,6 +393,25 @@ def test_roll_by_time(tmp_path: Path) -> None:
     assert log.flush_due(NOW + 1500)  # the rolled segment is synced soon
 
 
+def test_old_producer_timestamps_do_not_roll_every_batch(tmp_path: Path) -> None:
+    # Kafka compares the incoming batch's timestamp with the segment's first one, not "now".
+    log = open_log(tmp_path, LogConfig(segment_ms=1000))
+    for i in range(5):
+        log.append_as_leader(values(1, timestamp=1_000 + i), 0, NOW)
+    assert log.segment_count == 1
+    log.append_as_leader(values(1, timestamp=2_500), 0, NOW)
+    assert log.segment_count == 2
+
+
+def test_roll_by_time_without_timestamps_uses_the_wall_clock(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_ms=1000))
+    log.append_as_leader(values(1, timestamp=-1), 0, NOW)
+    log.append_as_leader(values(1, timestamp=-1), 0, NOW + 900)
+    assert log.segment_count == 1
+    log.append_as_leader(values(1, timestamp=-1), 0, NOW + 1001)
+    assert log.segment_count == 2
+
+
 def test_retention_by_time_never_past_the_high_watermark(tmp_path: Path) -> None:
     batch = values(2)
     log = open_log(tmp_path, LogConfig(segment_bytes=len(batch), retention_ms=1000))
