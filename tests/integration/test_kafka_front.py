@@ -7,20 +7,28 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker.api import LATEST_TIMESTAMP, ListOffsetsPartition
 from broker.kafka.apis import KafkaApis
+from broker.kafka.client import KafkaClient
 from broker.kafka.server import KafkaServer
+from broker.kafka.tls import client_ssl_context, server_ssl_context
+from kraft.errors import Errors
+from kraft.security.certs import make_test_certs
+from kraft.security.tls import TlsConfig
 from metadata.image import MetadataImage
 from tests.unit.test_kafka_fakes import InMemoryDataPlane, single_broker_image
 
@@ -55,8 +63,8 @@ class Front:
         return done.result(10)
 
 
-@pytest.fixture
-def front() -> Iterator[Front]:
+def start_front(listener: str = "PLAINTEXT",
+                ssl_context: ssl.SSLContext | None = None) -> Iterator[Front]:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -65,14 +73,20 @@ def front() -> Iterator[Front]:
         plane.add(name, count)
     image: list[MetadataImage] = [MetadataImage()]
     apis = KafkaApis(plane, lambda: image[0], CLUSTER_ID)
-    server = KafkaServer(apis, "127.0.0.1", 0, max_request_bytes=4 * 1024 * 1024)
+    server = KafkaServer(apis, "127.0.0.1", 0, listener=listener, ssl_context=ssl_context,
+                         max_request_bytes=4 * 1024 * 1024)
     port = asyncio.run_coroutine_threadsafe(server.start(), loop).result(10)
-    image[0] = single_broker_image(port, TOPICS)
+    image[0] = single_broker_image(port, TOPICS, listener=listener)
     yield Front(loop, server, plane, port, image)
     asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
     loop.call_soon_threadsafe(loop.stop)
     thread.join(10)
     loop.close()
+
+
+@pytest.fixture
+def front() -> Iterator[Front]:
+    yield from start_front()
 
 
 # ---- confluent-kafka (librdkafka) ----
@@ -184,6 +198,65 @@ def test_kafka_python_metadata_lists_topics(front: Front) -> None:
     assert consumer.topics() == set(TOPICS)
     assert consumer.partitions_for_topic("orders") == {0, 1}
     consumer.close()
+
+
+# ---- the SSL listener (mutual TLS from the project's PEM files) ----
+
+
+def test_ssl_listener_with_mutual_tls_serves_confluent_and_the_inter_broker_client(
+    tmp_path: Path,
+) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    paths = make_test_certs(tmp_path, ["broker-1", "client"])
+    server_tls = TlsConfig(str(paths["broker-1"]), str(paths["ca"]), "required")
+    client_tls = TlsConfig(str(paths["client"]), str(paths["ca"]))
+    fronts = start_front("SSL", server_ssl_context(server_tls))
+    front = next(fronts)
+    try:
+        common = {
+            "bootstrap.servers": front.bootstrap, "security.protocol": "SSL",
+            "ssl.ca.location": str(paths["ca"]),
+            "ssl.certificate.location": str(paths["client"]),
+            "ssl.key.location": str(paths["client"]),
+        }
+        producer = Producer(common)
+        producer.produce("audit", value=b"over tls", partition=0)
+        assert producer.flush(30) == 0
+        consumer = Consumer({**common, "group.id": "unused", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("audit", 0, 0)])
+        deadline = time.monotonic() + 30
+        msg = None
+        while msg is None and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+        consumer.close()
+        assert msg is not None and msg.value() == b"over tls"
+
+        async def inter_broker() -> int:
+            client = KafkaClient("127.0.0.1", front.port, client_ssl_context(client_tls))
+            await client.connect()
+            try:
+                (latest,) = await client.list_offsets(
+                    2, [ListOffsetsPartition("audit", 0, LATEST_TIMESTAMP)])
+            finally:
+                await client.close()
+            assert latest.error == Errors.NONE
+            return latest.offset
+
+        assert asyncio.run_coroutine_threadsafe(inter_broker(), front.loop).result(30) == 1
+        # Without a client certificate the server refuses (ssl.client.auth=required): with
+        # TLS 1.3 the client sees it on its first read, as an error or a closed connection.
+        anonymous = ssl.create_default_context(cafile=str(paths["ca"]))
+        with socket.create_connection(("127.0.0.1", front.port), timeout=5) as raw:
+            try:
+                with anonymous.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                    frame = struct.pack(">hhih", 18, 0, 1, -1)
+                    tls.sendall(struct.pack(">i", len(frame)) + frame)
+                    assert tls.recv(64) == b""
+            except (ssl.SSLError, ConnectionError):
+                pass
+    finally:
+        next(fronts, None)
 
 
 # ---- bad input: garbage closes its connection, the server keeps serving ----
