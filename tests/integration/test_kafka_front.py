@@ -124,6 +124,27 @@ def test_confluent_producer_acks_all_and_consumer_assign_read_back(front: Front)
     assert values == {f"v{i}" for i in range(100)}
 
 
+@pytest.mark.parametrize("settings", [
+    {"acks": "0"}, {"acks": "1"}, {"acks": "all", "enable.idempotence": True},
+])
+def test_confluent_producer_acks_and_idempotence(front: Front, settings: dict[str, Any]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": front.bootstrap, **settings})
+    errors: list[Any] = []
+    for i in range(50):
+        producer.produce("audit", value=b"%d" % i, partition=0,
+                         on_delivery=lambda err, _: errors.append(err) if err else None)
+    assert producer.flush(30) == 0 and not errors
+    deadline = time.monotonic() + 10
+    while front.call(lambda: front.plane.partitions[("audit", 0)].log_end) < 50:
+        assert time.monotonic() < deadline  # acks=0: nothing tells the producer; poll the log
+        time.sleep(0.05)
+    assert front.call(lambda: front.plane.partitions[("audit", 0)].log_end) == 50
+    asked_ids = [c for c, _ in front.plane.calls if c == "init_producer_id"]
+    assert bool(asked_ids) == bool(settings.get("enable.idempotence"))
+
+
 def test_confluent_admin_lists_topics_with_leaders_and_cluster_id(front: Front) -> None:
     from confluent_kafka.admin import AdminClient
 
@@ -189,6 +210,20 @@ def test_kafka_python_idempotent_producer_and_consumer(front: Front) -> None:
             break
     consumer.close()
     assert got == [f"kp{i}" for i in range(20)]
+
+
+@pytest.mark.parametrize("acks", [0, 1])
+def test_kafka_python_producer_acks_zero_and_one(front: Front, acks: int) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=front.bootstrap, acks=acks,
+                             enable_idempotence=False)
+    futures = [producer.send("audit", value=b"%d" % i, partition=0) for i in range(30)]
+    results = [f.get(timeout=30) for f in futures]
+    producer.close(10)
+    if acks == 1:
+        assert [r.offset for r in results] == list(range(30))
+    assert front.call(lambda: front.plane.partitions[("audit", 0)].log_end) == 30
 
 
 def test_kafka_python_metadata_lists_topics(front: Front) -> None:
