@@ -488,19 +488,23 @@ class SegmentedLog:
                     )
         expected = base
         epoch = self._epoch_cache.last_epoch
-        for header in headers:
+        for index, header in enumerate(headers):
+            problem = None
             if header.base_offset != expected:
-                raise CorruptRecordError(
-                    f"batch starts at offset {header.base_offset}, expected {expected}",
-                    header.position,
-                    path,
-                )
-            if header.epoch < epoch:
-                raise CorruptRecordError(
-                    f"batch epoch {header.epoch} is below the previous epoch {epoch}",
-                    header.position,
-                    path,
-                )
+                problem = f"batch starts at offset {header.base_offset}, expected {expected}"
+            elif header.epoch < epoch:
+                problem = f"batch epoch {header.epoch} is below the previous epoch {epoch}"
+            if problem is not None:
+                if not (self._write_through and recovery_point is not None
+                        and expected >= recovery_point):
+                    raise CorruptRecordError(problem, header.position, path)
+                # Write-through: an old batch where a truncation cut the file before a power
+                # loss undid the cut; past the recovery point, so cut like a torn tail.
+                error = CorruptRecordError(problem, header.position, path)
+                stop = header.position
+                torn = True
+                del headers[index:]
+                break
             epoch = header.epoch
             expected = header.next_offset
             self._epoch_cache.assign(epoch, header.base_offset)

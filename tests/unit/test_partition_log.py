@@ -373,6 +373,24 @@ def test_damage_in_an_unsynced_older_segment_cuts_the_rest(tmp_path: Path) -> No
     assert offsets_read(reopened) == list(range(reopened.end_offset))
 
 
+def test_stale_batches_a_lost_truncation_left_are_cut(tmp_path: Path) -> None:
+    # A power loss may undo a truncation that never reached the disk, leaving old batches
+    # after the new ones: past the recovery point (lowered before the cut), they are cut.
+    log = open_log(tmp_path)
+    fill(log, 3)  # offsets 0-5, epoch 1
+    log.flush()
+    stale = log.read(4, 1 << 20, 6)
+    log.truncate_to(2)
+    assert log.recovery_point == 2
+    log.append_as_leader(values(3), 2, NOW)  # offsets 2-4, epoch 2
+    log.close(flush=False)
+    (_, path), = list_segments(log.directory)
+    with open(path, "ab") as file:
+        file.write(stale)  # offset 4, epoch 1: neither continuous nor in epoch order
+    reopened = open_log(tmp_path)
+    assert reopened.end_offset == 5 and reopened.epoch_entries() == [(1, 0), (2, 2)]
+
+
 # -- roll and retention ------------------------------------------------------------------------
 
 
