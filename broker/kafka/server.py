@@ -9,6 +9,8 @@ requests per connection are being handled; the next frame is read once one is an
 Bad input closes only its own connection, with one log line: a size above
 socket.request.max.bytes or negative, a truncated frame, a body that does not parse, an
 unsupported API or version (except ApiVersions, answered with a v0 UNSUPPORTED_VERSION body).
+A handler that raises (a bug, never bad input: errors are values) closes its connection
+too, logged once with its traceback.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ class RequestHandler(Protocol):
 
 class _CloseConnection(Exception):
     """Bad input: the connection is closed after one log line with this message."""
+
+
+class _HandlerFailed(Exception):
+    """A handler raised (a bug, logged with its traceback where it happened)."""
 
 
 @dataclass(slots=True)
@@ -228,8 +234,9 @@ class KafkaServer:
             try:
                 reply = await future
             except Exception as exc:
-                log.exception("Kafka listener %s: handler failed for %s", self.listener, conn.peer)
-                raise _CloseConnection(f"handler failed: {exc!r}") from exc
+                log.exception("Kafka listener %s: closing %s: the handler of correlation id %d "
+                              "failed", self.listener, conn.peer, correlation_id)
+                raise _HandlerFailed() from exc
             conn.pending.popleft()
             conn.in_flight.release()
             if reply.response is not None:

@@ -126,7 +126,9 @@ def test_a_request_without_response_is_skipped_in_the_order() -> None:
 
 
 @pytest.mark.parametrize("client", ["close", "fail"])
-def test_a_close_reply_or_a_failing_handler_closes_only_that_connection(client: str) -> None:
+def test_a_close_reply_or_a_failing_handler_closes_only_that_connection(
+    client: str, caplog: pytest.LogCaptureFixture
+) -> None:
     async def scenario(server: KafkaServer, _: ScriptedHandler, port: int) -> None:
         bystander_reader, bystander = await asyncio.open_connection("127.0.0.1", port)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -139,7 +141,11 @@ def test_a_close_reply_or_a_failing_handler_closes_only_that_connection(client: 
         writer.close()
         bystander.close()
 
-    run(scenario)
+    with caplog.at_level(logging.WARNING, logger="broker.kafka.server"):
+        run(scenario)
+    (line,) = caplog.records
+    assert ("handler of correlation id 2 failed" if client == "fail" else "acks=0") \
+        in line.getMessage()
 
 
 @pytest.mark.parametrize("payload, reason", [
