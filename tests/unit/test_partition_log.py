@@ -22,6 +22,9 @@ from broker.records import Record, build_batch, decode_records, parse_header, sc
 from kraft.errors import Errors
 from kraft.log.base import CorruptRecordError
 from kraft.log.segmented import list_segments
+from metadata.delta import MetadataDelta
+from metadata.image import EMPTY_IMAGE
+from metadata.records import ConfigRecord, ConfigResourceType
 
 TOPIC_ID = "8d4c3b6a-6f64-4b43-9a59-3c5e3a4f2a11"
 NOW = 1_700_000_000_000
@@ -549,3 +552,24 @@ def test_delete_removes_the_directory(tmp_path: Path) -> None:
     fill(log, 2)
     log.delete()
     assert not os.path.exists(log.directory)
+
+
+def test_log_config_for_topic_resolves_overrides_synonyms_and_defaults() -> None:
+    delta = MetadataDelta(EMPTY_IMAGE)
+    records = [
+        ConfigRecord(ConfigResourceType.BROKER, "", "log.roll.ms", "5000"),
+        ConfigRecord(ConfigResourceType.BROKER, "", "log.flush.interval.messages", "10"),
+        ConfigRecord(ConfigResourceType.TOPIC, "orders", "segment.ms", "7000"),
+        ConfigRecord(ConfigResourceType.TOPIC, "orders", "message.timestamp.type",
+                     "LogAppendTime"),
+        ConfigRecord(ConfigResourceType.TOPIC, "orders", "retention.bytes", "4096"),
+    ]
+    for offset, record in enumerate(records):
+        delta.replay(record, offset, 1, NOW)
+    image = delta.apply()
+    orders = LogConfig.for_topic(image, "orders")
+    assert orders.segment_ms == 7000 and orders.log_append_time
+    assert orders.retention_bytes == 4096 and orders.flush_messages == 10
+    other = LogConfig.for_topic(image, "other")
+    assert other.segment_ms == 5000 and not other.log_append_time
+    assert other == LogConfig(segment_ms=5000, flush_messages=10)
