@@ -223,6 +223,8 @@ class QuorumController:
         STALE_BROKER_EPOCH unless registered with that epoch."""
         check_broker_epoch(self._require_active(), broker_id, broker_epoch)
         self._liveness_changed.set()
+        log.info("broker %d opened its liveness stream (broker epoch %d)", broker_id,
+                 broker_epoch)
         return self.liveness.opened(broker_id, broker_epoch)
 
     def close_liveness_stream(self, stream: LivenessStream) -> None:
@@ -249,11 +251,6 @@ class QuorumController:
         one per write (as session expiry does), re-checked inside the rule."""
         held: list[int] = []
         while self._active_epoch == epoch:
-            deadline = self.liveness.next_deadline_ms(_monotonic_ms())
-            timeout = None if deadline is None else max(0, deadline - _monotonic_ms()) / 1000
-            self._liveness_changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._liveness_changed.wait(), timeout)
             latest = self._latest
             if latest is None:
                 return
@@ -262,11 +259,21 @@ class QuorumController:
                 log.warning("liveness streams of brokers %s broke together with those of "
                             "most others: leaving them to broker.session.timeout.ms", new_held)
             held = new_held
-            for broker_id in self.liveness.dead_brokers(latest, now):
+            dead = self.liveness.dead_brokers(latest, now)
+            if dead:
+                broker_id = dead[0]
                 log.info("fencing broker %d: its liveness stream broke and it did not "
                          "reconnect within %d ms", broker_id, self.liveness.grace_ms)
-                with contextlib.suppress(ControllerApiError):
+                try:
                     await self.write(functools.partial(self._fence_if_dead, broker_id=broker_id))
+                    continue  # look again at once: another window may have ended meanwhile
+                except ControllerApiError as exc:
+                    log.warning("fencing broker %d failed: %s", broker_id, exc)
+            deadline = self.liveness.next_deadline_ms(now)
+            timeout = None if deadline is None else max(0, deadline - now) / 1000
+            self._liveness_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._liveness_changed.wait(), timeout)
 
     def _fence_if_dead(self, image: MetadataImage, broker_id: int) -> ControllerResult[None]:
         if not self.liveness.is_dead(image, broker_id, _monotonic_ms()):

@@ -241,6 +241,27 @@ def test_a_broken_stream_fences_the_broker_a_goodbye_does_not(tmp_path: Path) ->
     asyncio.run(scenario())
 
 
+def test_two_deaths_a_moment_apart_are_both_fenced(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cluster = await Cluster.start(tmp_path, grace_ms=100)
+        try:
+            brokers = (1, 2, 3, 4, 5)
+            await cluster.unfenced_brokers(*brokers)
+            calls = {b: await cluster.open_stream(b) for b in brokers}
+            for call in calls.values():
+                await call.read()
+            liveness = cluster.controller.liveness
+            calls[4].cancel()
+            await until(lambda: liveness.state(4) is StreamState.LOST)
+            calls[5].cancel()  # its window ends while broker 4's fencing is being written
+            await until(lambda: cluster.fenced(4) and cluster.fenced(5))
+            assert not any(cluster.fenced(b) for b in (1, 2, 3))
+        finally:
+            await cluster.stop()
+
+    asyncio.run(scenario())
+
+
 def test_a_broker_that_reopens_its_stream_in_time_stays_unfenced(tmp_path: Path) -> None:
     async def scenario() -> None:
         cluster = await Cluster.start(tmp_path, grace_ms=60_000)  # no deadline can pass here
