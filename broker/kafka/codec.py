@@ -85,6 +85,12 @@ def request_module(api_key: int, api_version: int) -> ModuleType:
     return load_payload_module(api_key, api_version, EntityType.request)
 
 
+@functools.cache
+def _reader(schema: Any) -> Any:
+    """kio builds a reader per call of entity_reader: build each one once."""
+    return entity_reader(schema)
+
+
 def _is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit | asyncio.CancelledError)
 
@@ -99,8 +105,8 @@ def decode_request(frame: bytes) -> DecodedRequest:
     header_schema = schema.__header_schema__
     try:
         clean = sanitize(frame, 0, (header_schema, schema))
-        header, used = entity_reader(header_schema)(clean, 0)
-        body, _ = entity_reader(schema)(clean, used)
+        header, used = _reader(header_schema)(clean, 0)
+        body, _ = _reader(schema)(clean, used)
     except ScanError as exc:
         raise FrameError(str(exc)) from None
     except BaseException as exc:  # kio's DecodeError, ValueError, pyo3's PanicException...
@@ -152,8 +158,8 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
     header_schema = schema.__header_schema__
     try:
         clean = sanitize(frame, 0, (header_schema, schema))  # a broken peer must not abort us
-        header, used = entity_reader(header_schema)(clean, 0)
-        body, _ = entity_reader(schema)(clean, used)
+        header, used = _reader(header_schema)(clean, 0)
+        body, _ = _reader(schema)(clean, used)
     except ScanError as exc:
         raise FrameError(str(exc)) from None
     except BaseException as exc:

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.api import CONSUMER_REPLICA_ID, FetchParams, FetchPartition, FetchPartitionResult
+from broker.api import (
+    CONSUMER_REPLICA_ID,
+    DataPlane,
+    FetchParams,
+    FetchPartition,
+    FetchPartitionResult,
+)
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.metadata_api import node_endpoints
 from broker.kafka.reply import NO_THROTTLE, Reply, millis
@@ -77,7 +83,7 @@ def fetch_params(version: int, request: Any, image: MetadataImage) -> tuple[
 
 
 async def handle_fetch(
-    data_plane: Any, image: MetadataImage, listener: str, version: int, request: Any
+    data_plane: DataPlane, image: MetadataImage, listener: str, version: int, request: Any
 ) -> Reply:
     module = response_module(ApiKey.FETCH, version)
     session_id = getattr(request, "session_id", NO_SESSION)

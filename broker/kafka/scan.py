@@ -55,7 +55,8 @@ class _Field:
 @dataclass(frozen=True, slots=True)
 class _Plan:
     flexible: bool
-    fields: tuple[_Field, ...]  # the untagged fields in wire order
+    fixed_prefix: int  # bytes of the leading fixed-size fields, skipped in one step
+    fields: tuple[_Field, ...]  # the untagged fields after them, in wire order
     tagged: dict[int, _Field]
 
 
@@ -86,7 +87,23 @@ def _plan(entity: type) -> _Plan:
             untagged.append(spec)
         else:
             tagged[int(tag)] = spec
-    return _Plan(bool(getattr(entity, "__flexible__", False)), tuple(untagged), tagged)
+    fixed_prefix = 0
+    while untagged and _fixed_size(untagged[0]) is not None:
+        fixed_prefix += _fixed_size(untagged.pop(0)) or 0
+    return _Plan(
+        bool(getattr(entity, "__flexible__", False)), fixed_prefix, tuple(untagged), tagged
+    )
+
+
+def _fixed_size(spec: _Field) -> int | None:
+    if spec.is_array or spec.entity is not None:
+        return None
+    return _FIXED_SIZES.get(spec.kafka_type)
+
+
+@functools.cache
+def _element(array: _Field) -> _Field:
+    return dataclasses.replace(array, is_array=False, nullable=False)
 
 
 def prepare(entity: type) -> None:
@@ -149,6 +166,8 @@ class _Scanner:
 
     def entity(self, entity: type) -> None:
         plan = _plan(entity)
+        if plan.fixed_prefix:
+            self._take(plan.fixed_prefix)
         for spec in plan.fields:
             self._field(spec, plan.flexible)
         if plan.flexible:
@@ -162,7 +181,7 @@ class _Scanner:
             if spec.entity is None and spec.kafka_type in _FIXED_SIZES:
                 self._take(max(count, 0) * _FIXED_SIZES[spec.kafka_type])
                 return
-            element = dataclasses.replace(spec, is_array=False, nullable=False)
+            element = _element(spec)
             for _ in range(count):
                 self._field(element, flexible)
             return
