@@ -1149,8 +1149,9 @@ class SegmentedLog:
         if self._closed:
             raise ValueError(f"the log in {self._directory} is closed")
         if self._write_through and self._failed is not None:
-            raise RuntimeError(f"a write to the log in {self._directory} failed; it cannot be "
-                               "trusted") from self._failed
+            # An OSError, as the failed write was: callers map both to a storage error.
+            raise OSError(errno.EIO, f"a write to the log in {self._directory} failed; it "
+                          "cannot be trusted") from self._failed
 
     def __repr__(self) -> str:
         return (

@@ -573,3 +573,22 @@ def test_log_config_for_topic_resolves_overrides_synonyms_and_defaults() -> None
     other = LogConfig.for_topic(image, "other")
     assert other.segment_ms == 5000 and not other.log_append_time
     assert other == LogConfig(segment_ms=5000, flush_messages=10)
+
+
+def test_a_failed_write_is_a_storage_error_and_poisons_the_log(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(values(1), 0, NOW)
+    log._log.faults.disk_full = True  # injected: the next pwrite fails with ENOSPC
+    with pytest.raises(AppendError) as info:
+        log.append_as_leader(values(1), 0, NOW)
+    assert info.value.code == Errors.KAFKA_STORAGE_ERROR
+    log._log.faults.disk_full = False
+    # The view may hold what the file lacks: nothing is served or appended any more.
+    with pytest.raises(AppendError) as info:
+        log.append_as_leader(values(1), 0, NOW)
+    assert info.value.code == Errors.KAFKA_STORAGE_ERROR
+    with pytest.raises(OSError):
+        log.read(0, 100, 1)
+    with pytest.raises(OSError):
+        log.close()  # the final flush fails too, and says so; the files are closed anyway
+    assert open_log(tmp_path).end_offset == 1  # what reached the file survives
