@@ -118,6 +118,8 @@ class KafkaClient:
 
     def version(self, api_key: int, newest: int | None = None) -> int:
         """The newest version of an API both sides speak (KafkaClientError if none)."""
+        if not self.connected:
+            raise KafkaClientError(f"not connected to {self.host}:{self.port}")
         low, high = self._versions.get(api_key, (0, -1))
         chosen = min(high, WANTED.get(api_key, high) if newest is None else newest)
         if chosen < low:

@@ -145,6 +145,45 @@ def test_confluent_producer_acks_and_idempotence(front: Front, settings: dict[st
     assert bool(asked_ids) == bool(settings.get("enable.idempotence"))
 
 
+def test_confluent_consumer_validates_its_position_after_a_leader_epoch_change(
+    front: Front,
+) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": front.bootstrap,
+                         "topic.metadata.refresh.interval.ms": 200})
+    consumer = Consumer({"bootstrap.servers": front.bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 200})
+    consumer.assign([TopicPartition("audit", 0, 0)])
+
+    def send_and_read(first: int) -> list[bytes]:
+        for i in range(first, first + 5):
+            producer.produce("audit", value=b"%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 5 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value() or b"")
+        return got
+
+    assert send_and_read(0) == [b"0", b"1", b"2", b"3", b"4"]
+
+    def new_epoch() -> None:  # a leader election: the epoch rises in metadata and the log
+        front.plane.partitions[("audit", 0)].leader_epoch = 1
+        front.image[0] = single_broker_image(front.port, TOPICS, leader_epoch=1)
+
+    front.call(new_epoch)
+    time.sleep(1)  # a few metadata refreshes
+    assert send_and_read(5) == [b"5", b"6", b"7", b"8", b"9"]
+    consumer.close()
+    asked = [args for name, args in front.plane.calls if name == "end_offsets_for_epochs"]
+    assert asked, "librdkafka validates its position with OffsetForLeaderEpoch"
+    (partition,) = asked[0][1]
+    assert (partition.leader_epoch, partition.current_leader_epoch) == (0, 1)
+
+
 def test_confluent_admin_lists_topics_with_leaders_and_cluster_id(front: Front) -> None:
     from confluent_kafka.admin import AdminClient
 
