@@ -2,7 +2,9 @@
 broker.session.timeout.ms of 9 s): a broker killed with kill -9 is fenced within ~1.5 s through
 its broken liveness stream; a broker frozen with SIGSTOP for 3 s keeps its connection and is not
 fenced, and carries on after SIGCONT; after a controller failover the new active controller
-fences a killed broker quickly too, once the brokers' streams have moved to it.
+fences a killed broker quickly too, once the brokers' streams have moved to it; a live broker
+whose connections to the controller are reset (`ss -K`, as a middlebox or a conntrack flush
+would) reopens its stream within the grace window and is not fenced.
 
 `FENCING_ROUNDS=N` repeats the kill -9 measurement N times (default 3); each round's time from
 SIGKILL to the fencing seen on the active controller is printed (run with -s to see them)."""
@@ -10,11 +12,15 @@ SIGKILL to the fencing seen on the active controller is printed (run with -s to 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import statistics
+import subprocess
 import time
 
 import grpc
+import pytest
 
 from harness.cluster import ProcessCluster, wait_for
 from metadata.rpc import admin_pb2 as apb
@@ -123,6 +129,39 @@ def test_a_frozen_broker_is_not_fenced_and_carries_on(make_cluster) -> None:  # 
     assert streams_opened(cluster, active, 6) == opened
     assert "broker 6's liveness stream broke" not in cluster.logs(active)
     assert cluster.nodes[6].alive
+
+
+def reset_connections(pid: int, port: int) -> int:
+    """Destroy (RST) every TCP connection process `pid` has to local port `port`; how many."""
+    listing = subprocess.run(["ss", "-tnpH", "state", "established", "dport", f"= :{port}"],
+                             capture_output=True, text=True, check=True).stdout
+    # "0 0 [::ffff:127.0.0.1]:47535 [::ffff:127.0.0.1]:58850 users:(("python",pid=8730,fd=22))"
+    local_ports = [m.group(1) for line in listing.splitlines() if f"pid={pid}," in line
+                   if (m := re.match(r"\S+\s+\S+\s+\S*:(\d+)\s", line))]
+    for local in local_ports:
+        subprocess.run(["ss", "-K", "dport", f"= :{port}", "sport", f"= :{local}"],
+                       capture_output=True, check=False)
+    return len(local_ports)
+
+
+@pytest.mark.skipif(shutil.which("ss") is None or os.geteuid() != 0,
+                    reason="needs ss -K (iproute2) and root to reset connections")
+def test_a_live_broker_whose_connection_is_reset_is_not_fenced(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster, active = start_cluster(make_cluster)
+    endpoint = cluster.nodes[active].endpoint
+    opened = streams_opened(cluster, active, 6)
+    process = cluster.nodes[6].process
+    assert process is not None
+    if reset_connections(process.pid, cluster.nodes[active].port) == 0:
+        pytest.skip("no connection of broker 6 to the active controller found with ss")
+    wait_for(lambda: "broker 6's liveness stream broke" in cluster.logs(active), WAIT_S,
+             "the controller to see broker 6's stream break")
+    wait_streams(cluster, active, {6: opened})  # reopened...
+    deadline = time.monotonic() + 2.0  # ...in time: well past the 500 ms window, not fenced
+    while time.monotonic() < deadline:
+        assert brokers_fenced(endpoint)[6] is False
+        time.sleep(0.05)  # the observation interval
+    assert "fencing broker 6" not in cluster.logs(active)
 
 
 def test_after_a_controller_failover_a_kill_is_still_fenced_fast(make_cluster) -> None:  # type: ignore[no-untyped-def]
