@@ -1,11 +1,17 @@
-"""The broker role: an observer of the metadata log with a live metadata cache.
+"""The broker role: an observer of the metadata log with a live metadata cache, holding the
+data of its partition replicas.
 
 | module | what it holds |
 |---|---|
 | `state.py` | `BrokerState`: Kafka's broker states (STARTING ... SHUTTING_DOWN) |
 | `cache.py` | `MetadataCache`: the latest published image and the log position it reflects |
 | `publisher.py` | `CachePublisher`: the loader's publisher that feeds the cache and times images |
-| `isr.py` | `IsrExpander`: the loader's publisher that asks to add live replicas back to ISRs |
+| `api.py` | the typed contract between the Kafka front and the data plane (`DataPlane`) |
+| `records.py` | Kafka record batches (magic 2): header, validation, stamping offsets and epochs |
+| `log/` | partition logs on `kraft.log.SegmentedLog`, checkpoints, producer state, `LogManager` |
+| `replica/` | `ReplicaManager` (lead/follow from metadata, produce, fetch), fetchers, ISR by lag |
+| `kafka/` | the Kafka wire-protocol front: server, codec (kio), one module per API, client |
+| `producer_ids.py` | `ProducerIdManager`: blocks of cluster-unique producer ids from the controller |
 | `lifecycle.py` | `BrokerLifecycleManager`: register, heartbeat, unfence, controlled shutdown |
 | `service.py` | the client-facing `BrokerMetadata` gRPC service and the broker's Admin service |
 | `metrics.py` | Prometheus metrics of the broker role |

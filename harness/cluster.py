@@ -64,10 +64,16 @@ class NodeProcess:
     config_path: Path
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    kafka_port: int = 0  # a broker's Kafka-protocol listener (0: not a broker)
 
     @property
     def endpoint(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def kafka_endpoint(self) -> str:
+        """host:port for Kafka clients (bootstrap.servers)."""
+        return f"127.0.0.1:{self.kafka_port}"
 
     @property
     def alive(self) -> bool:
@@ -114,27 +120,29 @@ def write_broker_configs(
     combined: bool = False,
 ) -> dict[int, NodeProcess]:
     """Config files for broker-only nodes observing `controllers` (or, with `combined`, turn
-    the controllers' files into broker,controller ones with a second listener). A broker's
-    `port` is its broker listener's."""
+    the controllers' files into broker,controller ones with two more listeners). A broker's
+    `port` is its gRPC listener's (ADMIN: metadata service, Admin API, DescribeQuorum), its
+    `kafka_port` its Kafka-protocol listener's (PLAINTEXT)."""
     voters = ",".join(f"{i}@127.0.0.1:{n.port}" for i, n in sorted(controllers.items()))
     ids = list(controllers) if combined else broker_ids
-    ports = free_ports(len(ids) * 2)
+    ports = free_ports(len(ids) * 3)
     nodes = {}
     for k, node_id in enumerate(ids):
-        broker_port, metrics_port = ports[2 * k], ports[2 * k + 1]
+        broker_port, metrics_port, kafka_port = ports[3 * k], ports[3 * k + 1], ports[3 * k + 2]
+        broker_listeners = (f"PLAINTEXT://127.0.0.1:{kafka_port},"
+                            f"ADMIN://127.0.0.1:{broker_port}")
         if combined:
             controller = controllers[node_id]
             props = {
                 "process.roles": "broker,controller",
-                "listeners": f"CONTROLLER://127.0.0.1:{controller.port},"
-                             f"PLAINTEXT://127.0.0.1:{broker_port}",
+                "listeners": f"CONTROLLER://127.0.0.1:{controller.port},{broker_listeners}",
                 "metrics.port": str(controller.metrics_port),
             }
             metrics_port = controller.metrics_port
         else:
             props = {
                 "process.roles": "broker",
-                "listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
+                "listeners": broker_listeners,
                 "metrics.port": str(metrics_port),
             }
         props = {
@@ -142,13 +150,16 @@ def write_broker_configs(
             "node.id": str(node_id),
             "controller.quorum.voters": voters,
             "controller.listener.names": "CONTROLLER",
+            "grpc.listener.names": "ADMIN",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+                                              "ADMIN:PLAINTEXT",
             "log.dirs": str(root / f"node-{node_id}"),
             **extra,
         }
         config_path = root / f"{'combined' if combined else 'broker'}-{node_id}.properties"
         config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         nodes[node_id] = NodeProcess(node_id, broker_port, metrics_port, config_path,
-                                     root / f"node-{node_id}.log")
+                                     root / f"node-{node_id}.log", kafka_port=kafka_port)
     return nodes
 
 
@@ -182,7 +193,12 @@ class ProcessCluster:
             self.root, dict(self.nodes), [], {**self.extra, **(extra or {})}, combined=True)
         for node_id, node in combined.items():
             self.nodes[node_id].config_path = node.config_path
+            self.nodes[node_id].kafka_port = node.kafka_port
         return combined
+
+    def bootstrap_servers(self) -> str:
+        """Every broker's Kafka listener, for a Kafka client's bootstrap.servers."""
+        return ",".join(n.kafka_endpoint for n in self.nodes.values() if n.kafka_port)
 
     # -- storage and processes -----------------------------------------------------------------
 

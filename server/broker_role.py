@@ -3,8 +3,9 @@
 It shares the node's RaftNode and MetadataLoader: on a broker-only node the RaftNode is an
 observer (its node.id is not a voter), in combined mode it is the controller's voter and the
 broker reads the same local log. The role installs its publishers on the loader (the metadata
-cache's, then the ISR expander's) and adds the lifecycle against the active controller, the
-services of the broker listener, and metrics.
+cache's, then the replica manager's) and adds the lifecycle against the active controller, the
+data plane (partition logs, replica manager, fetchers, ISR updates), a Kafka-protocol server
+per Kafka listener, the gRPC services on the `grpc.listener.names` listeners, and metrics.
 """
 
 from __future__ import annotations
@@ -19,10 +20,19 @@ from grpc_health.v1._async import HealthServicer
 from prometheus_client import CollectorRegistry
 
 from broker.cache import MetadataCache
-from broker.isr import IsrExpander
+from broker.kafka.apis import KafkaApis
+from broker.kafka.client import KafkaClient
+from broker.kafka.server import KafkaServer
+from broker.kafka.tls import client_ssl_context, server_ssl_context
 from broker.lifecycle import AdvertisedListener, BrokerLifecycleManager
+from broker.log.log_manager import LogManager
 from broker.metrics import BrokerMetrics, BrokerSample
+from broker.producer_ids import ProducerIdManager
 from broker.publisher import CachePublisher
+from broker.replica.fetcher import FetcherManager, LeaderClient
+from broker.replica.isr import IsrUpdater
+from broker.replica.manager import ReplicaConfig, ReplicaManager
+from broker.replica.metrics import DataPlaneCollector
 from broker.rpc import broker_metadata_pb2_grpc
 from broker.service import BrokerAdminServicer, BrokerMetadataServicer, ServingGate
 from broker.state import BrokerState
@@ -59,13 +69,36 @@ class BrokerRole:
         self.metrics = BrokerMetrics(registry)
         self.publisher = CachePublisher(node, self.cache, self.metrics)
         loader.install(self.publisher)
-        # Acts only once the lifecycle runs: registered, caught up and unfenced.
-        self.isr = IsrExpander(
-            config.node_id, self._alter_partition,
-            lambda: self.lifecycle.broker_epoch if self.lifecycle is not None else -1,
-            lambda: self.state is BrokerState.RUNNING)
-        loader.install(self.isr)
+        self.logs = LogManager(
+            config.log_dirs, self._high_watermarks,
+            retention_check_interval_ms=config.log_retention_check_interval_ms,
+            hw_checkpoint_interval_ms=config.replica_high_watermark_checkpoint_interval_ms,
+            recovery_point_checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms)
+        inter_broker = config.inter_broker_listener_name
+        assert inter_broker is not None  # a broker has a Kafka listener (checked at load)
+        replica_config = ReplicaConfig(
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            fetch_max_bytes=config.fetch_max_bytes,
+            replica_fetch_max_bytes=config.replica_fetch_max_bytes,
+            replica_fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+            replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+            replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
+            inter_broker_listener=inter_broker)
+        self._inter_broker_tls = config.tls_for(inter_broker)
+        self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
+        self.replicas = ReplicaManager(
+            config.node_id, self.logs, replica_config,
+            FetcherManager(config.node_id, replica_config, self._broker_epoch,
+                           self._connect_to_leader),
+            IsrUpdater(config.node_id, self._alter_partition, self._broker_epoch),
+            allocate_producer_id=self.producer_ids.next_producer_id)
+        loader.install(self.replicas)
+        DataPlaneCollector(self.replicas, registry)
         self.listeners = broker_listeners(config)
+        grpc_names = set(config.grpc_listener_names or ())
+        self.grpc_listeners = [lsn for lsn in self.listeners if lsn.name in grpc_names]
+        self.kafka_listeners = [lsn for lsn in self.listeners if lsn.name not in grpc_names]
+        self.kafka_servers: list[KafkaServer] = []
         self.server: grpc.aio.Server | None = None
         self.ports: dict[str, int] = {}
         self.health = HealthServicer()
@@ -99,9 +132,44 @@ class BrokerRole:
                 if state in (BrokerState.STARTING, BrokerState.RECOVERY)
                 else f"broker {self.config.node_id} is shutting down: state {state.name}")
 
+    def _broker_epoch(self) -> int:
+        return self.lifecycle.broker_epoch if self.lifecycle is not None else -1
+
+    def _high_watermarks(self) -> dict[tuple[str, int], int]:
+        return {tp: p.high_watermark for tp, p in self.replicas.partitions.items()}
+
+    async def _allocate_producer_ids(self) -> tuple[int, int]:
+        if self.lifecycle is None:
+            raise ConnectionError("the broker has not registered yet")
+        return await self.lifecycle.allocate_producer_ids()
+
+    async def _connect_to_leader(self, host: str, port: int) -> LeaderClient:
+        tls = self._inter_broker_tls
+        client = KafkaClient(host, port, client_id=f"broker-{self.config.node_id}-fetcher",
+                             ssl_context=None if tls is None else client_ssl_context(tls))
+        await client.connect()
+        return client
+
     async def bind(self, combined_admin: AdminServicer | None) -> None:
-        """Start the broker listener's gRPC server. In combined mode the node's own Admin
-        servicer (backed by the real controller) serves the broker listener too."""
+        """Open the Kafka listeners and the gRPC listeners (in combined mode the node's own
+        Admin servicer, backed by the real controller, serves the gRPC listeners too)."""
+        apis = KafkaApis(self.replicas, lambda: self.cache.image, self.cluster_id)
+        for listener in self.kafka_listeners:
+            tls = self.config.tls_for(listener.name)
+            server = KafkaServer(
+                apis, listener.host, listener.port, listener=listener.name,
+                ssl_context=None if tls is None else server_ssl_context(tls),
+                max_request_bytes=self.config.socket_request_max_bytes)
+            try:
+                self.ports[listener.name] = await server.start()
+            except OSError as exc:
+                raise OSError(f"cannot listen on {listener.host}:{listener.port} "
+                              f"({listener.name}): {exc}") from exc
+            self.kafka_servers.append(server)
+        if self.grpc_listeners:
+            await self._bind_grpc(combined_admin)
+
+    async def _bind_grpc(self, combined_admin: AdminServicer | None) -> None:
         interceptors: list[grpc.aio.ServerInterceptor] = [ServingGate(self._not_serving)]
         authorizer = self.config.authorizer()
         if authorizer is not None:
@@ -121,9 +189,9 @@ class BrokerRole:
         else:
             add_admin_service(self.server, combined_admin)
         raft_pb2_grpc.add_QuorumServicer_to_server(
-            QuorumServicer(self.node, self.cluster_id, self.listeners[0].name), self.server)
+            QuorumServicer(self.node, self.cluster_id, self.grpc_listeners[0].name), self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        for listener in self.listeners:
+        for listener in self.grpc_listeners:
             address = f"{listener.host}:{listener.port}"
             try:
                 self.ports[listener.name] = add_port(
@@ -149,6 +217,8 @@ class BrokerRole:
             tls=config.controller_tls,
         )
         self.lifecycle.start()
+        self.logs.start()
+        self.replicas.start()
 
     async def _alter_partition(
         self, request: broker_pb2.AlterPartitionRequest
@@ -173,6 +243,8 @@ class BrokerRole:
     def _on_state(self, state: BrokerState) -> None:
         if state is BrokerState.RECOVERY and self.publisher.initial_catch_up_s is None:
             self.publisher.initial_catch_up_s = time.monotonic() - self.publisher.started_at
+        if state in (BrokerState.RECOVERY, BrokerState.RUNNING):
+            self.replicas.activate()
         serving = state is BrokerState.RUNNING
         status = (health_pb2.HealthCheckResponse.SERVING if serving
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -186,6 +258,10 @@ class BrokerRole:
 
     async def stop(self) -> None:
         await self.health.enter_graceful_shutdown()
+        for kafka in self.kafka_servers:
+            await kafka.close()
+        await self.replicas.close()
+        await self.logs.close()
         if self.server is not None:
             await self.server.stop(grace=0.5)
         if self.lifecycle is not None:

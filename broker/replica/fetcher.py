@@ -1,0 +1,315 @@
+"""Replica fetchers: a follower pulls its partitions from their leaders (Kafka's
+ReplicaFetcherThread). One fetcher per source broker multiplexes every partition this broker
+follows there into one long-polling Fetch, over one Kafka-protocol connection.
+
+Per partition answer (reference/kafka-data-plane.md §3.4): a diverging epoch truncates first
+and ignores that answer's data and HW (KAFKA-14704); OFFSET_OUT_OF_RANGE asks the leader's
+offsets and truncates or restarts the log, never halts (KAFKA-7414); records are appended as
+the leader sent them and the HW becomes min(leader HW, own LEO).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from broker.api import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    DivergingEpoch,
+    FetchParams,
+    FetchPartition,
+    FetchPartitionResult,
+    ListOffsetsPartition,
+    ListOffsetsResult,
+)
+from broker.records import AppendError
+from kraft.errors import Errors, error_name
+from kraft.log.base import CorruptRecordError
+from metadata.image import MetadataImage
+
+if TYPE_CHECKING:
+    from broker.replica.manager import ReplicaConfig, ReplicaManager, TopicPartition
+    from broker.replica.partition import Partition
+
+log = logging.getLogger(__name__)
+
+# Errors after which the leader will know better soon: retry after a short pause.
+_RETRIABLE_SOON = {Errors.UNKNOWN_LEADER_EPOCH, Errors.NOT_LEADER_OR_FOLLOWER,
+                   Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                   Errors.LEADER_NOT_AVAILABLE, Errors.KAFKA_STORAGE_ERROR,
+                   Errors.UNKNOWN_TOPIC_ID, Errors.INCONSISTENT_TOPIC_ID}
+
+
+class LeaderClient(Protocol):
+    """What a fetcher needs of a Kafka-protocol connection to the leader broker."""
+
+    async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]: ...
+
+    async def list_offsets(
+        self, replica_id: int, partitions: list[ListOffsetsPartition]
+    ) -> list[ListOffsetsResult]: ...
+
+    async def close(self) -> None: ...
+
+
+Connect = Callable[[str, int], Awaitable[LeaderClient]]
+
+
+@dataclass
+class _Fetching:
+    leader_epoch: int
+    retry_at: float = 0.0  # loop time before which the partition sits out (after an error)
+
+
+class FetcherManager:
+    def __init__(self, broker_id: int, config: ReplicaConfig,
+                 broker_epoch: Callable[[], int], connect: Connect) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.broker_epoch = broker_epoch
+        self.connect = connect
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._manager: ReplicaManager | None = None
+
+    def bind(self, manager: ReplicaManager) -> None:
+        self._manager = manager
+
+    @property
+    def manager(self) -> ReplicaManager:
+        assert self._manager is not None
+        return self._manager
+
+    def add(self, tp: TopicPartition, leader: int) -> None:
+        fetcher = self.fetchers.get(leader)
+        if fetcher is None:
+            fetcher = self.fetchers[leader] = ReplicaFetcher(self, leader)
+            fetcher.start()
+        partition = self.manager.partitions[tp]
+        fetcher.add(tp, partition.leader_epoch)
+
+    def remove(self, tp: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(tp)
+
+    def refresh(self, image: MetadataImage) -> None:
+        """Brokers changed: a fetcher whose leader moved to a new address reconnects."""
+        for fetcher in self.fetchers.values():
+            fetcher.check_endpoint(image)
+
+    async def close(self) -> None:
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        await asyncio.gather(*(f.close() for f in fetchers), return_exceptions=True)
+
+
+class ReplicaFetcher:
+    def __init__(self, owner: FetcherManager, leader: int) -> None:
+        self.owner = owner
+        self.leader = leader
+        self.partitions: dict[TopicPartition, _Fetching] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._wakeup = asyncio.Event()
+        self._restart = False
+        self._client: LeaderClient | None = None
+        self._endpoint: tuple[str, int] | None = None
+        self.fetches = 0
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        self.partitions[tp] = _Fetching(leader_epoch)
+        # A new partition must not wait out a long poll that does not include it.
+        self._restart = True
+        self._wakeup.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    def check_endpoint(self, image: MetadataImage) -> None:
+        if self._endpoint is not None and self._resolve(image) != self._endpoint:
+            self._restart = True
+            self._wakeup.set()
+
+    def _resolve(self, image: MetadataImage) -> tuple[str, int] | None:
+        broker = image.cluster.broker(self.leader)
+        if broker is None:
+            return None
+        for endpoint in broker.endpoints:
+            if endpoint.name == self.owner.config.inter_broker_listener:
+                return endpoint.host, endpoint.port
+        return None
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._disconnect()
+
+    async def _disconnect(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+    async def _run(self) -> None:
+        backoff = self.owner.config.replica_fetch_backoff_ms / 1000
+        while True:
+            loop = asyncio.get_running_loop()
+            now = loop.time()
+            ready = {tp: s for tp, s in self.partitions.items() if s.retry_at <= now}
+            if not ready:
+                self._wakeup.clear()
+                waits = [s.retry_at - now for s in self.partitions.values()]
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), min(waits, default=None))
+                continue
+            try:
+                client = await self._connected()
+                if client is None:
+                    await asyncio.sleep(backoff)
+                    continue
+                self._restart = False
+                await self._fetch_once(client, ready)
+            except (ConnectionError, OSError, TimeoutError) as exc:
+                log.info("fetching from broker %d failed (%s); reconnecting", self.leader, exc)
+                await self._disconnect()
+                await asyncio.sleep(backoff)
+
+    async def _connected(self) -> LeaderClient | None:
+        manager = self.owner.manager
+        endpoint = self._resolve(manager.image)
+        if endpoint != self._endpoint:
+            await self._disconnect()
+        if self._client is None:
+            if endpoint is None:
+                return None
+            self._endpoint = endpoint
+            self._client = await self.owner.connect(*endpoint)
+        return self._client
+
+    async def _fetch_once(self, client: LeaderClient, ready: dict[TopicPartition, _Fetching]
+                          ) -> None:
+        manager = self.owner.manager
+        config = self.owner.config
+        requests = []
+        sent: list[tuple[TopicPartition, Partition, int]] = []
+        for tp, state in ready.items():
+            partition = manager.follower(tp, self.leader)
+            if partition is None or partition.leader_epoch != state.leader_epoch:
+                continue
+            log_ = partition.log
+            requests.append(FetchPartition(
+                tp[0], tp[1], log_.end_offset, config.replica_fetch_max_bytes,
+                current_leader_epoch=partition.leader_epoch,
+                last_fetched_epoch=log_.latest_epoch, log_start_offset=log_.start_offset,
+                topic_id=log_.topic_id))
+            sent.append((tp, partition, partition.leader_epoch))
+        if not requests:
+            await asyncio.sleep(0)
+            return
+        params = FetchParams(
+            requests, max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=1,
+            max_bytes=config.replica_fetch_response_max_bytes,
+            replica_id=self.owner.broker_id, replica_epoch=self.owner.broker_epoch())
+        fetch = asyncio.ensure_future(client.fetch(params))
+        wake = asyncio.ensure_future(self._wakeup.wait())
+        try:
+            await asyncio.wait({fetch, wake}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            wake.cancel()
+        if not fetch.done():
+            # The partition set grew or the leader moved: drop this long poll (and the
+            # connection it is pending on) instead of waiting it out.
+            self._wakeup.clear()
+            if self._restart:
+                fetch.cancel()
+                await asyncio.gather(fetch, return_exceptions=True)
+                await self._disconnect()
+                return
+            await fetch
+        self._wakeup.clear()
+        results = fetch.result()
+        self.fetches += 1
+        for (tp, partition, epoch), result in zip(sent, results, strict=True):
+            if manager.follower(tp, self.leader) is not partition \
+                    or partition.leader_epoch != epoch:
+                continue  # metadata moved on while the fetch was out
+            await self._handle(client, tp, partition, result)
+
+    async def _handle(self, client: LeaderClient, tp: TopicPartition, partition: Partition,
+                      result: FetchPartitionResult) -> None:
+        manager = self.owner.manager
+        state = self.partitions.get(tp)
+        if state is None:
+            return
+        if result.diverging_epoch is not None:
+            self._truncate_diverging(partition, result.diverging_epoch)
+            return
+        if result.error == Errors.OFFSET_OUT_OF_RANGE:
+            await self._handle_out_of_range(client, tp, partition)
+            return
+        if result.error != Errors.NONE:
+            if result.error not in _RETRIABLE_SOON:
+                log.warning("fetching %s-%d from broker %d: %s", *tp, self.leader,
+                            error_name(result.error))
+            state.retry_at = asyncio.get_running_loop().time() + \
+                self.owner.config.replica_fetch_backoff_ms / 1000
+            return
+        if result.records:
+            try:
+                partition.log.append_as_follower(result.records)
+            except (AppendError, CorruptRecordError, ValueError) as exc:
+                log.error("cannot append what broker %d sent for %s-%d: %s", self.leader,
+                          *tp, exc)
+                state.retry_at = asyncio.get_running_loop().time() + \
+                    self.owner.config.replica_fetch_backoff_ms / 1000
+                return
+        if result.log_start_offset > partition.log.start_offset:
+            partition.log.advance_start_offset(
+                min(result.log_start_offset, partition.log.end_offset))
+        manager.on_follower_append(partition, result.high_watermark)
+
+    def _truncate_diverging(self, partition: Partition, diverging: DivergingEpoch) -> None:
+        """§3.4: truncate to where our log and the leader's agree on `diverging.epoch`."""
+        log_ = partition.log
+        local_epoch, local_end = log_.end_offset_for_epoch(diverging.epoch)
+        leo = log_.end_offset
+        if local_epoch == diverging.epoch:
+            target = min(diverging.end_offset, local_end, leo)
+        elif local_epoch >= 0:
+            target = min(local_end, leo)  # we never had that epoch: check again next fetch
+        else:
+            target = min(diverging.end_offset, leo)
+        lost = partition.truncate_to(target)
+        self.owner.manager.on_truncated(
+            partition, target, lost,
+            f"diverging epoch {diverging.epoch} ending at {diverging.end_offset} on leader "
+            f"{self.leader}")
+
+    async def _handle_out_of_range(self, client: LeaderClient, tp: TopicPartition,
+                                   partition: Partition) -> None:
+        """KAFKA-7414: ask the leader's ends; truncate to its end or restart at its start."""
+        me = self.owner.broker_id
+        epoch = partition.leader_epoch
+        latest = (await client.list_offsets(
+            me, [ListOffsetsPartition(tp[0], tp[1], LATEST_TIMESTAMP, epoch)]))[0]
+        if latest.error != Errors.NONE:
+            return
+        log_ = partition.log
+        if latest.offset < log_.end_offset:
+            lost = partition.truncate_to(latest.offset)
+            self.owner.manager.on_truncated(partition, latest.offset, lost,
+                                            "the leader's log ends below ours")
+            return
+        earliest = (await client.list_offsets(
+            me, [ListOffsetsPartition(tp[0], tp[1], EARLIEST_TIMESTAMP, epoch)]))[0]
+        if earliest.error == Errors.NONE and earliest.offset > log_.end_offset:
+            log.info("%s-%d: the leader's log starts at %d, past our end %d: starting over",
+                     *tp, earliest.offset, log_.end_offset)
+            log_.truncate_fully_and_start_at(earliest.offset)
+            partition.high_watermark = earliest.offset

@@ -1,0 +1,224 @@
+"""The data plane end to end, with clients this project did not write: three controllers and
+three brokers as real processes; confluent-kafka (librdkafka) and kafka-python produce and
+consume over the brokers' Kafka listeners; partitions replicate, ISRs follow replica lag, a
+partition leader is killed with -9 in the middle of an acks=all stream."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from harness.cluster import ProcessCluster, run_cli, wait_for
+
+CONTROLLERS = {1, 2, 3}
+BROKERS = [4, 5, 6]
+WAIT_S = 60
+TIMINGS = {
+    "internal_test_hooks_enable": "false",
+    "broker_session_timeout_ms": "1500",
+    "broker_heartbeat_interval_ms": "150",
+    "replica_lag_time_max_ms": "2000",
+}
+
+
+def admin(cluster: ProcessCluster, *args: str) -> str:
+    out = run_cli("server.admin_cli", "--bootstrap-server", cluster.nodes[1].endpoint, *args)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def describe(cluster: ProcessCluster, topic: str) -> dict:  # type: ignore[type-arg]
+    out = run_cli("server.admin_cli", "--bootstrap-server", cluster.nodes[1].endpoint,
+                  "topics", "describe", "--topic", topic, "--json")
+    return json.loads(out.stdout) if out.returncode == 0 else {}
+
+
+def partitions_of(cluster: ProcessCluster, topic: str) -> list[dict]:  # type: ignore[type-arg]
+    found = describe(cluster, topic)
+    if isinstance(found, list):
+        found = found[0] if found else {}
+    return list(found.get("partitions", []))
+
+
+@pytest.fixture
+def cluster(make_cluster) -> Iterator[ProcessCluster]:  # type: ignore[no-untyped-def]
+    cluster = make_cluster(**TIMINGS)
+    cluster.add_brokers(BROKERS)
+    cluster.format()
+    cluster.start_all()
+    wait_for(lambda: cluster.leader(among=CONTROLLERS), WAIT_S, "an active controller")
+
+    def unfenced() -> bool:
+        out = run_cli("server.admin_cli", "--bootstrap-server", cluster.nodes[1].endpoint,
+                      "brokers", "list", "--json")
+        listed = json.loads(out.stdout) if out.returncode == 0 else []
+        return sorted(b["id"] for b in listed if not b["fenced"]) == BROKERS
+
+    wait_for(unfenced, WAIT_S, "three unfenced brokers")
+    yield cluster
+
+
+def create_topic(cluster: ProcessCluster, topic: str, partitions: int, rf: int,
+                 *configs: str) -> None:
+    args = ["topics", "create", "--topic", topic, "--partitions", str(partitions),
+            "--replication-factor", str(rf)]
+    for config in configs:
+        args += ["--config", config]
+    admin(cluster, *args)
+
+    def led() -> bool:
+        parts = partitions_of(cluster, topic)
+        return len(parts) == partitions and all(p["leader"] >= 0 for p in parts)
+
+    wait_for(led, WAIT_S, f"{topic} to have leaders")
+
+
+def producer(cluster: ProcessCluster, **settings: object) -> Producer:
+    return Producer({"bootstrap.servers": cluster.bootstrap_servers(), "linger.ms": 5,
+                     **settings})
+
+
+def consume_all(cluster: ProcessCluster, topic: str, partition: int, until: int,
+                timeout_s: float = WAIT_S) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record of one partition below `until`, via manual assign."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers(),
+                         "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    out: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while (not out or out[-1][0] < until - 1) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                continue
+            out.append((message.offset(), message.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def test_produce_and_consume_with_confluent_kafka_at_every_acks(cluster) -> None:
+    create_topic(cluster, "orders", 3, 3)
+    for acks in ("0", "1", "all"):
+        p = producer(cluster, acks=acks)
+        for i in range(300):
+            p.produce("orders", value=f"{acks}-{i}".encode(), partition=i % 3)
+        assert p.flush(30) == 0
+    # Every partition holds its 300 records (acks=0 could in theory drop; on loopback it must
+    # not) in one order on every replica: read them back from the leader.
+    for partition in range(3):
+        records = consume_all(cluster, "orders", partition, 300)
+        values = [v.decode() for _, v in records]
+        assert [o for o, _ in records] == list(range(300))
+        for acks in ("0", "1", "all"):
+            assert [v for v in values if v.startswith(acks + "-")] == \
+                [f"{acks}-{i}" for i in range(partition, 300, 3)]
+
+
+def test_kafka_python_idempotent_producer_and_consumer(cluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTopicPartition
+
+    create_topic(cluster, "events", 1, 3)
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers(), acks="all")
+    futures = [p.send("events", f"e{i}".encode()) for i in range(200)]
+    offsets = [f.get(timeout=30).offset for f in futures]
+    p.close()
+    assert offsets == list(range(200))
+    c = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers(), enable_auto_commit=False,
+                      consumer_timeout_ms=10000)
+    c.assign([KTopicPartition("events", 0)])
+    c.seek_to_beginning()
+    got = []
+    for message in c:
+        got.append(message.value)
+        if len(got) == 200:
+            break
+    c.close()
+    assert got == [f"e{i}".encode() for i in range(200)]
+
+
+def test_metadata_lists_brokers_topics_and_isrs(cluster) -> None:
+    create_topic(cluster, "listed", 2, 3)
+    metadata = AdminClient({"bootstrap.servers": cluster.bootstrap_servers()}).list_topics(
+        timeout=10)
+    assert sorted(metadata.brokers) == BROKERS
+    topic = metadata.topics["listed"]
+    assert sorted(topic.partitions) == [0, 1]
+    for partition in topic.partitions.values():
+        assert sorted(partition.replicas) == BROKERS
+        assert partition.leader in BROKERS
+
+
+def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(cluster) -> None:
+    create_topic(cluster, "guarded", 1, 3, "min.insync.replicas=3")
+    leader = partitions_of(cluster, "guarded")[0]["leader"]
+    follower = next(b for b in BROKERS if b != leader)
+    p = producer(cluster, acks="all", **{"message.timeout.ms": 20000})
+    p.produce("guarded", value=b"before")
+    assert p.flush(20) == 0
+    cluster.kill(follower)
+    wait_for(lambda: follower not in partitions_of(cluster, "guarded")[0]["isr"], WAIT_S,
+             "the killed follower to leave the ISR")
+    errors: list[KafkaError] = []
+    p2 = producer(cluster, acks="all", retries=0, **{"message.timeout.ms": 5000})
+    p2.produce("guarded", value=b"refused", on_delivery=lambda err, msg: errors.append(err))
+    p2.flush(10)
+    assert errors and errors[0] is not None
+    assert errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS, errors[0]
+
+
+def test_kill_9_of_the_partition_leader_loses_no_acknowledged_record(cluster) -> None:
+    create_topic(cluster, "stream", 1, 3, "min.insync.replicas=2")
+    leader = partitions_of(cluster, "stream")[0]["leader"]
+    acked: list[int] = []
+    failed: list[KafkaError] = []
+    stop = threading.Event()
+    p = producer(cluster, acks="all", **{"enable.idempotence": True,
+                                         "message.timeout.ms": 60000})
+
+    def delivered(err: KafkaError | None, msg: object) -> None:
+        if err is None:
+            acked.append(int(msg.value()))  # type: ignore[attr-defined]
+        else:
+            failed.append(err)
+
+    def produce() -> None:
+        i = 0
+        while not stop.is_set():
+            p.produce("stream", value=str(i).encode(), on_delivery=delivered)
+            p.poll(0)
+            i += 1
+            if i % 50 == 0:
+                p.poll(0.01)  # paces the stream (about 5,000 records/s at most)
+        p.flush(60)
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    wait_for(lambda: len(acked) > 500, WAIT_S, "acknowledged records before the kill")
+    cluster.signal(leader, signal.SIGKILL)
+    cluster.wait_exit(leader, 10)
+    before = len(acked)
+    wait_for(lambda: len(acked) > before + 500, WAIT_S, "acknowledged records on the new leader")
+    stop.set()
+    thread.join(90)
+    assert not failed, failed[:3]
+    new = partitions_of(cluster, "stream")[0]
+    assert new["leader"] not in (leader, -1)
+    end = max(acked) + 1
+    records = consume_all(cluster, "stream", 0, end)
+    values = [int(v) for _, v in records]
+    assert [o for o, _ in records] == list(range(len(records)))  # no gaps
+    assert len(values) == len(set(values)), "a record was written twice"
+    assert set(acked) <= set(values), "an acknowledged record was lost"
