@@ -57,7 +57,7 @@ STARTUP_HEARTBEAT_S = 0.02  # Kafka heartbeats every 10 ms until caught up
 SHUTDOWN_HEARTBEAT_S = 0.05  # Kafka's 50 ms between controlled-shutdown heartbeats
 LIVENESS_BACKOFF_MS = 100  # broker.liveness.reconnect.backoff.ms
 LIVENESS_MAX_BACKOFF_S = 1.0
-LIVENESS_UNIMPLEMENTED_S = 10.0  # a controller without BrokerLiveness: ask again rarely
+LIVENESS_REFUSED_S = 10.0  # a controller without BrokerLiveness, or ACLs: ask again rarely
 GOODBYE_TIMEOUT_S = 1.0
 _EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]  # grpc-stubs 1.53 lags grpc 1.85
 _CHANNEL_OPTIONS = [
@@ -408,8 +408,8 @@ class BrokerLifecycleManager:
                 failures = 0  # it was open: open the next one at once
                 continue
             failures += 1
-            if outcome == "unimplemented":
-                delay = LIVENESS_UNIMPLEMENTED_S
+            if outcome == "refused":
+                delay = LIVENESS_REFUSED_S
             elif failures == 1:
                 continue  # one more attempt at once: the first failure may be a stale hint
             else:
@@ -419,8 +419,8 @@ class BrokerLifecycleManager:
 
     async def _liveness_stream(self) -> str:
         """One stream, from opening to its end: "closed" or "restart" (ended with a goodbye),
-        "ended" (it was open; the controller ended it or its connection broke), "failed",
-        "refused" or "unimplemented" (it never opened)."""
+        "ended" (it was open; the controller ended it or its connection broke), "failed" or
+        "refused" (it never opened; a refusal retrying soon will not change)."""
         endpoint = self._target()
         epoch = self.broker_epoch
         call = rpc.BrokerLifecycleStub(self._channel(endpoint)).BrokerLiveness()
@@ -441,9 +441,12 @@ class BrokerLifecycleManager:
             if reply.error_code == Errors.NOT_CONTROLLER:
                 self._follow(reply.controller, endpoint)
                 return "failed"
+            if reply.error_code == Errors.STALE_BROKER_EPOCH:
+                return "failed"  # a new registration is on its way; it restarts the stream
             if reply.error_code != 0:
-                log.warning("liveness stream refused by %s: %s: %s", endpoint,
-                            error_name(reply.error_code), reply.error_message)
+                log.warning("liveness stream refused by %s: %s: %s; only "
+                            "broker.session.timeout.ms can fence this broker meanwhile",
+                            endpoint, error_name(reply.error_code), reply.error_message)
                 return "refused"
             opened = True
             self._liveness_endpoint = endpoint
@@ -460,7 +463,9 @@ class BrokerLifecycleManager:
             return "ended"
         except grpc.aio.AioRpcError as exc:
             if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
-                return "unimplemented"
+                log.warning("%s has no BrokerLiveness (an older controller?): only "
+                            "broker.session.timeout.ms can fence this broker", endpoint)
+                return "refused"
             if not opened:  # unreachable: try another controller next
                 self._hint = None
                 self._next_controller += 1

@@ -233,7 +233,10 @@ class BrokerLifecycleServicer(rpc.BrokerLifecycleServicer):
             stepped_down.cancel()
             if ended == "goodbye":
                 self.controller.close_liveness_stream(stream)
-            elif ended == "lost":  # also when the call was cancelled under us
+            elif ended == "lost":
+                # Also when the call is cancelled under us: that is how gRPC reports a broker
+                # that went away. A stopping server cancels every call too, but then this
+                # controller is stepping down, and losing most streams at once fences nobody.
                 self.controller.lose_liveness_stream(stream)
         if ended == "stepped down":
             leader = self.controller.leader_id
