@@ -81,10 +81,10 @@ class KafkaClient:
         """Open the connection and learn the peer's API versions."""
         await self.close()
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, ssl=self._ssl),
-                self._connect_timeout_s,
-            )
+            async with asyncio.timeout(self._connect_timeout_s):
+                reader, writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=self._ssl
+                )
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise KafkaClientError(f"connect to {self.host}:{self.port}: {exc!r}") from None
         self._writer = writer
@@ -141,9 +141,8 @@ class KafkaClient:
         try:
             writer.write(encode_request(correlation_id, self.client_id, body))
             await writer.drain()
-            return await asyncio.wait_for(
-                asyncio.shield(future), self._request_timeout_s + extra_timeout_s
-            )
+            async with asyncio.timeout(self._request_timeout_s + extra_timeout_s):
+                return await future
         except TimeoutError:
             # Kafka's clients drop a connection whose request timed out: answers are ordered.
             await self.close()

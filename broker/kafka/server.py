@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 104857600  # socket.request.max.bytes
 DEFAULT_MAX_IN_FLIGHT = 64
+DEFAULT_MAX_IDLE_MS = 600000  # connections.max.idle.ms
 _SIZE = struct.Struct(">i")
 
 
@@ -78,6 +79,7 @@ class KafkaServer:
         ssl_context: ssl.SSLContext | None = None,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        connections_max_idle_ms: int = DEFAULT_MAX_IDLE_MS,
     ) -> None:
         self._handler = handler
         self._host = host
@@ -86,6 +88,7 @@ class KafkaServer:
         self._ssl = ssl_context
         self._max_request_bytes = max_request_bytes
         self._max_in_flight = max_in_flight
+        self._max_idle_s = connections_max_idle_ms / 1000
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.connections_closed_for_bad_input = 0  # for tests and metrics
@@ -161,7 +164,7 @@ class KafkaServer:
     async def _read(self, reader: asyncio.StreamReader, conn: _Connection) -> None:
         try:
             while True:
-                frame = await self._read_frame(reader)
+                frame = await self._read_frame(reader, conn)
                 if frame is None:
                     return
                 await conn.in_flight.acquire()
@@ -173,13 +176,27 @@ class KafkaServer:
             conn.reading_done = True
             conn.ready.set()
 
-    async def _read_frame(self, reader: asyncio.StreamReader) -> bytes | None:
-        try:
-            size_bytes = await reader.readexactly(4)
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial:
-                raise _CloseConnection("truncated frame size") from None
-            return None  # the client closed the connection between requests
+    async def _read_frame(
+        self, reader: asyncio.StreamReader, conn: _Connection
+    ) -> bytes | None:
+        """The next frame; None when the client closed, or left the connection idle (nothing
+        asked, nothing pending) for connections.max.idle.ms, as Kafka's selector does."""
+        while True:
+            try:
+                # Not wait_for, which in 3.11 swallows a cancel that races a completed read;
+                # and a timeout loses nothing: readexactly takes bytes only once all are there.
+                async with asyncio.timeout(self._max_idle_s):
+                    size_bytes = await reader.readexactly(4)
+                break
+            except TimeoutError:
+                if not conn.pending:
+                    log.info("Kafka listener %s: closing %s: idle for %.0f s",
+                             self.listener, conn.peer, self._max_idle_s)
+                    return None
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial:
+                    raise _CloseConnection("truncated frame size") from None
+                return None  # the client closed the connection between requests
         size = _SIZE.unpack(size_bytes)[0]
         if size < 0 or size > self._max_request_bytes:
             raise _CloseConnection(

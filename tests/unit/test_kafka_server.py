@@ -71,11 +71,12 @@ async def read_answers(reader: asyncio.StreamReader) -> list[int]:
 Scenario = Callable[[KafkaServer, ScriptedHandler, int], Awaitable[None]]
 
 
-def run(scenario: Scenario, max_request_bytes: int = 1 << 20, max_in_flight: int = 64) -> None:
+def run(scenario: Scenario, max_request_bytes: int = 1 << 20, max_in_flight: int = 64,
+        max_idle_ms: int = 600000) -> None:
     async def main() -> None:
         handler = ScriptedHandler()
         server = KafkaServer(handler, "127.0.0.1", 0, max_request_bytes=max_request_bytes,
-                             max_in_flight=max_in_flight)
+                             max_in_flight=max_in_flight, connections_max_idle_ms=max_idle_ms)
         port = await server.start()
         try:
             await asyncio.wait_for(scenario(server, handler, port), 20)
@@ -207,6 +208,25 @@ def test_fuzz_damaged_frames_never_stop_the_server(frame: bytes, cut: int, junk:
         writer.close()
 
     run(scenario)
+
+
+def test_an_idle_connection_is_closed_but_not_one_waiting_for_an_answer() -> None:
+    async def scenario(_: KafkaServer, __: ScriptedHandler, port: int) -> None:
+        idle_reader, idle = await asyncio.open_connection("127.0.0.1", port)
+        busy_reader, busy = await asyncio.open_connection("127.0.0.1", port)
+        busy.write(api_versions_frame(1, "sleep:0.6"))  # longer than the idle limit
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        assert await read_answers(idle_reader) == []  # closed by the server after ~0.2 s
+        assert loop.time() - started < 0.5
+        await asyncio.sleep(0.2)
+        busy.write(api_versions_frame(2, "x"))
+        busy.write_eof()
+        assert await read_answers(busy_reader) == [1, 2]
+        idle.close()
+        busy.close()
+
+    run(scenario, max_idle_ms=200)
 
 
 def test_close_ends_open_connections() -> None:
