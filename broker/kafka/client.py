@@ -150,8 +150,8 @@ class KafkaClient:
         except (OSError, ssl.SSLError) as exc:
             await self.close()
             raise KafkaClientError(f"send to {self.host}:{self.port}: {exc!r}") from None
-        finally:
-            self._pending.pop(correlation_id, None)
+        # A request cancelled by its caller (a fetcher re-planning) stays in _pending,
+        # its future cancelled, so its answer is recognised and dropped when it comes.
 
     async def _read_responses(self, reader: asyncio.StreamReader) -> None:
         try:
@@ -161,13 +161,14 @@ class KafkaClient:
                     raise KafkaClientError(f"response size {size} from {self.host}:{self.port}")
                 frame = await reader.readexactly(size)
                 correlation_id = _SIZE.unpack_from(frame, 0)[0]
-                pending = self._pending.get(correlation_id)
+                pending = self._pending.pop(correlation_id, None)
                 if pending is None:
                     raise KafkaClientError(f"unexpected correlation id {correlation_id}")
                 api_key, version, future = pending
+                if future.done():
+                    continue  # its caller gave up
                 _, response = decode_response(api_key, version, frame)
-                if not future.done():
-                    future.set_result(response)
+                future.set_result(response)
         except asyncio.CancelledError:
             raise
         except (OSError, asyncio.IncompleteReadError, FrameError, KafkaClientError) as exc:
@@ -180,7 +181,8 @@ class KafkaClient:
                 writer.close()
 
     def _fail_pending(self, error: KafkaClientError) -> None:
-        for _, _, future in self._pending.values():
+        pending, self._pending = self._pending, {}
+        for _, _, future in pending.values():
             if not future.done():
                 future.set_exception(error)
                 future.exception()  # retrieved: a request that already gave up logs nothing

@@ -145,6 +145,22 @@ def test_pipelined_requests_each_get_their_own_answer() -> None:
     run(scenario)
 
 
+def test_a_cancelled_request_leaves_the_connection_usable() -> None:
+    async def scenario(client: KafkaClient, plane: InMemoryDataPlane, _: KafkaServer) -> None:
+        # A long poll on an empty partition, given up by its caller before the answer.
+        waiting = asyncio.create_task(client.fetch(
+            FetchParams([FetchPartition("t", 0, 0, 100)], max_wait_ms=300)))
+        await asyncio.sleep(0.1)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await produce(plane, 0, 1)
+        (offsets,) = await client.list_offsets(-1, [ListOffsetsPartition("t", 0, -1)])
+        assert offsets.offset == 1 and client.connected
+
+    run(scenario)
+
+
 def test_connect_to_nothing_raises_the_typed_error() -> None:
     async def main() -> None:
         client = KafkaClient("127.0.0.1", 1, connect_timeout_s=2)
