@@ -155,9 +155,12 @@ class KafkaServer:
                     self.connections_closed_for_bad_input += 1
                     log.warning("Kafka listener %s: closing %s: %s",
                                 self.listener, peer, task.exception())
+                    break  # one line per connection
             writer.close()
+            # Bounded: a TLS peer that never answers close_notify must not hold close().
             with contextlib.suppress(Exception):
-                await writer.wait_closed()
+                async with asyncio.timeout(2):
+                    await writer.wait_closed()
 
     # ---- reading ----
 
