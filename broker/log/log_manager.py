@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import time
@@ -66,6 +67,8 @@ class LogManager:
         self._flushing: set[TopicPartition] = set()
         self._doomed: list[PartitionLog] = []  # deleted while a flush job ran on them
         self._inflight: asyncio.Future[None] | None = None  # the worker thread's flush round
+        # Callers waiting for an offset to be fsynced: (offset, future) per partition.
+        self._flush_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[None]]]] = {}
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -152,6 +155,7 @@ class LogManager:
         log = self._logs.pop(tp, None)
         self._hw_checkpoints.pop(tp, None)
         self._due.pop(tp, None)
+        self._wake_flush_waiters(tp, None, final=True)
         if log is None:
             return
         if tp in self._flushing:
@@ -169,6 +173,47 @@ class LogManager:
         return min(max(value, log.start_offset), log.end_offset)
 
     # -- background work ---------------------------------------------------------------------
+
+    async def wait_flushed(self, topic: str, partition: int, offset: int) -> None:
+        """Wait until every offset below `offset` is fsynced (Kafka flushes an append that
+        reaches flush.messages before it answers: call this when `flush_due` says so after an
+        append). Returns at once when it already is or the log is gone; the flush is asked
+        for here, so it does not wait for the next flush check."""
+        tp = (topic, partition)
+        log = self._logs.get(tp)
+        if log is None or log.flushed_offset >= offset or self._closed:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flush_waiters.setdefault(tp, []).append((offset, future))
+        self._flush_due(log)
+        await future
+
+    def _wake_flush_waiters(
+        self, tp: TopicPartition, log: PartitionLog | None, final: bool = False
+    ) -> None:
+        """Answer the waiters whose offset is flushed; with `final` (the log was deleted or
+        closed) fail the others, since no flush will come."""
+        waiters = self._flush_waiters.get(tp)
+        if not waiters:
+            return
+        flushed = log.flushed_offset if log is not None else -1
+        waiting = []
+        for offset, future in waiters:
+            if future.done():
+                continue
+            if flushed >= offset:
+                future.set_result(None)
+            elif final:
+                future.set_exception(OSError(
+                    errno.EIO, f"{tp[0]}-{tp[1]} was closed or deleted before offset "
+                    f"{offset} was flushed"))
+            else:
+                waiting.append((offset, future))
+        if waiting:
+            self._flush_waiters[tp] = waiting
+            self._due[tp] = None  # written after the job began: one more round
+        else:
+            del self._flush_waiters[tp]
 
     def _flush_due(self, log: PartitionLog) -> None:
         self._due[(log.topic, log.partition)] = None
@@ -189,11 +234,15 @@ class LogManager:
         next_hw = now + self._hw_interval_s
         next_recovery = now + self._recovery_interval_s
         next_flush_check = now + self._flush_check_interval_s
-        while True:
+        # The loop also ends on `_closed`: Python 3.11's wait_for may swallow a cancellation
+        # that arrives as the event is set.
+        while not self._closed:
             timeout = max(0.0, min(next_retention, next_hw, next_recovery, next_flush_check)
                           - time.monotonic())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
+            if self._closed:
+                return
             self._wake.clear()
             now = time.monotonic()
             try:
@@ -254,6 +303,9 @@ class LogManager:
                 log.complete_flush(job)
             except Exception:
                 logger.exception("flushing %s failed", log.directory)
+            self._wake_flush_waiters(tp, self._logs.get(tp))
+        if self._due and self._wake is not None:
+            self._wake.set()
         for log in self._doomed:
             log.delete()
         self._doomed = []
@@ -314,6 +366,8 @@ class LogManager:
             return
         self._closed = True
         if self._task is not None:
+            if self._wake is not None:
+                self._wake.set()
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -322,7 +376,11 @@ class LogManager:
             await self._inflight  # a flush round whose task was cancelled
             self._inflight = None
         hws = dict(self._high_watermarks())
-        await asyncio.to_thread(self._close_blocking, hws)
+        try:
+            await asyncio.to_thread(self._close_blocking, hws)
+        finally:
+            for tp in list(self._flush_waiters):  # the close flushed what it could
+                self._wake_flush_waiters(tp, self._logs.get(tp), final=True)
 
     def close_now(self) -> None:
         """close() for code without an event loop (tests, tools)."""

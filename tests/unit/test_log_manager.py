@@ -173,3 +173,25 @@ def test_close_waits_for_a_flush_round_in_flight(tmp_path: Path) -> None:
     asyncio.run(scenario())
     reopened = PartitionLog.open(str(tmp_path / "t-0"), ID_A, LogConfig())
     assert reopened.end_offset == 2 and reopened.recovery_point == 2
+
+
+def test_wait_flushed_returns_once_the_append_is_fsynced(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager = LogManager([str(tmp_path)], no_hws)
+        manager.start()
+        log = manager.get_or_create("t", 0, ID_A, LogConfig(flush_messages=1))
+        result = log.append_as_leader(batch(), 0, NOW)
+        assert log.flush_due(NOW)  # the policy wants this append fsynced before the answer
+        await asyncio.wait_for(manager.wait_flushed("t", 0, result.last_offset + 1), 2)
+        assert log.flushed_offset == 2 and log.recovery_point == 2
+        await manager.wait_flushed("t", 0, 2)  # already: at once
+        other = manager.get_or_create("u", 0, ID_B, LogConfig())
+        other.append_as_leader(batch(), 0, NOW)
+        waiting = asyncio.ensure_future(manager.wait_flushed("u", 0, 2))
+        await asyncio.sleep(0)  # it waits now
+        manager.delete("u", 0)
+        with pytest.raises(OSError):
+            await waiting
+        await manager.close()
+
+    asyncio.run(scenario())
