@@ -223,13 +223,13 @@ class ReplicaFetcher:
         finally:
             wake.cancel()
         if not fetch.done():
-            # The partition set grew or the leader moved: drop this long poll (and the
-            # connection it is pending on) instead of waiting it out.
+            # The partition set grew or the leader moved: drop this long poll instead of
+            # waiting it out (the client discards the late answer; a moved leader's
+            # connection is replaced by _connected).
             self._wakeup.clear()
             if self._restart:
                 fetch.cancel()
                 await asyncio.gather(fetch, return_exceptions=True)
-                await self._disconnect()
                 return
             await fetch
         self._wakeup.clear()

@@ -51,7 +51,8 @@ METHOD_OPERATIONS: dict[str, str] = {
     "/kraft.raft.v1.Quorum/DescribeQuorum": "Describe",
     "/kraft.raft.v1.Quorum/NodeStatus": "Describe",
     **{f"/kraft.broker.v1.BrokerLifecycle/{m}": "ClusterAction" for m in (
-        "RegisterBroker", "BrokerHeartbeat", "AlterPartition")},
+        "RegisterBroker", "BrokerHeartbeat", "AlterPartition", "AllocateProducerIds",
+        "BrokerLiveness")},
     "/kraft.brokermetadata.v1.BrokerMetadata/DescribeCluster": "Describe",
     "/kraft.brokermetadata.v1.BrokerMetadata/DescribeTopics": "Describe",
 }

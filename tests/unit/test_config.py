@@ -221,7 +221,11 @@ def test_example_broker_configs_are_valid(n: int) -> None:
     assert cfg.process_roles == frozenset({"broker"}) and cfg.node_id == n
     assert cfg.voters == controller.voters  # observes the example controllers
     assert cfg.controller_listener is None
-    assert cfg.listeners == {"PLAINTEXT": Listener("PLAINTEXT", "127.0.0.1", 19090 + n)}
+    assert cfg.listeners == {"PLAINTEXT": Listener("PLAINTEXT", "127.0.0.1", 9090 + n),
+                             "ADMIN": Listener("ADMIN", "127.0.0.1", 19090 + n)}
+    assert cfg.kafka_listener_names == ("PLAINTEXT",)
+    assert cfg.inter_broker_listener_name == "PLAINTEXT"
+    assert cfg.grpc_listener_names == ("ADMIN",)
     assert cfg.metrics_address == Endpoint("127.0.0.1", 19190 + n)
     assert cfg.value("broker.heartbeat.interval.ms") == 2000
     assert cfg.value("initial.broker.registration.timeout.ms") == 60000
@@ -234,7 +238,8 @@ def test_example_combined_configs_are_valid(n: int) -> None:
     assert cfg.warnings == ()
     assert cfg.is_broker and cfg.is_controller and cfg.node_id == n
     assert cfg.controller_listener == Listener("CONTROLLER", "127.0.0.1", 29090 + n)
-    assert cfg.listeners["PLAINTEXT"] == Listener("PLAINTEXT", "127.0.0.1", 29190 + n)
+    assert cfg.listeners["PLAINTEXT"] == Listener("PLAINTEXT", "127.0.0.1", 9290 + n)
+    assert cfg.listeners["ADMIN"] == Listener("ADMIN", "127.0.0.1", 29190 + n)
     assert sorted(cfg.voters) == [1, 2, 3]
 
 
