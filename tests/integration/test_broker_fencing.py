@@ -178,3 +178,38 @@ def test_after_a_controller_failover_a_kill_is_still_fenced_fast(make_cluster) -
     elapsed = kill_and_time_fencing(cluster, new_active, 4)
     assert elapsed < FENCED_WITHIN_S, elapsed
     assert not brokers_fenced(endpoint)[5] and not brokers_fenced(endpoint)[6]
+
+
+def test_a_controlled_shutdown_ends_the_stream_with_a_goodbye(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster, active = start_cluster(make_cluster)
+    cluster.signal(4, signal.SIGTERM)
+    assert cluster.wait_exit(4, WAIT_S) == 0
+    assert brokers_fenced(cluster.nodes[active].endpoint)[4] is True  # by the shutdown itself
+    assert "broker 4's liveness stream broke" not in cluster.logs(active)
+
+
+def test_a_frozen_controller_loses_the_streams_to_its_successor(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """The streams follow the heartbeats: when the active controller freezes, the brokers'
+    heartbeats move to the new one, their streams follow with a goodbye to the frozen one, and
+    a kill is fenced fast by the new controller; the old one, thawed, fences nobody."""
+    cluster, active = start_cluster(make_cluster)
+    cluster.signal(active, signal.SIGSTOP)
+    try:
+        survivors = CONTROLLERS - {active}
+        new_active = wait_for(lambda: cluster.leader(among=survivors), WAIT_S,
+                              "a new controller")
+        wait_streams(cluster, new_active, dict.fromkeys(BROKERS, 0))
+        endpoint = cluster.nodes[new_active].endpoint
+        assert not any(brokers_fenced(endpoint).values())
+        elapsed = kill_and_time_fencing(cluster, new_active, 5)
+        assert elapsed < FENCED_WITHIN_S, elapsed
+    finally:
+        cluster.signal(active, signal.SIGCONT)
+    wait_for(lambda: cluster.leader() is not None, WAIT_S, "one leader for every live node")
+    deadline = time.monotonic() + 2.0  # well past a grace window after the thaw
+    while time.monotonic() < deadline:
+        fenced = brokers_fenced(cluster.nodes[new_active].endpoint)
+        assert fenced[5] is True and fenced[4] is False and fenced[6] is False
+        time.sleep(0.05)  # the observation interval
+    assert "fencing broker 4" not in cluster.logs(active)
+    assert "fencing broker 6" not in cluster.logs(active)
