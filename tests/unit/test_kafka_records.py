@@ -7,6 +7,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from broker.records import (
@@ -203,3 +205,21 @@ def test_unstamped_batches_are_not_valid_on_disk() -> None:
     # A client's epoch -1 never reaches a segment: the format refuses it.
     with pytest.raises(CorruptRecordError):
         scan_batches(build_batch([b"a"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300), st.integers(min_value=0, max_value=200))
+def test_garbage_gives_typed_errors_only(garbage: bytes, cut: int) -> None:
+    valid = build_batch([b"k" * 20, b"v"], producer_id=1, producer_epoch=0, base_sequence=0)
+    for data in (garbage, valid[:cut] + garbage, garbage + valid):
+        try:
+            validate_client_batch(data, MAX, SEGMENT)
+        except AppendError:
+            pass
+        try:
+            decode_records(data)
+        except (CorruptRecordError, ValueError):
+            pass
+        _, stop, error = KAFKA_FORMAT.scan_prefix(data)
+        assert (error is None) == (stop == len(data))
+        KAFKA_FORMAT.is_torn_tail(data, stop)
