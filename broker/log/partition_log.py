@@ -391,6 +391,16 @@ class PartitionLog:
         if not isinstance(data, bytes):
             data = bytes(data)
         frames = scan_batches(data)
+        if frames and self._log.start_offset == self._log.end_offset:
+            first = frames[0]
+            end = self._log.end_offset
+            if first.base_offset < end < first.base_offset + first.record_count:
+                # An empty log started inside the leader's first batch (its log start fell in
+                # a batch, by DeleteRecords): start the files at the batch, keep the log start
+                # (Kafka's Partition.appendRecordsToFollowerOrFutureReplica does the same).
+                start = self._start_offset
+                self.truncate_fully_and_start_at(first.base_offset)
+                self._start_offset = start
         if frames and frames[0].base_offset != self._log.end_offset:
             raise AppendError(
                 Errors.OFFSET_OUT_OF_RANGE,

@@ -151,6 +151,20 @@ def test_follower_append_checks_crc_and_offsets(tmp_path: Path) -> None:
         follower.append_as_follower(second_batch)  # an overlap
 
 
+def test_follower_starting_inside_the_leaders_first_batch(tmp_path: Path) -> None:
+    leader = open_log(tmp_path, name="t-0")
+    leader.append_as_leader(values(3), 1, NOW)  # 0-2
+    leader.append_as_leader(values(2), 1, NOW)  # 3-4
+    leader.advance_start_offset(1)  # DeleteRecords: the log start falls inside a batch
+    follower = open_log(tmp_path, name="t-1")
+    follower.truncate_fully_and_start_at(leader.start_offset)
+    assert follower.append_as_follower(leader.read(1, 1 << 20, 5)) == 5
+    assert (follower.start_offset, follower.end_offset) == (1, 5)
+    assert follower.epoch_entries() == [(1, 0)]
+    with pytest.raises(OffsetOutOfRange):
+        follower.read(0, 100, 5)
+
+
 # -- reads -------------------------------------------------------------------------------------
 
 
