@@ -220,18 +220,19 @@ class ReplicaFetcher:
         wake = asyncio.ensure_future(self._wakeup.wait())
         try:
             await asyncio.wait({fetch, wake}, return_when=asyncio.FIRST_COMPLETED)
+            if not fetch.done():
+                # The partition set grew or the leader moved: drop this long poll instead of
+                # waiting it out (the client discards the late answer; a moved leader's
+                # connection is replaced by _connected).
+                self._wakeup.clear()
+                if self._restart:
+                    return
+                await fetch
         finally:
             wake.cancel()
-        if not fetch.done():
-            # The partition set grew or the leader moved: drop this long poll instead of
-            # waiting it out (the client discards the late answer; a moved leader's
-            # connection is replaced by _connected).
-            self._wakeup.clear()
-            if self._restart:
+            if not fetch.done():
                 fetch.cancel()
                 await asyncio.gather(fetch, return_exceptions=True)
-                return
-            await fetch
         self._wakeup.clear()
         results = fetch.result()
         self.fetches += 1

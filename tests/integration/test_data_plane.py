@@ -222,3 +222,34 @@ def test_kill_9_of_the_partition_leader_loses_no_acknowledged_record(cluster) ->
     assert [o for o, _ in records] == list(range(len(records)))  # no gaps
     assert len(values) == len(set(values)), "a record was written twice"
     assert set(acked) <= set(values), "an acknowledged record was lost"
+
+
+def test_isr_follows_replica_lag_not_liveness(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """A follower that is alive (registered, unfenced) but stops fetching leaves the ISR after
+    replica.lag.time.max.ms, and comes back once it has caught up."""
+    cluster = make_cluster(internal_test_hooks_enable="false", broker_session_timeout_ms="30000",
+                           broker_heartbeat_interval_ms="500", replica_lag_time_max_ms="1500")
+    cluster.add_brokers(BROKERS)
+    cluster.format()
+    cluster.start_all()
+    wait_for(lambda: cluster.leader(among=CONTROLLERS), WAIT_S, "an active controller")
+    create_topic(cluster, "lagging", 1, 3)
+    partition = partitions_of(cluster, "lagging")[0]
+    wait_for(lambda: len(partitions_of(cluster, "lagging")[0]["isr"]) == 3, WAIT_S, "a full ISR")
+    follower = next(b for b in partition["replicas"] if b != partition["leader"])
+    cluster.signal(follower, signal.SIGSTOP)  # alive to the kernel, silent to everyone
+    try:
+        p = producer(cluster, acks="1")
+        for i in range(100):
+            p.produce("lagging", value=f"{i}".encode())
+        assert p.flush(20) == 0
+        wait_for(lambda: follower not in partitions_of(cluster, "lagging")[0]["isr"], WAIT_S,
+                 "the stopped follower to leave the ISR by lag")
+        out = run_cli("server.admin_cli", "--bootstrap-server", cluster.nodes[1].endpoint,
+                      "brokers", "list", "--json")
+        assert not next(b for b in json.loads(out.stdout) if b["id"] == follower)["fenced"]
+    finally:
+        cluster.signal(follower, signal.SIGCONT)
+    wait_for(lambda: follower in partitions_of(cluster, "lagging")[0]["isr"], WAIT_S,
+             "the follower back in the ISR once caught up")
+    assert len(consume_all(cluster, "lagging", 0, 100)) == 100
