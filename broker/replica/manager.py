@@ -35,7 +35,7 @@ from broker.api import (
     ProducePartitionResult,
     ProducerIdAndEpoch,
 )
-from broker.log.config import LogConfig
+from broker.log.config import NEVER, LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import OffsetOutOfRange
 from broker.records import AppendError
@@ -267,11 +267,20 @@ class ReplicaManager:
         now = self.now_ms()
         results: list[ProducePartitionResult] = []
         parked: list[tuple[int, Partition, int, int]] = []
+        flushes = []
         for index, request in enumerate(partitions):
             result, waiting = self._append(request, acks, now)
             results.append(result)
             if waiting is not None:
                 parked.append((index, *waiting))
+            partition = self.partitions.get((request.topic, request.partition))
+            if result.error == Errors.NONE and partition is not None \
+                    and self._flush_policy_due(partition, now):
+                # flush.messages / flush.ms: Kafka fsyncs before it answers such an append.
+                flushes.append(self.logs.wait_flushed(
+                    request.topic, request.partition, partition.log.end_offset))
+        if flushes:
+            await asyncio.gather(*flushes)
         if parked:
             await self._await_replication(results, parked, timeout_ms)
         return results
@@ -336,6 +345,12 @@ class ReplicaManager:
                 for index, *_ in pending:
                     results[index] = ProducePartitionResult(Errors.REQUEST_TIMED_OUT)
                 return
+
+    @staticmethod
+    def _flush_policy_due(partition: Partition, now: int) -> bool:
+        config = partition.log.config
+        has_policy = config.flush_messages < NEVER or config.flush_ms < NEVER
+        return has_policy and partition.log.flush_due(now)
 
     def _partition_known(self, topic: str, partition: int) -> bool:
         image_topic = self.image.topic(topic)
