@@ -388,6 +388,7 @@ class BrokerLifecycleManager:
 
     async def _keep_liveness_stream(self) -> None:
         """Keep one stream open to the active controller while the process lives."""
+        loop = asyncio.get_running_loop()
         failures = 0
         while not self._closing:
             if self.broker_epoch < 0:
@@ -395,6 +396,7 @@ class BrokerLifecycleManager:
                 await self._liveness_restart.wait()  # registered, or closing
                 continue
             self._liveness_restart.clear()
+            started = loop.time()
             try:
                 outcome = await self._liveness_stream()
             except asyncio.CancelledError:
@@ -404,9 +406,12 @@ class BrokerLifecycleManager:
                 outcome = "failed"
             if outcome == "closed":
                 return
-            if outcome in ("ended", "restart"):
-                failures = 0  # it was open: open the next one at once
+            if outcome == "restart" or (
+                    outcome == "ended" and loop.time() - started >= LIVENESS_MAX_BACKOFF_S):
+                failures = 0  # it was open a while: open the next one at once
                 continue
+            # Never opened, or ended soon after it opened: back off, so that a controller or
+            # proxy that keeps ending streams does not get a tight loop of them.
             failures += 1
             if outcome == "refused":
                 delay = LIVENESS_REFUSED_S
