@@ -1,9 +1,13 @@
 """`make demo`: a cluster from config/ — three controllers and three brokers — through a
-controller failover and a broker's controlled shutdown.
+controller failover and a broker's controlled shutdown, with a real Kafka client producing to
+and consuming from the brokers.
 
 Formats ./demo-data for config/controller-{1,2,3}.properties and config/broker-{4,5,6}.properties,
 starts them as real processes, shows `kraft-admin quorum describe`, writes a cluster config and
-creates a topic (6 partitions, RF 3) through the Admin API, kills the active controller with
+creates a topic (6 partitions, RF 3) through the Admin API, produces and consumes it with
+confluent-kafka (librdkafka) over the brokers' Kafka listeners, freezes broker 6 (SIGSTOP)
+so the ISRs it follows shrink by replica lag and grow back after SIGCONT, kills the active
+controller with
 SIGKILL, shows the new leader, how long the election took and that it holds the metadata,
 restarts the old leader, stops broker 5 with SIGTERM (controlled shutdown: its leaderships move
 first), restarts it and restores the preferred leaders, inspects a controller's metadata log and
@@ -22,6 +26,7 @@ import time
 from pathlib import Path
 
 import grpc
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
@@ -60,6 +65,57 @@ def wait_until(condition, what: str, timeout_s: float = 30):  # type: ignore[no-
             return value
         time.sleep(0.1)  # poll interval of a bounded condition wait
     raise SystemExit(f"timed out waiting for {what}; see {DATA / 'logs'}")
+
+
+KAFKA_BOOTSTRAP = "127.0.0.1:9094,127.0.0.1:9095,127.0.0.1:9096"
+
+
+def produce(topic: str, count: int, start: int = 0, partitions: list[int] | None = None) -> None:
+    """`count` records with acks=all from an idempotent librdkafka producer (to `partitions`
+    in turn, or by key)."""
+    producer = Producer({"bootstrap.servers": KAFKA_BOOTSTRAP, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+    failed: list[object] = []
+    for i in range(start, start + count):
+        where = {} if partitions is None else {"partition": partitions[i % len(partitions)]}
+        producer.produce(topic, key=f"key-{i % 60}".encode(), value=f"order {i}".encode(),
+                         on_delivery=lambda err, _msg: err is not None and failed.append(err),
+                         **where)
+        producer.poll(0)
+    if producer.flush(60) or failed:
+        raise SystemExit(f"produce failed: {failed[:3]}")
+    print(f"produced {count} records to {topic} (acks=all, idempotent), all acknowledged")
+
+
+def consume_counts(topic: str, partitions: int) -> dict[int, int]:
+    """Records per partition, read from the beginning by a librdkafka consumer (assign)."""
+    consumer = Consumer({"bootstrap.servers": KAFKA_BOOTSTRAP, "group.id": "demo-reader",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    counts = dict.fromkeys(range(partitions), 0)
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(at_end) < partitions and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error() is not None:
+            at_end.add(message.partition())  # _PARTITION_EOF: caught up with the HW
+            continue
+        counts[message.partition()] += 1
+    consumer.close()
+    return counts
+
+
+def topic_partitions(any_node: str, topic: str) -> list[dict]:  # type: ignore[type-arg]
+    described = admin_json("--bootstrap-server", any_node, "topics", "describe", "--topic", topic)
+    if isinstance(described, list):
+        described = described[0]
+    return list(described["partitions"])  # type: ignore[index]
+
+
+def isr_line(any_node: str, topic: str) -> str:
+    return "  ".join(f"p{p['partition']}:{p['isr']}" for p in topic_partitions(any_node, topic))
 
 
 def snapshot_cli(*args: str) -> None:
@@ -154,6 +210,33 @@ def main() -> int:
                                       "describe", "--topic", "orders"), "broker 4's cache")
         admin("--bootstrap-server", broker_listener, "topics", "describe", "--topic", "orders")
 
+        banner(f"A Kafka client: confluent-kafka produces to {KAFKA_BOOTSTRAP} and reads back")
+        produce("orders", 3000)
+        counts = consume_counts("orders", 6)
+        print(f"consumed {sum(counts.values())} records, per partition {counts}")
+        print("kcat shows the same: kcat -L -b 127.0.0.1:9094 (Debian's kcat)")
+
+        banner("SIGSTOP to broker 6: alive but silent, its follower replicas fall behind and "
+               "leave the ISRs after replica.lag.time.max.ms")
+        print("ISRs:", isr_line(any_node, "orders"))
+        processes[6].send_signal(signal.SIGSTOP)
+        # Writes to the partitions 4 and 5 lead: broker 6 misses them and falls behind there.
+        followed = [p["partition"] for p in topic_partitions(any_node, "orders")
+                    if p["leader"] != 6]
+        started = time.monotonic()
+        produce("orders", 600, start=3000, partitions=followed)
+        print(f"(took {time.monotonic() - started:.1f} s: acks=all waits for every ISR member, "
+              "so the frozen follower held the high watermark until it left the ISR)")
+        wait_until(lambda: all(6 not in p["isr"] for p in topic_partitions(any_node, "orders")
+                               if p["partition"] in followed),
+                   "broker 6 to leave the ISRs by lag")
+        print("ISRs:", isr_line(any_node, "orders"))
+        banner("SIGCONT to broker 6: it fetches what it missed and rejoins every ISR")
+        processes[6].send_signal(signal.SIGCONT)
+        wait_until(lambda: all(6 in p["isr"] for p in topic_partitions(any_node, "orders")),
+                   "broker 6 back in the ISRs")
+        print("ISRs:", isr_line(any_node, "orders"))
+
         banner(f"kill -9 of the leader, controller {leader}")
         killed_at = time.monotonic()
         processes[leader].send_signal(signal.SIGKILL)
@@ -193,6 +276,9 @@ def main() -> int:
 
         wait_until(preferred_restored, "the preferred leaders (broker 5 back in the ISRs)")
         admin("--bootstrap-server", any_node, "topics", "describe", "--topic", "orders")
+        counts = consume_counts("orders", 6)
+        print(f"after it all, the topic still holds {sum(counts.values())} records "
+              f"(3,600 produced, acks=all): per partition {counts}")
 
         log_dir = DATA / "controller-1" / METADATA_PARTITION_DIR
         banner(f"kraft-snapshot verify {log_dir.relative_to(ROOT)}")
