@@ -1,0 +1,327 @@
+"""Replica fetchers (broker/replica/fetcher.py) in a tiny in-process cluster: followers fetch
+from another broker's ReplicaManager, truncate on a diverging epoch, recover from
+OFFSET_OUT_OF_RANGE, and converge after failovers (reference/kafka-data-plane.md §3.3, §3.4,
+§8, §9)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from broker.records import build_batch, decode_records, scan_batches
+from broker.replica.manager import ReplicaConfig
+from kraft.errors import Errors
+from metadata.records import LeaderRecoveryState
+from tests.unit.replica_harness import Cluster, Node, batch, settle
+
+Scenario = Callable[[Cluster], Awaitable[None]]
+
+
+def run(tmp_path: Path, scenario: Scenario, live: bool = False,
+        config: ReplicaConfig | None = None, **topic: object) -> None:
+    async def main() -> None:
+        cluster = Cluster(tmp_path, live=live, config=config)
+        cluster.create_topic(**topic)  # type: ignore[arg-type]
+        cluster.start()
+        try:
+            await scenario(cluster)
+        finally:
+            await cluster.close()
+
+    asyncio.run(main())
+
+
+def contents(node: Node) -> bytes:
+    log = node.log()
+    return log.read(log.start_offset, 1 << 30, log.end_offset)  # type: ignore[no-any-return]
+
+
+def values(node: Node) -> list[bytes | None]:
+    data = contents(node)
+    return [r.value for frame in scan_batches(data)
+            for r in decode_records(data[frame.position:frame.position + frame.size])]
+
+
+async def produce_each(node: Node, *names: bytes) -> None:
+    for name in names:
+        result = (await node.produce(build_batch([name]), acks=1))[0]
+        assert result.error == Errors.NONE, result
+
+
+def test_follower_learns_the_hw_one_round_behind(tmp_path: Path) -> None:
+    async def scenario(c: Cluster) -> None:
+        await c.nodes[1].produce(batch(3), acks=1)
+        follower = c.nodes[2]
+        await follower.pump()
+        assert follower.log().end_offset == 3 and follower.partition().high_watermark == 0
+        await follower.pump()
+        assert c.nodes[1].partition().high_watermark == 3
+        assert follower.partition().high_watermark == 3
+        assert contents(follower) == contents(c.nodes[1])
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_follower_fetch_carries_its_state(tmp_path: Path) -> None:
+    """§3.3: replica id and broker epoch, fetch offset = LEO, last fetched epoch, log start."""
+    async def scenario(c: Cluster) -> None:
+        await c.nodes[1].produce(batch(2), acks=1)
+        follower = c.nodes[2]
+        await follower.pump()
+        await follower.pump()
+        assert follower.client is not None
+        params = follower.client.fetch_calls[-1]
+        (request,) = params.partitions
+        assert (params.replica_id, params.replica_epoch) == (2, 12)
+        assert (request.fetch_offset, request.current_leader_epoch,
+                request.last_fetched_epoch, request.log_start_offset) == (2, 0, 0, 0)
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_epoch_change_restarts_fetching_in_the_new_epoch(tmp_path: Path) -> None:
+    """KAFKA-7164: a new leader epoch (same leader) resets the fetcher, whose fetches then
+    carry the new epoch."""
+    async def scenario(c: Cluster) -> None:
+        follower = c.nodes[2]
+        c.change(leader=1)
+        assert follower.fetcher(1).partitions[("t", 0)].leader_epoch == 1
+        await c.nodes[1].produce(batch(1), acks=1)
+        await follower.pump()
+        assert follower.client is not None
+        assert follower.client.fetch_calls[-1].partitions[0].current_leader_epoch == 1
+        assert follower.log().end_offset == 1
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_restarted_follower_keeps_records_above_its_stale_hw(tmp_path: Path) -> None:
+    """KAFKA-1211 / KIP-101 scenario 1: truncate by leader epoch, never by the HW."""
+    async def scenario(c: Cluster) -> None:
+        leader, follower = c.nodes[1], c.nodes[2]
+        await produce_each(leader, b"a", b"b")
+        await follower.pump()
+        assert follower.partition().high_watermark == 0 and follower.log().end_offset == 2
+        c.change(leader=1)  # the leader bounced: epoch 1
+        await follower.pump()
+        assert values(follower) == [b"a", b"b"]
+        c.change(leader=2, isr=(2,))  # now the follower leads: nothing committed is lost
+        assert values(follower) == [b"a", b"b"]
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_old_leader_truncates_its_unacked_suffix(tmp_path: Path) -> None:
+    """Scenario 2 and KAFKA-14704: the restarted old leader gets a diverging epoch, truncates
+    to the new epoch's start without taking that answer's HW first, then matches the new
+    leader byte for byte."""
+    async def scenario(c: Cluster) -> None:
+        a, b, d = c.nodes[1], c.nodes[2], c.nodes[3]
+        await produce_each(a, b"0", b"1", b"2", b"3", b"4")
+        for _ in range(2):
+            await b.pump()
+            await d.pump()
+        assert a.partition().high_watermark == 5
+        await produce_each(a, b"x5", b"x6")  # never replicated
+        c.change(leader=2, isr=(2, 3))
+        await produce_each(b, b"y5", b"y6", b"y7")
+        await d.pump()
+        await d.pump()
+        assert b.partition().high_watermark == 8
+        assert a.partition().high_watermark == 5 and a.log().end_offset == 7
+        await a.pump()  # the diverging answer
+        assert a.log().end_offset == 5
+        assert a.partition().high_watermark == 5  # not B's 8 capped at A's 7 (KAFKA-14704)
+        assert a.manager.records_lost == 0
+        await a.pump()
+        await a.pump()
+        assert contents(a) == contents(b)
+        assert values(a)[5:] == [b"y5", b"y6", b"y7"]
+        assert a.partition().high_watermark == 8
+
+    run(tmp_path, scenario)
+
+
+def test_kafka_14704_diverging_answer_hw_never_exposes_the_suffix(tmp_path: Path) -> None:
+    """Checked at the follower: between the diverging answer and the refetch, no consumer-
+    visible offset (HW) covers records the leader does not have."""
+    async def scenario(c: Cluster) -> None:
+        a, b = c.nodes[1], c.nodes[2]
+        await produce_each(a, b"0", b"1")
+        await b.pump()
+        await b.pump()
+        await produce_each(a, b"x2", b"x3")
+        c.change(leader=2, isr=(2,))
+        await produce_each(b, b"y2", b"y3", b"y4")
+        assert b.partition().high_watermark == 5
+        await a.pump()
+        assert a.partition().high_watermark <= a.log().end_offset == 2
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_simultaneous_crash_different_records_at_one_offset_converge(tmp_path: Path) -> None:
+    """KIP-101 scenario 2: A holds x1 at offset 1 in epoch 0, B wrote y1 there in epoch 1;
+    A must end up with B's record."""
+    async def scenario(c: Cluster) -> None:
+        a, b = c.nodes[1], c.nodes[2]
+        await produce_each(a, b"0")
+        await b.pump()
+        await produce_each(a, b"x1")
+        c.change(leader=2, isr=(2,))
+        await produce_each(b, b"y1")
+        assert values(a) == [b"0", b"x1"] and values(b) == [b"0", b"y1"]
+        for _ in range(3):
+            await a.pump()
+        assert contents(a) == contents(b)
+        assert values(a) == [b"0", b"y1"]
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_double_fast_failover_converges(tmp_path: Path) -> None:
+    """KAFKA-6361 / KIP-279, scenario 20: A in epoch 0, B briefly in epoch 1 with
+    unreplicated writes, A again in epoch 2. B iterates (floor epoch) and converges."""
+    async def scenario(c: Cluster) -> None:
+        a, b = c.nodes[1], c.nodes[2]
+        await produce_each(a, b"0", b"1")
+        await b.pump()
+        await b.pump()
+        await produce_each(a, b"a2")
+        c.change(leader=2, isr=(2,))
+        await produce_each(b, b"b2", b"b3")
+        c.change(leader=1, isr=(1,))
+        await produce_each(a, b"a3")
+        assert a.log().epoch_entries() == [(0, 0), (2, 3)]
+        assert b.log().epoch_entries() == [(0, 0), (1, 2)]
+        for _ in range(4):
+            await b.pump()
+        assert contents(a) == contents(b)
+        assert values(b) == [b"0", b"1", b"a2", b"a3"]
+        assert b.log().epoch_entries() == a.log().epoch_entries()
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_follower_that_never_had_the_epoch_checks_again(tmp_path: Path) -> None:
+    """§3.4: the leader's floor epoch is one the follower lacks: truncate to its own end of
+    that epoch and check again on the next fetch."""
+    async def scenario(c: Cluster) -> None:
+        a, b, d = c.nodes[1], c.nodes[2], c.nodes[3]
+        await produce_each(a, b"0")
+        for node in (b, d):
+            await node.pump()
+        c.change(leader=2, isr=(2, 3))           # epoch 1: B writes, D replicates
+        await produce_each(b, b"b1", b"b2")
+        await d.pump()
+        c.change(leader=3, isr=(3,))             # epoch 2: D writes
+        await produce_each(d, b"d3")
+        c.change(leader=1, isr=(1,))             # epoch 3 on A, which never saw 1 or 2
+        await produce_each(a, b"a1")
+        for _ in range(4):
+            await d.pump()
+        assert contents(d) == contents(a)
+
+    run(tmp_path, scenario)
+
+
+def test_unclean_election_truncation_counts_lost_records(tmp_path: Path) -> None:
+    """Scenario 9: the lagging replica leads (RECOVERING); the old ISR member truncates to
+    its epoch start; exactly offsets 2..4 vanish and are counted."""
+    async def scenario(c: Cluster) -> None:
+        a, b, lagging = c.nodes[1], c.nodes[2], c.nodes[3]
+        await produce_each(a, b"0", b"1")
+        await lagging.pump()
+        await settle()
+        (expand,) = c.controller.calls  # it caught up once; the controller says no
+        expand.answer(Errors.INELIGIBLE_REPLICA)
+        await settle()
+        await b.pump()
+        await produce_each(a, b"2", b"3", b"4")
+        await b.pump()
+        await b.pump()
+        assert a.partition().isr == (1, 2)
+        assert a.partition().high_watermark == 5
+        c.change(leader=3, isr=(3,), leader_recovery_state=LeaderRecoveryState.RECOVERING)
+        assert lagging.partition().is_leader and lagging.partition().is_recovering
+        await produce_each(lagging, b"n2", b"n3")
+        await a.pump()
+        assert a.log().end_offset == 2
+        assert a.manager.records_lost == 3
+        for _ in range(3):
+            await a.pump()
+        assert values(a) == [b"0", b"1", b"n2", b"n3"]
+        consumer = await lagging.consume(5)
+        assert consumer.error == Errors.OFFSET_OUT_OF_RANGE
+
+    run(tmp_path, scenario, isr=(1, 2))
+
+
+def test_follower_behind_the_leader_log_start_starts_over_there(tmp_path: Path) -> None:
+    """KAFKA-7414: OFFSET_OUT_OF_RANGE is never fatal; behind the leader's log start the
+    follower deletes its log and starts at the leader's start."""
+    async def scenario(c: Cluster) -> None:
+        a, b = c.nodes[1], c.nodes[2]
+        await produce_each(a, *(b"%d" % i for i in range(6)))
+        a.log().advance_start_offset(4)
+        await b.pump()
+        assert (b.log().start_offset, b.log().end_offset) == (4, 4)
+        assert b.partition().high_watermark == 4
+        await b.pump()
+        assert values(b) == [b"4", b"5"]
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_follower_past_the_leader_end_truncates_to_it(tmp_path: Path) -> None:
+    """KAFKA-7414: a follower whose log (without epochs) ends past the leader's LEO asks the
+    leader's latest offset and truncates to it."""
+    async def scenario(c: Cluster) -> None:
+        a, b = c.nodes[1], c.nodes[2]
+        await produce_each(a, *(b"%d" % i for i in range(6)))
+        b.log().truncate_fully_and_start_at(10)
+        await b.pump()
+        assert b.log().end_offset == 6
+        await produce_each(a, b"6")
+        await b.pump()
+        assert b.log().end_offset == 7
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_fetch_errors_back_off_and_recover(tmp_path: Path) -> None:
+    async def scenario(c: Cluster) -> None:
+        b = c.nodes[2]
+        b.partition().leader_epoch = 7  # ahead of the leader: UNKNOWN_LEADER_EPOCH
+        b.fetcher(1).partitions[("t", 0)].leader_epoch = 7
+        await b.pump()
+        assert b.fetcher(1).partitions[("t", 0)].retry_at > 0
+        assert b.log().end_offset == 0
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_live_fetchers_complete_acks_all_through_woken_long_polls(tmp_path: Path) -> None:
+    """§4.4 acks=all latency path with the fetchers running by themselves: the parked follower
+    fetches wake on the append, so the produce completes well before replica.fetch.wait.max.ms
+    (2 s here) even once."""
+    config = ReplicaConfig(replica_fetch_wait_max_ms=2000, replica_fetch_backoff_ms=10)
+
+    async def scenario(c: Cluster) -> None:
+        a = c.nodes[1]
+        for _ in range(100):  # both followers connected and parked in a long poll
+            if len(a.manager.waiters) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert len(a.manager.waiters) == 2
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        result = (await asyncio.wait_for(a.produce(batch(3)), 10))[0]
+        assert result.error == Errors.NONE
+        assert loop.time() - start < 1.0
+        for node in (c.nodes[2], c.nodes[3]):
+            assert contents(node) == contents(a)
+        await settle()
+
+    run(tmp_path, scenario, live=True, config=config, min_isr=2)
