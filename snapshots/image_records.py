@@ -2,8 +2,9 @@
 
 `image_to_records` writes the records that, replayed by MetadataDelta onto the empty image,
 rebuild the image: features first (metadata.version leads, as in Kafka), then brokers, topics
-with their partitions, and configs. Every order the delta accepts would do; this one is sorted,
-so two equal images give byte-identical snapshots.
+with their partitions, configs, and where the next producer id block starts (Kafka's order).
+Every order the delta accepts would do; this one is sorted, so two equal images give
+byte-identical snapshots.
 
 `metadata.loader.image_from_records` replays them. Every record is replayed at the snapshot's
 last contained offset, as Kafka's controller does when it loads a snapshot: a broker's
@@ -25,6 +26,7 @@ from metadata.records import (
     ConfigRecord,
     FeatureLevelRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
     TopicRecord,
@@ -60,6 +62,12 @@ def _config_records(image: MetadataImage) -> Iterator[Record]:
             yield ConfigRecord(resource.type, resource.name, key, values[key])
 
 
+def _producer_ids_records(image: MetadataImage) -> Iterator[Record]:
+    # Kafka's ProducerIdsImage.write: no broker, only where the next block starts.
+    if image.producer_ids.next_producer_id >= 0:
+        yield ProducerIdsRecord(-1, -1, image.producer_ids.next_producer_id)
+
+
 def image_records(image: MetadataImage) -> Iterator[Record]:
     """The image's records, unencoded, in replay order."""
     yield from _head_records(image)
@@ -71,6 +79,7 @@ def image_records(image: MetadataImage) -> Iterator[Record]:
         for partition_id in sorted(partitions):
             yield partitions[partition_id].to_record(topic.topic_id, partition_id)
     yield from _config_records(image)
+    yield from _producer_ids_records(image)
 
 
 def image_to_records(image: MetadataImage) -> list[bytes]:
@@ -85,6 +94,7 @@ def image_to_records(image: MetadataImage) -> list[bytes]:
         out.append(encode_record(TopicRecord(name, topic.topic_id)))
         encoder.encode_topic(topic.topic_id, topic.partitions, out)
     out.extend(encode_record(record) for record in _config_records(image))
+    out.extend(encode_record(record) for record in _producer_ids_records(image))
     return out
 
 

@@ -34,6 +34,7 @@ from metadata.records import (
     Endpoint,
     FeatureLevelRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     Record,
     RecordDecodeError,
     RegisterBrokerRecord,
@@ -268,6 +269,14 @@ def test_empty_image_and_topic_without_partitions() -> None:
     assert loaded.provenance.offset == 9 and loaded.topics.by_id == EMPTY_IMAGE.topics.by_id
     image = replay(EMPTY_IMAGE, [TopicRecord("bare", random_uuid())])
     assert_round_trips(image)
+
+
+def test_the_next_producer_id_survives_a_snapshot() -> None:
+    """Blocks of producer ids handed out before a snapshot are never handed out again by a
+    node that starts from it (the record is the only memory of them)."""
+    image = replay(EMPTY_IMAGE, [ProducerIdsRecord(4, 7, 3000)])
+    assert_round_trips(image)
+    assert round_trip(image).producer_ids.next_producer_id == 3000
 
 
 def test_equal_images_give_identical_bytes() -> None:
