@@ -215,6 +215,7 @@ class BrokerRole:
             rack=config.broker_rack,
             on_state=self._on_state,
             tls=config.controller_tls,
+            liveness_backoff_ms=config.broker_liveness_reconnect_backoff_ms,
         )
         self.lifecycle.start()
         self.logs.start()

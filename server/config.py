@@ -463,6 +463,17 @@ INITIAL_BROKER_REGISTRATION_TIMEOUT_MS = _define_int(
     "How long a starting broker keeps trying to register with the active controller before "
     "it gives up and exits.",
 )
+BROKER_LIVENESS_GRACE_MS = _define_int(
+    "broker.liveness.grace.ms", 500, 0,
+    "The active controller fences a broker whose liveness stream broke without a goodbye and "
+    "was not reopened within this long (its process is gone); 0 turns this off, leaving "
+    "broker.session.timeout.ms alone (docs/brokers.md).",
+)
+BROKER_LIVENESS_RECONNECT_BACKOFF_MS = _define_int(
+    "broker.liveness.reconnect.backoff.ms", 100, 1,
+    "After a second failed attempt to reopen its liveness stream, a broker waits this long "
+    "before the next one, doubling up to 1 s.",
+)
 GRPC_LISTENER_NAMES: ConfigKey[tuple[str, ...] | None] = _define(
     "grpc.listener.names", ConfigType.LIST, None, _parse_listener_names,
     "Broker listeners that serve this project's gRPC services (the broker metadata service, "
@@ -714,6 +725,8 @@ class NodeConfig:
     initial_broker_registration_timeout_ms = INITIAL_BROKER_REGISTRATION_TIMEOUT_MS
     broker_rack = BROKER_RACK
     grpc_listener_names = GRPC_LISTENER_NAMES
+    broker_liveness_grace_ms = BROKER_LIVENESS_GRACE_MS
+    broker_liveness_reconnect_backoff_ms = BROKER_LIVENESS_RECONNECT_BACKOFF_MS
     inter_broker_listener_name_setting = INTER_BROKER_LISTENER_NAME
     replica_lag_time_max_ms = REPLICA_LAG_TIME_MAX_MS
     replica_fetch_max_bytes = REPLICA_FETCH_MAX_BYTES

@@ -204,6 +204,7 @@ class Server:
                 self.node,
                 noop_interval_ms=config.metadata_max_idle_interval_ms,
                 session_timeout_ms=config.broker_session_timeout_ms,
+                liveness_grace_ms=config.broker_liveness_grace_ms,
             )
             loader.install(self.controller)
         self.snapshot_generator = SnapshotGenerator(

@@ -65,7 +65,7 @@ def test_mutual_tls_and_authorization(make_cluster, tmp_path: Path) -> None:
     cluster.add_brokers([4])
     cluster.add_brokers([5], {"initial.broker.registration.timeout.ms": "3000"})
     security = {
-        "listener.security.protocol.map": "CONTROLLER:SSL,PLAINTEXT:SSL",
+        "listener.security.protocol.map": "CONTROLLER:SSL,PLAINTEXT:SSL,ADMIN:SSL",
         "ssl.client.auth": "required",
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": super_users,
