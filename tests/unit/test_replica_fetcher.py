@@ -9,11 +9,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
+
+from broker.api import FetchParams, FetchPartitionResult
 from broker.records import build_batch, decode_records, scan_batches
 from broker.replica.manager import ReplicaConfig
 from kraft.errors import Errors
 from metadata.records import LeaderRecoveryState
-from tests.unit.replica_harness import Cluster, Node, batch, settle
+from tests.unit.replica_harness import Cluster, InProcessLeader, Node, batch, settle
 
 Scenario = Callable[[Cluster], Awaitable[None]]
 
@@ -325,3 +328,106 @@ def test_live_fetchers_complete_acks_all_through_woken_long_polls(tmp_path: Path
         await settle()
 
     run(tmp_path, scenario, live=True, config=config, min_isr=2)
+
+
+def test_partitioned_follower_leaves_the_isr_and_rejoins_without_truncation(tmp_path: Path
+                                                                              ) -> None:
+    """Scenarios 6 and 8: a follower cut off for longer than replica.lag.time.max.ms leaves
+    the ISR (partition epoch bumped); once healed it resumes from its LEO with no truncation
+    and rejoins when its LEO reaches the HW."""
+    async def scenario(c: Cluster) -> None:
+        c.controller.auto = True
+        a, b, d = c.nodes[1], c.nodes[2], c.nodes[3]
+        await produce_each(a, b"0", b"1")
+        for node in (b, d, b, d):
+            await node.pump()
+        epoch_before = c.metadata.partition().partition_epoch
+        for i in range(5):  # d is cut off; b keeps up
+            await produce_each(a, b"%d" % (i + 2))
+            c.clock.advance(10_000)
+            await b.pump()
+            a.manager.shrink_isrs()
+            await settle()
+        assert c.metadata.partition().isr == (1, 2)
+        assert c.metadata.partition().partition_epoch == epoch_before + 1
+        assert a.partition().isr == (1, 2)
+        await d.pump()  # healed: from its LEO
+        assert d.manager.records_lost == 0
+        assert d.log().end_offset == a.log().end_offset
+        await d.pump()
+        await settle()
+        assert c.metadata.partition().isr == (1, 2, 3)
+        assert c.metadata.partition().partition_epoch == epoch_before + 2
+        assert contents(d) == contents(a)
+
+    run(tmp_path, scenario, min_isr=2)
+
+
+def test_replaced_disk_follower_refetches_and_stale_epoch_fetches_are_refused(
+        tmp_path: Path) -> None:
+    """Scenario 14: broker 3 returns as a new incarnation (broker epoch 99) with an empty log.
+    Fetches with its old epoch are refused; it refetches everything from the leader's log
+    start and joins the ISR only once caught up."""
+    async def scenario(c: Cluster) -> None:
+        from broker.api import FetchParams, FetchPartition
+        from tests.unit.replica_harness import broker_record
+
+        c.controller.auto = True
+        a, d = c.nodes[1], c.nodes[3]
+        await produce_each(a, b"0", b"1", b"2")
+        for node in (c.nodes[2], d, c.nodes[2], d):
+            await node.pump()
+        assert a.partition().high_watermark == 3
+        d.log().truncate_fully_and_start_at(0)  # the empty replaced disk
+        d.partition().high_watermark = 0
+        c.metadata.replay(broker_record(3, epoch=99))
+        c.publish()
+        old = (await a.manager.fetch(FetchParams(
+            [FetchPartition("t", 0, 3, 1 << 20, current_leader_epoch=0,
+                            last_fetched_epoch=0)], max_wait_ms=0, replica_id=3,
+            replica_epoch=13)))[0]
+        assert old.error == Errors.NOT_LEADER_OR_FOLLOWER
+        d.epoch = 99
+        await d.pump()
+        assert values(d) == [b"0", b"1", b"2"]
+        await d.pump()
+        assert contents(d) == contents(a)
+
+    run(tmp_path, scenario, min_isr=2)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: fetcher.py:178 catches only ConnectionError/"
+                   "OSError/TimeoutError; any other exception in a round kills the fetcher "
+                   "task for good and the partition silently stops replicating")
+def test_fetcher_survives_an_unexpected_error_in_a_round(tmp_path: Path) -> None:
+    """Kafka's fetcher thread logs a failed round, backs off and goes on."""
+    config = ReplicaConfig(replica_fetch_wait_max_ms=50, replica_fetch_backoff_ms=10)
+
+    async def main() -> None:
+        c = Cluster(tmp_path, live=True, config=config)
+        c.create_topic(replicas=(1, 2))
+        b = c.nodes[2]
+        failures = [ValueError("undecodable answer")]
+
+        class Flaky(InProcessLeader):
+            async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]:
+                if failures:
+                    raise failures.pop()
+                return await super().fetch(params)
+
+        async def connect(host: str, port: int) -> Flaky:
+            return Flaky(c.nodes[port - 9000].manager)
+
+        b.manager.fetchers.connect = connect
+        c.start()
+        try:
+            await produce_each(c.nodes[1], b"0")
+            for _ in range(200):
+                if b.log().end_offset == 1 or b.fetcher(1)._task.done():  # type: ignore[union-attr]
+                    break
+                await asyncio.sleep(0.01)
+            assert b.log().end_offset == 1
+        finally:
+            await c.close()
+
+    asyncio.run(main())

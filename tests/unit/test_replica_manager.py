@@ -514,6 +514,21 @@ def test_follower_fetch_with_a_stale_broker_epoch_is_refused(tmp_path: Path) -> 
     run(tmp_path, scenario, isr=(1, 2))
 
 
+@pytest.mark.xfail(strict=True, reason="bug: manager.py:414-416 refuses any epoch other than "
+                   "the registered one; Kafka fences only a stale (lower) one, so a re-registered "
+                   "follower is refused until the leader's image catches up")
+def test_follower_fetch_with_a_newer_broker_epoch_is_served(tmp_path: Path) -> None:
+    """Kafka's Replica.updateFetchStateOrThrow fences `replicaEpoch < registered epoch` only:
+    a broker that re-registered (epoch 14) may fetch before this leader's image shows it."""
+    async def scenario(c: Cluster) -> None:
+        leader = c.nodes[1]
+        await leader.produce(batch(2), acks=1)
+        newer = (await leader.manager.fetch(follower_fetch(0, 3, replica_epoch=14)))[0]
+        assert newer.error == Errors.NONE and newer.records != b""
+
+    run(tmp_path, scenario)
+
+
 def test_follower_reads_up_to_the_leo(tmp_path: Path) -> None:
     async def scenario(c: Cluster) -> None:
         leader = c.nodes[1]
