@@ -292,6 +292,20 @@ class Cluster:
             if only is None or broker_id in only:
                 node.manager.on_metadata_update(None, self.metadata.image, None)  # type: ignore[arg-type]
 
+    async def stop(self, broker_id: int) -> None:
+        """A crash as far as the replica layer goes: the tasks end, the logs close (nothing
+        unwritten is lost here: the harness's logs write through), no HW checkpoint."""
+        node = self.nodes.pop(broker_id)
+        await node.manager.close()
+        await node.logs.close()
+
+    def restart(self, broker_id: int, epoch: int | None = None) -> Node:
+        """Open the broker's log dir again and catch it up with the metadata."""
+        node = self.add_node(broker_id, epoch)
+        node.manager.on_metadata_update(None, self.metadata.image, None)  # type: ignore[arg-type]
+        node.manager.activate()
+        return node
+
     async def close(self) -> None:
         for node in self.nodes.values():
             await node.manager.close()

@@ -431,3 +431,22 @@ def test_fetcher_survives_an_unexpected_error_in_a_round(tmp_path: Path) -> None
             await c.close()
 
     asyncio.run(main())
+
+
+def test_restart_without_hw_checkpoint_relearns_it(tmp_path: Path) -> None:
+    """Scenario 13: a follower restarted without its HW checkpoint loses nothing and learns
+    the HW from the leader."""
+    async def scenario(c: Cluster) -> None:
+        await produce_each(c.nodes[1], b"0", b"1", b"2")
+        for _ in range(2):
+            await c.nodes[2].pump()
+        assert c.nodes[2].partition().high_watermark == 3
+        await c.stop(2)
+        b = c.restart(2)
+        assert b.log().end_offset == 3 and b.partition().high_watermark == 0
+        await b.pump()
+        assert b.partition().high_watermark == 3 and b.log().end_offset == 3
+        assert b.manager.records_lost == 0
+
+    run(tmp_path, scenario, replicas=(1, 2))
+

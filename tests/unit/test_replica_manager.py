@@ -772,3 +772,66 @@ def test_metadata_is_ignored_until_activated(tmp_path: Path) -> None:
             await c.close()
 
     asyncio.run(main())
+
+
+def test_dedup_window_is_five_batches(tmp_path: Path) -> None:
+    """Scenario 16 / KAFKA-5494: a duplicate at every position of the last 5 answers the
+    original offsets; one older than the window gets OUT_OF_ORDER_SEQUENCE_NUMBER; never a
+    second copy. An older producer epoch is fenced."""
+    async def scenario(c: Cluster) -> None:
+        leader = c.nodes[1]
+        batches = [build_batch([b"%d" % i], producer_id=9, producer_epoch=1, base_sequence=i)
+                   for i in range(6)]
+        for i, item in enumerate(batches):
+            assert (await leader.produce(item, acks=1))[0].base_offset == i
+        for i in range(1, 6):
+            again = (await leader.produce(batches[i], acks=1))[0]
+            assert (again.error, again.base_offset) == (Errors.NONE, i)
+        oldest = (await leader.produce(batches[0], acks=1))[0]
+        assert oldest.error == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        fenced = build_batch([b"z"], producer_id=9, producer_epoch=0, base_sequence=6)
+        assert (await leader.produce(fenced, acks=1))[0].error == Errors.INVALID_PRODUCER_EPOCH
+        assert leader.log().end_offset == 6
+
+    run(tmp_path, scenario)
+
+
+def test_truncated_idempotent_batch_is_not_a_duplicate_afterwards(tmp_path: Path) -> None:
+    """KAFKA-12153: producer state is rebuilt when truncation drops a producer's batch, so the
+    retried batch is written again instead of answering an offset that now holds another
+    record."""
+    async def scenario(c: Cluster) -> None:
+        a, b = c.nodes[1], c.nodes[2]
+        await a.produce(build_batch([b"r0"]), acks=1)
+        await b.pump()
+        retried = build_batch([b"p0"], producer_id=7, producer_epoch=0, base_sequence=0)
+        assert (await a.produce(retried, acks=1))[0].base_offset == 1  # never replicated
+        c.change(leader=2, isr=(2,))
+        await b.produce(build_batch([b"r1"]), acks=1)
+        await a.pump()  # diverging: A drops p0
+        await a.pump()
+        assert a.log().end_offset == 2
+        c.change(leader=1, isr=(1, 2))
+        again = (await a.produce(retried, acks=1))[0]
+        assert (again.error, again.base_offset) == (Errors.NONE, 2)
+        assert a.log().end_offset == 3
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_first_batch_rule_and_later_partitions_that_do_not_fit(tmp_path: Path) -> None:
+    """§6 rule 4 / scenario 22: the first batch comes whole past both limits; a later
+    partition whose first batch does not fit gets empty records, no error."""
+    async def scenario(c: Cluster) -> None:
+        leader = c.nodes[1]
+        big = build_batch([b"x" * 1000])
+        for p in (0, 1):
+            await leader.produce(big, acks=1, partition=p)
+        params = FetchParams([FetchPartition(TOPIC, p, 0, 100) for p in (0, 1)],
+                             max_wait_ms=0, max_bytes=200)
+        first, second = await leader.manager.fetch(params)
+        assert first.records == leader.log(0).read(0, 1 << 20, 1)
+        assert len(first.records) > 1000
+        assert (second.error, second.records) == (Errors.NONE, b"")
+
+    run(tmp_path, scenario, replicas=(1,), partitions=2)
