@@ -450,3 +450,25 @@ def test_restart_without_hw_checkpoint_relearns_it(tmp_path: Path) -> None:
 
     run(tmp_path, scenario, replicas=(1, 2))
 
+
+
+def test_former_leader_with_an_empty_epoch_at_its_end_converges(tmp_path: Path) -> None:
+    """KAFKA-7415's other half: A led epoch 1 without writing (its cache ends (1, 2) at its
+    LEO 2); B leads epoch 2 and writes. A's truncation point is its own LEO, and the stale
+    epoch entry there must go too (Kafka's truncateTo always truncates the epoch cache), or
+    A gets the same diverging answer forever and never replicates again."""
+    async def scenario(c: Cluster) -> None:
+        a, b = c.nodes[1], c.nodes[2]
+        await produce_each(a, b"0", b"1")
+        await b.pump()
+        await b.pump()
+        c.change(leader=1)            # epoch 1 on A, nothing written
+        assert a.log().epoch_entries() == [(0, 0), (1, 2)]
+        c.change(leader=2)            # epoch 2 on B
+        await produce_each(b, b"b2")
+        for _ in range(4):
+            await a.pump()
+        assert values(a) == [b"0", b"1", b"b2"]
+        assert a.log().epoch_entries() == [(0, 0), (2, 2)]
+
+    run(tmp_path, scenario, replicas=(1, 2))
