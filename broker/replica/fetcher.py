@@ -286,9 +286,9 @@ class ReplicaFetcher:
             target = min(local_end, leo)  # we never had that epoch: check again next fetch
         else:
             target = min(diverging.end_offset, leo)
-        lost = partition.truncate_to(target)
+        cut = partition.truncate_to(target)
         self.owner.manager.on_truncated(
-            partition, target, lost,
+            partition, target, cut,
             f"diverging epoch {diverging.epoch} ending at {diverging.end_offset} on leader "
             f"{self.leader}")
 
@@ -303,8 +303,8 @@ class ReplicaFetcher:
             return
         log_ = partition.log
         if latest.offset < log_.end_offset:
-            lost = partition.truncate_to(latest.offset)
-            self.owner.manager.on_truncated(partition, latest.offset, lost,
+            cut = partition.truncate_to(latest.offset)
+            self.owner.manager.on_truncated(partition, latest.offset, cut,
                                             "the leader's log ends below ours")
             return
         earliest = (await client.list_offsets(

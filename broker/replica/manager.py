@@ -97,6 +97,7 @@ class ReplicaManager:
         self.image = EMPTY_IMAGE
         self.waiters = Waiters()
         self.records_lost = 0  # committed records cut by truncation (unclean elections)
+        self.records_truncated = 0  # every record cut by truncation
         self._seen_topics: dict[str, TopicImage] = {}
         self._shrink_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -579,15 +580,19 @@ class ReplicaManager:
         if partition.high_watermark != before:
             self.waiters.notify(_hw_key(tp))
 
-    def on_truncated(self, partition: Partition, offset: int, lost: int, why: str) -> None:
+    def on_truncated(self, partition: Partition, offset: int, cut: tuple[int, int],
+                     why: str) -> None:
+        removed, lost = cut
+        self.records_truncated += removed
         if lost:
             self.records_lost += lost
             log.warning("LOST %d committed record(s) of %s-%d: truncated to offset %d below "
                         "the high watermark (%s; an unclean leader election)", lost,
                         partition.topic, partition.partition, offset, why)
-        else:
-            log.info("truncated %s-%d to offset %d (%s)", partition.topic,
-                     partition.partition, offset, why)
+        if removed:
+            log.info("truncated %s-%d to offset %d: %d record(s) removed, offsets %d-%d (%s)",
+                     partition.topic, partition.partition, offset, removed, offset,
+                     offset + removed - 1, why)
 
     # -- ISR by lag ------------------------------------------------------------------------
 

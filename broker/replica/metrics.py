@@ -45,6 +45,10 @@ class DataPlaneCollector(Collector):
                                   "ISR expansions this broker committed as a partition leader",
                                   value=manager.isr.expands_committed)
         yield CounterMetricFamily(
+            "kraft_broker_truncated_records",
+            "Records cut by truncation to the leader's log (uncommitted ones after a leader "
+            "change, and committed ones below)", value=manager.records_truncated)
+        yield CounterMetricFamily(
             "kraft_broker_truncated_committed_records",
             "Records below the high watermark cut by truncation: lost to an unclean election",
             value=manager.records_lost)

@@ -257,13 +257,15 @@ class Partition:
         """A follower learns the HW from each fetch answer, capped by what it holds."""
         self.high_watermark = max(self.log.start_offset, min(leader_hw, self.log.end_offset))
 
-    def truncate_to(self, offset: int) -> int:
-        """Cut the log at `offset`; returns how many records below the HW were cut (committed
-        records lost: only an unclean election makes that non-zero)."""
-        lost = max(0, self.high_watermark - offset)
+    def truncate_to(self, offset: int) -> tuple[int, int]:
+        """Cut the log at `offset`; returns (records removed, of which below the HW): the
+        second are committed records lost, which only an unclean election causes. (After a
+        restart the HW is the checkpointed one, which may lag: a lower bound.)"""
+        removed = max(0, self.log.end_offset - offset)
+        lost = max(0, min(self.high_watermark, self.log.end_offset) - offset)
         self.log.truncate_to(offset)
         self.high_watermark = min(self.high_watermark, self.log.end_offset)
-        return lost
+        return removed, lost
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader}"

@@ -253,3 +253,59 @@ def test_isr_follows_replica_lag_not_liveness(make_cluster) -> None:  # type: ig
     wait_for(lambda: follower in partitions_of(cluster, "lagging")[0]["isr"], WAIT_S,
              "the follower back in the ISR once caught up")
     assert len(consume_all(cluster, "lagging", 0, 100)) == 100
+
+
+def _metric(cluster: ProcessCluster, node_id: int, name: str) -> float:
+    import urllib.request
+    text = urllib.request.urlopen(
+        f"http://127.0.0.1:{cluster.nodes[node_id].metrics_port}/metrics", timeout=5).read()
+    for line in text.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in the metrics of node {node_id}")
+
+
+def test_unclean_election_loses_exactly_the_records_the_old_leader_alone_held(cluster) -> None:
+    """Scenario 9: the ISR shrinks to the leader, which takes 50 more records alone and dies;
+    the out-of-sync replica is elected uncleanly; when the old leader returns it truncates to
+    the new leader's log, and the 50 committed records it cut are counted and logged."""
+    create_topic(cluster, "fragile", 1, 2, "unclean.leader.election.enable=true",
+                 "min.insync.replicas=1")
+    # (The cluster fixture's brokers checkpoint HWs every 5 s; the wait below reads the file.)
+    first = partitions_of(cluster, "fragile")[0]
+    old_leader = first["leader"]
+    survivor = next(b for b in first["replicas"] if b != old_leader)
+    wait_for(lambda: len(partitions_of(cluster, "fragile")[0]["isr"]) == 2, WAIT_S, "ISR of 2")
+    p = producer(cluster, acks="all")
+    for i in range(100):
+        p.produce("fragile", value=f"shared-{i}".encode())
+    assert p.flush(30) == 0
+    wait_for(lambda: len(partitions_of(cluster, "fragile")[0]["isr"]) == 2, WAIT_S, "ISR of 2")
+    cluster.kill(survivor)
+    wait_for(lambda: partitions_of(cluster, "fragile")[0]["isr"] == [old_leader], WAIT_S,
+             "the ISR to shrink to the leader")
+    for i in range(50):
+        p.produce("fragile", value=f"alone-{i}".encode())
+    assert p.flush(30) == 0  # acknowledged: min.insync.replicas=1
+    # The old leader's HW (150) is on its disk before it dies, so on its return it knows the
+    # records it will cut were committed.
+    checkpoint = cluster.root / f"node-{old_leader}" / "replication-offset-checkpoint"
+    wait_for(lambda: checkpoint.exists() and "fragile 0 150" in checkpoint.read_text(), WAIT_S,
+             "the old leader's HW checkpoint to reach 150")
+    cluster.kill(old_leader)
+    cluster.start(survivor)
+    wait_for(lambda: partitions_of(cluster, "fragile")[0]["leader"] == survivor, WAIT_S,
+             "the unclean election of the out-of-sync replica")
+    p2 = producer(cluster, acks="all")
+    for i in range(10):
+        p2.produce("fragile", value=f"after-{i}".encode())
+    assert p2.flush(30) == 0
+    cluster.start(old_leader)
+    wait_for(lambda: old_leader in partitions_of(cluster, "fragile")[0]["isr"], WAIT_S,
+             "the old leader to truncate, catch up and rejoin the ISR")
+    values = [v.decode() for _, v in consume_all(cluster, "fragile", 0, 110)]
+    assert values == [f"shared-{i}" for i in range(100)] + [f"after-{i}" for i in range(10)]
+    assert _metric(cluster, old_leader, "kraft_broker_truncated_committed_records_total") == 50
+    assert _metric(cluster, old_leader, "kraft_broker_truncated_records_total") == 50
+    assert "LOST 50 committed record(s) of fragile-0: truncated to offset 100" in \
+        cluster.logs(old_leader)
