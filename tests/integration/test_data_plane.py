@@ -309,3 +309,36 @@ def test_unclean_election_loses_exactly_the_records_the_old_leader_alone_held(cl
     assert _metric(cluster, old_leader, "kraft_broker_truncated_records_total") == 50
     assert "LOST 50 committed record(s) of fragile-0: truncated to offset 100" in \
         cluster.logs(old_leader)
+
+
+def test_reassignment_moves_the_data_to_a_new_replica_before_the_old_one_goes(cluster,
+                                                                              tmp_path) -> None:
+    create_topic(cluster, "moving", 1, 2)
+    before = partitions_of(cluster, "moving")[0]
+    old = sorted(before["replicas"])
+    new_replica = next(b for b in BROKERS if b not in old)
+    kept = old[0]
+    p = producer(cluster, acks="all")
+    for i in range(200):
+        p.produce("moving", value=f"m{i}".encode())
+    assert p.flush(30) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "moving", "partition": 0, "replicas": [kept, new_replica]}]}))
+    admin(cluster, "reassign", "execute", "--reassignment-json-file", str(plan))
+
+    def done() -> bool:
+        part = partitions_of(cluster, "moving")[0]
+        return sorted(part["replicas"]) == sorted([kept, new_replica]) \
+            and sorted(part["isr"]) == sorted([kept, new_replica])
+
+    wait_for(done, WAIT_S, "the reassignment to complete with the new replica in the ISR")
+    gone = next(b for b in old if b != kept)
+    wait_for(lambda: not (cluster.root / f"node-{gone}" / "moving-0").exists(), WAIT_S,
+             "the removed replica's log to be deleted")
+    # The new replica holds everything: it serves alone once the kept one is gone.
+    cluster.kill(kept)
+    wait_for(lambda: partitions_of(cluster, "moving")[0]["leader"] == new_replica, WAIT_S,
+             "the new replica to lead")
+    assert [v for _, v in consume_all(cluster, "moving", 0, 200)] == \
+        [f"m{i}".encode() for i in range(200)]
