@@ -167,12 +167,24 @@ class InProcessLeader:
         self.manager = manager
         self.fetch_calls: list[FetchParams] = []
 
+    def _check_up(self) -> None:
+        if self.manager._closed:
+            raise ConnectionError("the broker is down")
+
     async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]:
+        self._check_up()
         self.fetch_calls.append(params)
-        return await self.manager.fetch(params)
+        try:
+            results = await self.manager.fetch(params)
+        except ValueError:  # a closed log: the broker went down during the long poll
+            self._check_up()
+            raise
+        self._check_up()
+        return results
 
     async def list_offsets(self, replica_id: int, partitions: list[ListOffsetsPartition]
                            ) -> list[ListOffsetsResult]:
+        self._check_up()
         return self.manager.list_offsets(replica_id, 0, partitions)
 
     async def close(self) -> None:

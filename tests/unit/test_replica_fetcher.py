@@ -472,3 +472,56 @@ def test_former_leader_with_an_empty_epoch_at_its_end_converges(tmp_path: Path) 
         assert a.log().epoch_entries() == [(0, 0), (2, 2)]
 
     run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_live_leader_crash_during_idempotent_produce_loses_no_acked_record(
+        tmp_path: Path) -> None:
+    """Scenarios 1 and 2 with the fetchers running by themselves: the leader dies during
+    steady acks=all idempotent produce, an ISR follower leads, the producer retries the same
+    batches there; every acked record is in the new leader's log exactly once below its HW,
+    and the old leader, restarted, converges to the same bytes."""
+    config = ReplicaConfig(replica_fetch_wait_max_ms=100, replica_fetch_backoff_ms=10)
+
+    async def main() -> None:
+        c = Cluster(tmp_path, live=True, config=config)
+        c.create_topic(min_isr=2)
+        c.controller.auto = True
+        c.start()
+        acked: list[int] = []
+
+        async def produce(i: int) -> None:
+            item = build_batch([b"%d" % i], producer_id=1, producer_epoch=0, base_sequence=i)
+            for _ in range(200):
+                node = c.nodes.get(c.metadata.partition().leader)
+                if node is not None:
+                    result = (await node.produce(item, timeout_ms=300))[0]
+                    if result.error == Errors.NONE:
+                        acked.append(i)
+                        return
+                await asyncio.sleep(0.01)
+            raise AssertionError(f"record {i} never acked")
+
+        try:
+            for i in range(10):
+                await produce(i)
+            crash = asyncio.ensure_future(produce(10))  # in flight as the leader dies
+            await asyncio.sleep(0)
+            await c.stop(1)
+            c.change(leader=2, isr=(2, 3))
+            await asyncio.wait_for(crash, 10)
+            for i in range(11, 20):
+                await produce(i)
+            new = c.nodes[2]
+            assert new.partition().high_watermark == new.log().end_offset
+            got = [int(v) for v in values(new)]  # type: ignore[arg-type]
+            assert sorted(got) == list(range(20)) == acked
+            old = c.restart(1)
+            for _ in range(500):
+                if old.log().end_offset == new.log().end_offset:
+                    break
+                await asyncio.sleep(0.01)
+            assert contents(old) == contents(new)
+        finally:
+            await c.close()
+
+    asyncio.run(main())

@@ -835,3 +835,16 @@ def test_first_batch_rule_and_later_partitions_that_do_not_fit(tmp_path: Path) -
         assert (second.error, second.records) == (Errors.NONE, b"")
 
     run(tmp_path, scenario, replicas=(1,), partitions=2)
+
+
+@pytest.mark.xfail(strict=True, reason="bug/gap: manager.py:208-214 keeps fetching during the "
+                   "broker's own controlled shutdown; Kafka's applyDelta stops fetching "
+                   "partitions whose ISR lacks it or that have no leader (§3.1)")
+def test_controlled_shutdown_stops_fetching_partitions_left(tmp_path: Path) -> None:
+    async def scenario(c: Cluster) -> None:
+        assert ("t", 0) in c.nodes[3].fetcher(1).partitions
+        c.metadata.replay(broker_record(3, shutting_down=True))
+        c.change(isr=(1, 2))  # the controller takes it out of the ISR
+        assert ("t", 0) not in c.nodes[3].fetcher(1).partitions
+
+    run(tmp_path, scenario)

@@ -392,18 +392,19 @@ def test_truncate_below_the_hw_counts_lost_records(log: PartitionLog) -> None:
     for offset in range(10):
         log.append_as_follower(build_batch([b"a"], base_offset=offset, partition_leader_epoch=1))
     partition.follower_high_watermark(8)
-    assert partition.truncate_to(9) == 0
-    assert partition.truncate_to(5) == 3
+    assert partition.truncate_to(9) == (1, 0)  # (records removed, of which below the HW)
+    assert partition.truncate_to(5) == (4, 3)
     assert partition.high_watermark == 5 and log.end_offset == 5
 
 
-@pytest.mark.xfail(strict=True, reason="bug: partition.py:263 counts lost records from the "
-                   "requested offset, but the log truncates whole batches (to the batch base)")
+@pytest.mark.xfail(strict=True, reason="bug: partition.py:264-265 count removed/lost records "
+                   "from the requested offset, but the log truncates whole batches (to the "
+                   "batch base)")
 def test_truncate_inside_a_batch_counts_every_lost_record(log: PartitionLog) -> None:
     partition = Partition(log, 2, 0)
     partition.make_follower(reg(leader=1, epoch=1))
     log.append_as_follower(build_batch([b"a"] * 10, partition_leader_epoch=1))
     partition.follower_high_watermark(10)
-    lost = partition.truncate_to(5)
+    cut = partition.truncate_to(5)
     assert log.end_offset == 0  # the batch holding offset 5 went whole
-    assert lost == 10
+    assert cut == (10, 10)
