@@ -6,7 +6,9 @@ partition leader is killed with -9 in the middle of an acks=all stream."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
+import subprocess
 import threading
 import time
 import uuid
@@ -159,6 +161,22 @@ def test_metadata_lists_brokers_topics_and_isrs(cluster) -> None:
     for partition in topic.partitions.values():
         assert sorted(partition.replicas) == BROKERS
         assert partition.leader in BROKERS
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (apt install kcat)")
+def test_kcat_lists_produces_and_consumes(cluster) -> None:
+    """kcat (librdkafka 2.0 with its own old protocol versions: Metadata v4, Produce v7,
+    Fetch v11) as the README shows it."""
+    create_topic(cluster, "kcat", 1, 3)
+    broker = cluster.nodes[BROKERS[0]].kafka_endpoint
+    listing = subprocess.run(["kcat", "-L", "-b", broker], capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+    assert "3 brokers:" in listing and 'topic "kcat" with 1 partitions:' in listing
+    subprocess.run(["kcat", "-P", "-b", broker, "-t", "kcat"], input="hello\nworld\n",
+                   text=True, timeout=30, check=True)
+    out = subprocess.run(["kcat", "-C", "-b", broker, "-t", "kcat", "-o", "beginning", "-e"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    assert out == "hello\nworld\n"
 
 
 def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(cluster) -> None:
