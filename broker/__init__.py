@@ -8,10 +8,10 @@ data of its partition replicas.
 | `publisher.py` | `CachePublisher`: the loader's publisher that feeds the cache and times images |
 | `api.py` | the typed contract between the Kafka front and the data plane (`DataPlane`) |
 | `records.py` | Kafka record batches (magic 2): header, validation, stamping offsets and epochs |
-| `log/` | partition logs on `kraft.log.SegmentedLog`, checkpoints, producer state, `LogManager` |
-| `replica/` | `ReplicaManager` (lead/follow from metadata, produce, fetch), fetchers, ISR by lag |
+| `log/` | partition logs on `kraft.log.SegmentedLog`, checkpoints, producer state, LogManager |
+| `replica/` | `ReplicaManager` (lead/follow, produce, fetch), fetchers, ISR by lag |
 | `kafka/` | the Kafka wire-protocol front: server, codec (kio), one module per API, client |
-| `producer_ids.py` | `ProducerIdManager`: blocks of cluster-unique producer ids from the controller |
+| `producer_ids.py` | `ProducerIdManager`: blocks of cluster-unique producer ids |
 | `lifecycle.py` | `BrokerLifecycleManager`: register, heartbeat, unfence, controlled shutdown |
 | `service.py` | the client-facing `BrokerMetadata` gRPC service and the broker's Admin service |
 | `metrics.py` | Prometheus metrics of the broker role |
