@@ -201,6 +201,7 @@ def test_kill_9_of_the_partition_leader_loses_no_acknowledged_record(cluster) ->
     create_topic(cluster, "stream", 1, 3, "min.insync.replicas=2")
     leader = partitions_of(cluster, "stream")[0]["leader"]
     acked: list[int] = []
+    acked_at: dict[int, int] = {}  # value -> the offset its delivery report gave
     failed: list[KafkaError] = []
     stop = threading.Event()
     p = producer(cluster, acks="all", **{"enable.idempotence": True,
@@ -208,7 +209,9 @@ def test_kill_9_of_the_partition_leader_loses_no_acknowledged_record(cluster) ->
 
     def delivered(err: KafkaError | None, msg: object) -> None:
         if err is None:
-            acked.append(int(msg.value()))  # type: ignore[attr-defined]
+            value = int(msg.value())  # type: ignore[attr-defined]
+            acked.append(value)
+            acked_at[value] = msg.offset()  # type: ignore[attr-defined]
         else:
             failed.append(err)
 
@@ -240,6 +243,9 @@ def test_kill_9_of_the_partition_leader_loses_no_acknowledged_record(cluster) ->
     assert [o for o, _ in records] == list(range(len(records)))  # no gaps
     assert len(values) == len(set(values)), "a record was written twice"
     assert set(acked) <= set(values), "an acknowledged record was lost"
+    read_at = {int(v): o for o, v in records}
+    moved = {v: (o, read_at[v]) for v, o in acked_at.items() if read_at[v] != o}
+    assert not moved, f"acknowledged records read back at other offsets: {list(moved.items())[:3]}"
 
 
 def test_isr_follows_replica_lag_not_liveness(make_cluster) -> None:  # type: ignore[no-untyped-def]
