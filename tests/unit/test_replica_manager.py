@@ -848,3 +848,54 @@ def test_controlled_shutdown_stops_fetching_partitions_left(tmp_path: Path) -> N
         assert ("t", 0) not in c.nodes[3].fetcher(1).partitions
 
     run(tmp_path, scenario)
+
+
+def test_fencing_a_caught_up_non_isr_follower_releases_the_hw(tmp_path: Path) -> None:
+    """§3.5: a caught-up eligible replica outside the ISR holds the HW; once the image fences
+    it, the HW is re-evaluated at once (no fetch needed)."""
+    async def scenario(c: Cluster) -> None:
+        leader = c.nodes[1]
+        await leader.produce(batch(2), acks=1)
+        await leader.manager.fetch(follower_fetch(2, 2))
+        await leader.manager.fetch(follower_fetch(2, 3))  # caught up: expand requested
+        await settle()
+        (call,) = c.controller.calls
+        call.answer(Errors.INELIGIBLE_REPLICA)
+        await settle()
+        await leader.produce(batch(2), acks=1)
+        await leader.manager.fetch(follower_fetch(4, 2))
+        assert leader.partition().high_watermark == 2  # 3 (caught up by time) holds it
+        c.metadata.replay(broker_record(3, fenced=True))
+        c.publish()
+        assert leader.partition().high_watermark == 4
+
+    run(tmp_path, scenario, isr=(1, 2))
+
+
+def test_init_producer_id(tmp_path: Path) -> None:
+    async def main() -> None:
+        c = Cluster(tmp_path, brokers=(1,))
+        ids = iter([1000, 1001])
+
+        async def allocate() -> int:
+            value = next(ids, None)
+            if value is None:
+                raise ConnectionError("controller unreachable")
+            return value
+
+        manager = c.nodes[1].manager
+        try:
+            assert (await manager.init_producer_id(None)).error == \
+                Errors.COORDINATOR_NOT_AVAILABLE  # no allocator
+            manager._allocate_producer_id = allocate
+            first = await manager.init_producer_id(None)
+            second = await manager.init_producer_id(None)
+            assert [(r.error, r.producer_id, r.producer_epoch) for r in (first, second)] == [
+                (Errors.NONE, 1000, 0), (Errors.NONE, 1001, 0)]
+            assert (await manager.init_producer_id(None)).error == \
+                Errors.COORDINATOR_NOT_AVAILABLE
+            assert (await manager.init_producer_id("txn")).error == Errors.UNSUPPORTED_VERSION
+        finally:
+            await c.close()
+
+    asyncio.run(main())
