@@ -525,3 +525,30 @@ def test_live_leader_crash_during_idempotent_produce_loses_no_acked_record(
             await c.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.xfail(strict=True, reason="bug: fetcher.py:301-302 returns without a backoff when "
+                   "ListOffsets fails after OFFSET_OUT_OF_RANGE, so the fetcher loops Fetch + "
+                   "ListOffsets with no pause until the leader answers")
+def test_out_of_range_with_a_failing_list_offsets_backs_off(tmp_path: Path) -> None:
+    async def scenario(c: Cluster) -> None:
+        from broker.api import ListOffsetsResult
+
+        b = c.nodes[2]
+
+        class Refusing(InProcessLeader):
+            async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]:
+                return [FetchPartitionResult(Errors.OFFSET_OUT_OF_RANGE)]
+
+            async def list_offsets(self, replica_id: int, partitions: list[object]
+                                   ) -> list[ListOffsetsResult]:
+                return [ListOffsetsResult(Errors.FENCED_LEADER_EPOCH)]
+
+        fetcher = b.fetcher(1)
+        state = fetcher.partitions[("t", 0)]
+        fetcher._restart = False
+        fetcher._wakeup.clear()
+        await fetcher._fetch_once(Refusing(c.nodes[1].manager), {("t", 0): state})
+        assert state.retry_at > 0
+
+    run(tmp_path, scenario, replicas=(1, 2))
