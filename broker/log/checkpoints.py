@@ -1,6 +1,13 @@
-"""Kafka's small text files in log directories, written atomically (temporary file, fsync,
-rename, directory fsync) and read strictly: a damaged file is a CheckpointError naming the path
-and the line, never a guess.
+"""Kafka's small text files in log directories, written atomically (temporary file, rename) and
+read strictly: a damaged file is a CheckpointError naming the path and the line, never a guess.
+
+`write_atomically` fsyncs the file and its directory by default (the per-log-dir checkpoints,
+written in worker threads). A partition's own files (`partition.metadata`, the
+`leader-epoch-checkpoint`) are written on the event loop with `durable=False` — temporary file
+and rename, no fsync, so a process crash (kill -9) keeps them exactly and a power loss leaves
+the old file or the new one, or (before any fsync) a damaged or missing file, which their
+readers handle — and fsynced later by the LogManager's background round (`fsync_paths`); see
+broker/log/partition_log.py for why that is enough.
 
 * `leader-epoch-checkpoint` (per partition): `0`, the entry count, `epoch startOffset` lines.
 * `partition.metadata` (per partition): `version: 0`, `topic_id: <id>`.
@@ -11,7 +18,7 @@ and the line, never a guess.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from kraft.log._common import fsync_dir
 
@@ -35,8 +42,10 @@ class CheckpointError(Exception):
         self.line = line
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Replace `path` with `text` durably: a crash leaves the old file or the new one."""
+def write_atomically(path: str, text: str, durable: bool = True) -> None:
+    """Replace `path` with `text`: a crash leaves the old file or the new one. With `durable`
+    the file and its directory are fsynced before it returns; without, nothing is (a power loss
+    before a later `fsync_paths` may then leave the old file, the new one, or a damaged one)."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
@@ -44,11 +53,33 @@ def write_atomically(path: str, text: str) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    if durable:
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def fsync_paths(files: Iterable[str], directories: Iterable[str]) -> int:
+    """fsync each file (one that is gone is skipped: renamed over or deleted since), then each
+    directory, in order; return the number of fsyncs. Blocking: a worker thread's job."""
+    syncs = 0
+    for path in files:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        syncs += 1
+    for directory in directories:
+        fsync_dir(directory)
+        syncs += 1
+    return syncs
 
 
 def _read_lines(path: str) -> list[str] | None:
@@ -88,10 +119,13 @@ def _is_int(text: str) -> bool:
 # -- leader epochs -------------------------------------------------------------------------------
 
 
-def write_leader_epochs(directory: str, entries: Sequence[tuple[int, int]]) -> None:
+def write_leader_epochs(
+    directory: str, entries: Sequence[tuple[int, int]], durable: bool = True
+) -> None:
     lines = [str(VERSION), str(len(entries))]
     lines += [f"{epoch} {start}" for epoch, start in entries]
-    write_atomically(os.path.join(directory, LEADER_EPOCH_FILE), "\n".join(lines) + "\n")
+    write_atomically(os.path.join(directory, LEADER_EPOCH_FILE), "\n".join(lines) + "\n",
+                     durable)
 
 
 def read_leader_epochs(directory: str) -> list[tuple[int, int]] | None:
@@ -106,9 +140,9 @@ def read_leader_epochs(directory: str) -> list[tuple[int, int]] | None:
 # -- partition.metadata --------------------------------------------------------------------------
 
 
-def write_partition_metadata(directory: str, topic_id: str) -> None:
+def write_partition_metadata(directory: str, topic_id: str, durable: bool = True) -> None:
     write_atomically(os.path.join(directory, PARTITION_METADATA_FILE),
-                     f"version: {VERSION}\ntopic_id: {topic_id}\n")
+                     f"version: {VERSION}\ntopic_id: {topic_id}\n", durable)
 
 
 def read_partition_metadata(directory: str) -> str | None:

@@ -1,5 +1,24 @@
 """A partition's leader-epoch cache with Kafka's rules (LeaderEpochFileCache, KIP-101/279),
-stored in kraft.log's EpochCache and persisted in `leader-epoch-checkpoint` on every change.
+stored in kraft.log's EpochCache and written to `leader-epoch-checkpoint` on every change.
+
+Durability. Every change is written at once on the caller's thread (the event loop) as a
+temporary file renamed over the old one, without fsync: a process crash (kill -9) keeps it, and
+the LogManager's background round fsyncs it (and the directory) in a worker thread soon after,
+always before the log's next data fsync. A power loss before that round may leave the previous
+file (or, for a file never synced, a damaged or missing one). That is safe because the file is
+not the truth, the batches are: every batch carries its leader epoch, and PartitionLog rebuilds
+the cache from the batch headers on open, then takes from the file only epochs above the last
+batch's that start at or below the log end. So a lost write can lose only:
+* an epoch assigned with no record written yet (KAFKA-7415): a leader re-assigns its epoch
+  when it becomes leader again after the restart, and a follower without it is simply one that
+  never heard of that epoch (the leader's diverging-epoch answer still truncates it correctly);
+* a truncation of such an entry: the stale entry then starts at or below the log end (entries
+  past it are dropped on open), and the next truncation to the log end (KAFKA-10706, see
+  PartitionLog.truncate_to) or the next append in a higher epoch removes it.
+Kafka made the same trade: since KAFKA-15046 (fixed up by KAFKA-16541) it flushes the
+checkpoint asynchronously after truncations, and relies on log loading to fix stale entries;
+it still fsyncs `assign` synchronously because it does not rebuild the cache from every batch
+on open. We do, so `assign` needs no fsync on the loop either.
 
 Kafka's rules differ from the Raft log's in three ways: an epoch may be assigned with no
 record written (a new leader's epoch at its log end, KAFKA-7415), so a later epoch may start
@@ -11,6 +30,7 @@ at or above the new one; and `end_offset_for` answers (-1, -1) for an epoch abov
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 
 from broker.log import checkpoints
 from kraft.log.epoch_cache import EpochCache
@@ -19,12 +39,14 @@ UNDEFINED = -1
 
 
 class LeaderEpochCache:
-    """(epoch, start offset) entries, both strictly increasing, written through to a file."""
+    """(epoch, start offset) entries, both strictly increasing, written through to a file
+    (without fsync; `on_save` is told after each write, so the owner can fsync it later)."""
 
-    __slots__ = ("_cache", "_directory")
+    __slots__ = ("_cache", "_directory", "on_save")
 
     def __init__(self, directory: str, entries: list[tuple[int, int]] | None = None) -> None:
         self._directory = directory
+        self.on_save: Callable[[], None] | None = None
         self._cache = EpochCache()
         for epoch, start in entries or ():
             self._cache.assign(epoch, start)
@@ -37,7 +59,13 @@ class LeaderEpochCache:
         return self._cache.last_epoch if len(self._cache) else UNDEFINED
 
     def _save(self) -> None:
-        checkpoints.write_leader_epochs(self._directory, self._cache.entries())
+        checkpoints.write_leader_epochs(self._directory, self._cache.entries(), durable=False)
+        if self.on_save is not None:
+            self.on_save()
+
+    def save(self) -> None:
+        """Write the file now (without fsync)."""
+        self._save()
 
     def assign(self, epoch: int, start_offset: int, save: bool = True) -> bool:
         """Record that `epoch` starts at `start_offset`; True when the cache changed."""

@@ -8,6 +8,13 @@ loop. The per-directory checkpoint files are Kafka's (`replication-offset-checkp
 `replica.high.watermark.checkpoint.interval.ms`, `recovery-point-offset-checkpoint` and
 `log-start-offset-checkpoint` every `log.flush.offset.checkpoint.interval.ms`); a partition's
 own recovery point, which recovery trusts, is kept in its directory by SegmentedLog.
+
+Creating a log (`get_or_create`) and assigning a leader epoch write their files without fsync
+on the event loop (broker/log/partition_log.py says why that is safe); the log tells the
+manager (`on_metadata_unsynced`) and the background round fsyncs them in the worker thread, at
+most `METADATA_SYNC_CHUNK` logs per hop, after the logs whose flush is due by policy or awaited
+(`wait_flushed`), so that a broker creating thousands of logs does not delay an awaited flush
+behind all of their fsyncs.
 """
 
 from __future__ import annotations
@@ -23,7 +30,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from broker.log import checkpoints
 from broker.log.checkpoints import TopicPartition
 from broker.log.config import LogConfig
-from broker.log.partition_log import PartitionLog, parse_partition_dir
+from broker.log.partition_log import (
+    PartitionFlushJob,
+    PartitionLog,
+    never_synced,
+    parse_partition_dir,
+)
 from kraft.log.base import FlushJob
 
 logger = logging.getLogger(__name__)
@@ -34,6 +46,8 @@ DEFAULT_HW_CHECKPOINT_INTERVAL_MS = 5_000
 DEFAULT_RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000
 # How often flush.ms is looked at (Kafka: log.flush.scheduler.interval.ms).
 DEFAULT_FLUSH_CHECK_INTERVAL_MS = 1_000
+# Logs whose only unsynced files are metadata (new logs, new leader epochs) synced per hop.
+METADATA_SYNC_CHUNK = 64
 
 HighWatermarks = Callable[[], Mapping[TopicPartition, int]]
 
@@ -62,8 +76,11 @@ class LogManager:
         self._recovery_interval_s = recovery_point_checkpoint_interval_ms / 1000
         self._flush_check_interval_s = flush_check_interval_ms / 1000
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._counts: dict[str, int] = {}  # partitions per log dir (placing new logs)
         self._hw_checkpoints: dict[TopicPartition, int] = {}
         self._due: dict[TopicPartition, None] = {}
+        # Logs with metadata files written without fsync (synced lazily, in chunks).
+        self._unsynced: dict[TopicPartition, None] = {}
         self._flushing: set[TopicPartition] = set()
         self._doomed: list[PartitionLog] = []  # deleted while a flush job ran on them
         self._inflight: asyncio.Future[None] | None = None  # the worker thread's flush round
@@ -88,7 +105,15 @@ class LogManager:
             parsed = parse_partition_dir(name)
             if name == METADATA_LOG_DIR or parsed is None or not os.path.isdir(path):
                 continue
-            topic_id = checkpoints.read_partition_metadata(path)
+            try:
+                topic_id = checkpoints.read_partition_metadata(path)
+            except checkpoints.CheckpointError as exc:
+                if not never_synced(path):
+                    raise
+                # Created without fsync and a power loss came before the first flush job:
+                # nothing in it was durable; get_or_create opens it again when asked.
+                logger.warning("skipping %s: %s (the log was never synced)", path, exc)
+                continue
             if topic_id is None:
                 logger.warning("skipping %s: it has no partition.metadata", path)
                 continue
@@ -108,7 +133,12 @@ class LogManager:
 
     def _attach(self, tp: TopicPartition, log: PartitionLog) -> None:
         self._logs[tp] = log
+        parent = os.path.dirname(log.directory)
+        self._counts[parent] = self._counts.get(parent, 0) + 1
         log.on_flush_due = self._flush_due
+        log.on_metadata_unsynced = self._metadata_unsynced
+        if log.metadata_unsynced:
+            self._metadata_unsynced(log)
 
     # -- the logs ----------------------------------------------------------------------------
 
@@ -146,15 +176,18 @@ class LogManager:
         return log
 
     def _partitions_in(self, directory: str) -> int:
-        return sum(1 for log in self._logs.values()
-                   if os.path.dirname(log.directory) == directory)
+        return self._counts.get(directory, 0)
 
     def delete(self, topic: str, partition: int) -> None:
         """Delete the partition's log and its directory (topic deletion deletes data)."""
         tp = (topic, partition)
         log = self._logs.pop(tp, None)
+        if log is not None:
+            parent = os.path.dirname(log.directory)
+            self._counts[parent] = self._counts.get(parent, 1) - 1
         self._hw_checkpoints.pop(tp, None)
         self._due.pop(tp, None)
+        self._unsynced.pop(tp, None)
         self._wake_flush_waiters(tp, None, final=True)
         if log is None:
             return
@@ -175,10 +208,15 @@ class LogManager:
     # -- background work ---------------------------------------------------------------------
 
     async def wait_flushed(self, topic: str, partition: int, offset: int) -> None:
-        """Wait until every offset below `offset` is fsynced (Kafka flushes an append that
-        reaches flush.messages before it answers: call this when `flush_due` says so after an
-        append). Returns at once when it already is or the log is gone; the flush is asked
-        for here, so it does not wait for the next flush check."""
+        """Wait until every offset below `offset` is fsynced, i.e. the log's `flushed_offset`
+        reaches `offset` (Kafka flushes an append that reaches flush.messages before it
+        answers: call this when `flush_due` says so after an append). Returns at once when it
+        already is, the manager is closed, or the log is gone; raises OSError (EIO) when the
+        log is deleted or closed first or its flush fails. The flush is asked for here: the
+        background task wakes at once and runs this log's job in its next hop, ahead of the
+        lazy metadata syncs (no wait for the next flush check); a job already running that
+        began before the append is followed by one more. Must be called with the manager
+        started (`start`), or the wait lasts until `close`."""
         tp = (topic, partition)
         log = self._logs.get(tp)
         if log is None or log.flushed_offset >= offset or self._closed:
@@ -220,11 +258,21 @@ class LogManager:
         if self._wake is not None:
             self._wake.set()
 
+    def _metadata_unsynced(self, log: PartitionLog) -> None:
+        tp = (log.topic, log.partition)
+        if tp in self._unsynced:
+            return
+        self._unsynced[tp] = None
+        if self._wake is not None:
+            self._wake.set()
+
     def start(self) -> None:
         """Start the background task on the running event loop."""
         if self._task is not None:
             return
         self._wake = asyncio.Event()
+        if self._due or self._unsynced:
+            self._wake.set()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="log-manager")
 
     async def _run(self) -> None:
@@ -252,7 +300,7 @@ class LogManager:
                     for tp, log in self._logs.items():
                         if log.flush_due(wall):
                             self._due[tp] = None
-                if self._due:
+                if self._due or self._unsynced:
                     await self.flush_due_logs()
                 if now >= next_retention:
                     next_retention = now + self._retention_interval_s
@@ -272,18 +320,42 @@ class LogManager:
                 await asyncio.sleep(0.1)
 
     async def flush_due_logs(self) -> None:
-        """Run the flush jobs of every log the policy marked, in one worker-thread hop."""
-        jobs: list[tuple[TopicPartition, PartitionLog, FlushJob]] = []
+        """Run the flush jobs of every log the policy marked or a waiter awaits, in one
+        worker-thread hop; then those of up to METADATA_SYNC_CHUNK logs with only metadata to
+        sync, in a second (the rest wait for the next round, which the task runs at once)."""
         due, self._due = self._due, {}
-        wall = _now_ms()
         for tp in due:
+            self._unsynced.pop(tp, None)  # its job syncs the metadata too
+        lazy: list[TopicPartition] = []
+        for tp in self._unsynced:
+            lazy.append(tp)
+            if len(lazy) >= METADATA_SYNC_CHUNK:
+                break
+        for tp in lazy:
+            del self._unsynced[tp]
+        await self._flush_hop(list(due))
+        await self._flush_hop(lazy)
+        if (self._due or self._unsynced) and self._wake is not None:
+            self._wake.set()
+        for log in self._doomed:
+            log.delete()
+        self._doomed = []
+
+    async def _flush_hop(self, tps: list[TopicPartition]) -> None:
+        jobs: list[tuple[TopicPartition, PartitionLog, PartitionFlushJob]] = []
+        wall = _now_ms()
+        for tp in tps:
             log = self._logs.get(tp)
-            if log is None or tp in self._flushing:
+            if log is None:
+                continue
+            if tp in self._flushing:  # a job of an abandoned round: once it is back
+                self._due[tp] = None
                 continue
             try:
                 job = log.begin_flush(wall)
-            except Exception:
+            except Exception as exc:
                 logger.exception("cannot flush %s", log.directory)
+                self._fail_flush_waiters(tp, exc)
                 continue
             if job is not None:
                 jobs.append((tp, log, job))
@@ -301,14 +373,18 @@ class LogManager:
             self._flushing.discard(tp)
             try:
                 log.complete_flush(job)
-            except Exception:
+            except Exception as exc:
                 logger.exception("flushing %s failed", log.directory)
+                self._fail_flush_waiters(tp, exc)
+                continue
             self._wake_flush_waiters(tp, self._logs.get(tp))
-        if self._due and self._wake is not None:
-            self._wake.set()
-        for log in self._doomed:
-            log.delete()
-        self._doomed = []
+
+    def _fail_flush_waiters(self, tp: TopicPartition, exc: BaseException) -> None:
+        """The log's flush failed: its waiters get the error (no later flush will come)."""
+        for _, future in self._flush_waiters.pop(tp, []):
+            if not future.done():
+                future.set_exception(OSError(
+                    errno.EIO, f"{tp[0]}-{tp[1]}: the flush failed: {exc}"))
 
     def run_retention(self, now_ms: int | None = None) -> int:
         """One retention pass over every log (Kafka's cleanupLogs); segments deleted."""
@@ -409,7 +485,10 @@ class LogManager:
 
 
 def _run_jobs(jobs: Iterable[FlushJob]) -> None:
+    synced_dirs: set[str] = set()  # every job was begun before this hop
     for job in jobs:
+        if isinstance(job, PartitionFlushJob):
+            job.synced_dirs = synced_dirs
         try:
             job.run()
         except Exception:  # the job keeps its error; complete_flush reports it

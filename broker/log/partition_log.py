@@ -14,10 +14,35 @@ roll by time, ListOffsets by timestamp) and the partition.metadata file.
 
 Every method runs on the caller's thread (the event loop): appends and reads are page-cache
 I/O; only `flush` (and the flush job's `run`) waits for a disk.
+
+Creating a log and assigning a leader epoch cost no fsync on the caller's thread (a broker
+creates thousands of logs from one metadata image, and every leader change assigns an epoch).
+`open` of a new directory creates it, `partition.metadata` and a recovery point of 0 (the
+kraft.log file SegmentedLog would otherwise write durably), and the leader-epoch checkpoint is
+rewritten on each change, all without fsync; each such file and directory is remembered as
+unsynced, `on_metadata_unsynced` tells the LogManager, and its background round fsyncs them in
+a worker thread. The flush job of this class always fsyncs those files and directories
+*before* it fsyncs any data of the log, and so do `flush` and `close`. Why that is safe:
+* A process crash (kill -9) loses nothing: every file is complete in the page cache.
+* A power loss before the first round can lose the new directory or any of its files. A lost
+  directory is recreated from the metadata image and refetched from the leader, as for a
+  replica that never existed; a directory without `partition.metadata` is skipped on start and
+  opened again (the file rewritten) when the replica manager asks for the log.
+* An existing directory's files are marked unsynced again on open (a process crash may have
+  left them only in the page cache), so the ordering holds across restarts.
+* No data of the log was ever fsynced before its creation was (the ordering above), so a
+  partition directory whose recovery-point file is missing or empty holds nothing that was
+  ever durable: `open` gives it a recovery point of 0, under which recovery cuts any damage as
+  a torn tail instead of refusing to open (after the first round the file always exists: it is
+  only ever replaced by rename). A recovery-point file with other garbage is still recovery's
+  strict case.
+* The leader-epoch checkpoint is rebuilt from the batches on open; see
+  broker/log/leader_epochs.py for what a lost write of it can lose, and why that is harmless.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -47,7 +72,8 @@ from kraft.errors import Errors
 from kraft.log._common import fsync_dir
 from kraft.log.base import CorruptRecordError, FlushJob, LogAppendError
 from kraft.log.codec import BatchHeader
-from kraft.log.segmented import SegmentedLog
+from kraft.log.recovery import RECOVERY_POINT_FILE
+from kraft.log.segmented import SegmentedLog, SegmentFlushJob
 
 __all__ = [
     "AppendError",
@@ -55,6 +81,7 @@ __all__ = [
     "OffsetOutOfRange",
     "PartitionLog",
     "PartitionMetadataError",
+    "never_synced",
     "parse_partition_dir",
 ]
 
@@ -121,6 +148,43 @@ class _SegmentTimes:
             self.max_ms_batch = base_offset
 
 
+class PartitionFlushJob:
+    """A partition log's flush job: fsync the unsynced metadata files and directories, then
+    run the segments' job (if any). `run` in any thread; back to `complete_flush`."""
+
+    __slots__ = ("directories", "error", "files", "segment_job", "synced_dirs", "syncs")
+
+    def __init__(
+        self, files: list[str], directories: list[str], segment_job: FlushJob | None
+    ) -> None:
+        self.files = files
+        self.directories = directories
+        self.segment_job = segment_job
+        self.error: BaseException | None = None
+        self.syncs = 0
+        # Directories already fsynced after this job began (shared by the jobs of one worker
+        # hop, all begun before it: a thousand new logs need one fsync of their log dir).
+        self.synced_dirs: set[str] | None = None
+
+    def run(self) -> None:
+        done = self.synced_dirs
+        directories = self.directories if done is None else [
+            path for path in self.directories if path not in done]
+        try:
+            self.syncs += checkpoints.fsync_paths(self.files, directories)
+            if done is not None:
+                done.update(directories)
+        except BaseException as exc:
+            self.error = exc
+            if isinstance(self.segment_job, SegmentFlushJob):
+                # Its data must not be synced before the files that name it: the job fails
+                # as a failed fsync does (the log cannot be trusted).
+                self.segment_job.error = exc
+            raise
+        if self.segment_job is not None:
+            self.segment_job.run()
+
+
 class PartitionLog:
     """A replica's log. Create with `PartitionLog.open`."""
 
@@ -134,8 +198,10 @@ class PartitionLog:
         log: SegmentedLog,
         log_start_offset: int | None,
         now_ms: int,
+        new_directory: bool = False,
     ) -> None:
         self._directory = directory
+        self._new_directory = new_directory  # created by open: no file to read in it
         self._topic = topic
         self._partition = partition
         self._topic_id = topic_id
@@ -146,7 +212,13 @@ class PartitionLog:
             self._start_offset = max(self._start_offset, min(log_start_offset, log.end_offset))
         self._producers = ProducerState()
         self._times: dict[int, _SegmentTimes] = {}
-        self._epochs = LeaderEpochCache(directory)
+        # Files and directories written without fsync since the last flush job began.
+        self._unsynced_files: dict[str, None] = {}
+        self._unsynced_dirs: dict[str, None] = {}
+        self._metadata_failed: BaseException | None = None
+        # Called when a file above needs the background round: the LogManager's.
+        self.on_metadata_unsynced: Callable[[PartitionLog], None] | None = None
+        self._epochs = self._new_epochs()
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._rolled = False  # a segment was rolled since the last flush job began
@@ -177,31 +249,98 @@ class PartitionLog:
         if parsed is None:
             raise ValueError(f"{directory} is not named <topic>-<partition>")
         topic, partition = parsed
+        unsynced_files: list[str] = []
+        unsynced_dirs: list[str] = []
         existed = os.path.isdir(directory)
         if not existed:
-            os.makedirs(directory)
-            fsync_dir(os.path.dirname(directory))
+            os.makedirs(directory)  # fsynced by the first flush job (module docstring)
+            unsynced_dirs += [directory, os.path.dirname(directory)]
         try:
-            stored = checkpoints.read_partition_metadata(directory)
+            stored = checkpoints.read_partition_metadata(directory) if existed else None
         except checkpoints.CheckpointError as exc:
-            raise PartitionMetadataError(str(exc)) from None
+            if not never_synced(directory):
+                raise PartitionMetadataError(str(exc)) from None
+            # Written without fsync and never synced: a power loss damaged it.
+            logger.warning("%s; the log was never synced: writing it again", exc)
+            stored = None
         if stored is None:
-            checkpoints.write_partition_metadata(directory, topic_id)
+            checkpoints.write_partition_metadata(directory, topic_id, durable=False)
+            unsynced_files.append(os.path.join(directory, checkpoints.PARTITION_METADATA_FILE))
         elif stored != topic_id:
             raise PartitionMetadataError(
                 f"{directory} holds topic id {stored}, not {topic_id}: a topic of the same "
                 "name was deleted and created again; delete the directory to start over"
             )
+        if not existed or never_synced(directory):
+            # A new log, or one whose creation a power loss undid before any fsync: nothing in
+            # it was ever durable (module docstring). Without this file SegmentedLog would
+            # write it durably, on this thread.
+            unsynced_files.append(_write_recovery_point_zero(directory))
+        if existed:
+            # What a crashed process left may still be only in the page cache (kill -9 keeps
+            # it, a power loss later would not): the first flush job syncs it all again.
+            unsynced_files = [os.path.join(directory, name) for name in (
+                checkpoints.PARTITION_METADATA_FILE, RECOVERY_POINT_FILE,
+                checkpoints.LEADER_EPOCH_FILE)]
+            unsynced_dirs = [directory, os.path.dirname(directory)]
         log = SegmentedLog(
             directory, segment_bytes=config.segment_bytes, cache_bytes=_CACHE_BYTES,
             recovery_point_interval_ms=0, batch_format=KAFKA_FORMAT, write_through=True,
         )
         try:
             now = _now_ms() if now_ms is None else now_ms
-            return cls(directory, topic, partition, topic_id, config, log, log_start_offset, now)
+            opened = cls(directory, topic, partition, topic_id, config, log, log_start_offset,
+                         now, new_directory=not existed)
         except BaseException:
             log.close()
             raise
+        opened._unsynced(unsynced_files, unsynced_dirs)
+        return opened
+
+    # -- metadata files written without fsync ------------------------------------------------
+
+    def _new_epochs(self, entries: list[tuple[int, int]] | None = None) -> LeaderEpochCache:
+        epochs = LeaderEpochCache(self._directory, entries)
+        epochs.on_save = self._epochs_saved
+        return epochs
+
+    def _epochs_saved(self) -> None:
+        self._unsynced([os.path.join(self._directory, checkpoints.LEADER_EPOCH_FILE)],
+                       [self._directory])
+
+    def _unsynced(self, files: list[str], directories: list[str]) -> None:
+        if not files and not directories:
+            return
+        for path in files:
+            self._unsynced_files[path] = None
+        for path in directories:
+            self._unsynced_dirs[path] = None
+        if self.on_metadata_unsynced is not None:
+            self.on_metadata_unsynced(self)
+
+    @property
+    def metadata_unsynced(self) -> bool:
+        """Whether files of this log (partition.metadata, the leader-epoch checkpoint, a new
+        recovery point) or its directory wait for the next flush job's fsync."""
+        return bool(self._unsynced_files or self._unsynced_dirs)
+
+    def _sync_metadata(self) -> None:
+        """fsync the unsynced files and directories on this thread."""
+        files, dirs = self._take_unsynced()
+        job = PartitionFlushJob(files, dirs, None)
+        try:
+            job.run()
+        except BaseException as exc:
+            self._metadata_failed = exc
+            raise
+
+    def _take_unsynced(self) -> tuple[list[str], list[str]]:
+        if self._metadata_failed is not None:
+            raise OSError(errno.EIO, f"an fsync of a file in {self._directory} failed; its "
+                          "metadata cannot be trusted") from self._metadata_failed
+        files, self._unsynced_files = list(self._unsynced_files), {}
+        dirs, self._unsynced_dirs = list(self._unsynced_dirs), {}
+        return files, dirs
 
     def _headers(self, start: int) -> Iterator[RecordBatchHeader]:
         for _, prefix in self._log.batch_prefixes(start, HEADER_SIZE):
@@ -240,20 +379,22 @@ class PartitionLog:
         epochs assigned with no record written (KAFKA-7415) at the log end."""
         path = os.path.join(self._directory, checkpoints.LEADER_EPOCH_FILE)
         try:
-            stored = checkpoints.read_leader_epochs(self._directory)
+            stored = (None if self._new_directory
+                      else checkpoints.read_leader_epochs(self._directory))
         except checkpoints.CheckpointError as exc:
             logger.warning("%s; rebuilding the leader epochs from the batches", exc)
             stored = None
-        epochs = LeaderEpochCache(self._directory, from_batches.entries())
+        epochs = self._new_epochs(from_batches.entries())
         end = self._log.end_offset
         for epoch, start in stored or ():
             if start <= end and epoch > epochs.latest_epoch and start >= _last_start(epochs):
                 epochs.assign(epoch, start, save=False)
-        if epochs.entries() != (stored or []) or stored is None:
+        # A new log with no epoch has no file to write (a missing file is an empty cache).
+        if epochs.entries() != (stored or []):
             if stored:
                 logger.info("%s reconciled with the log: %s -> %s", path, stored,
                             epochs.entries())
-            checkpoints.write_leader_epochs(self._directory, epochs.entries())
+            epochs.save()
         self._epochs = epochs
         if self._start_offset > self._log.start_offset:
             self._epochs.truncate_from_start(self._start_offset)
@@ -468,7 +609,8 @@ class PartitionLog:
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
         """Record that leader epoch `epoch` starts at `start_offset` (a new leader calls it
-        with its log end even when it writes nothing: KAFKA-7415). Persisted at once."""
+        with its log end even when it writes nothing: KAFKA-7415). The checkpoint is written at
+        once, without fsync; the next flush job fsyncs it (module docstring)."""
         self._check_open()
         self._assign_epoch(epoch, start_offset)
 
@@ -560,6 +702,10 @@ class PartitionLog:
         self._check_open()
         log = self._log
         if offset >= log.end_offset:
+            # Epochs with no record that start at `offset` still go (KAFKA-10706): a follower
+            # that was a leader for a moment, or kept a stale entry after a power loss, must
+            # not tell its leader the same diverging epoch forever.
+            self._epochs.truncate_from_end(offset)
             return
         if offset < log.start_offset:
             self.truncate_fully_and_start_at(offset)
@@ -680,23 +826,41 @@ class PartitionLog:
         return (self._unflushed_messages >= config.flush_messages
                 or now_ms - self._last_flush_ms >= config.flush_ms)
 
-    def begin_flush(self, now_ms: int | None = None) -> FlushJob | None:
-        """Take what was written since the last job: the job's `run` (any thread) fsyncs it
-        and raises the recovery point; hand it back to `complete_flush`. None when the files
-        are in sync. One job at a time."""
+    def begin_flush(self, now_ms: int | None = None) -> PartitionFlushJob | None:
+        """Take what was written since the last job: the job's `run` (any thread) fsyncs the
+        unsynced metadata files and directories, then the data, and raises the recovery
+        point; hand it back to `complete_flush`. None when the files are in sync. One job at a
+        time."""
         self._check_open()
-        job = self._log.begin_flush()
+        files, dirs = self._take_unsynced()
+        try:
+            segment_job = self._log.begin_flush()
+        except BaseException:
+            self._unsynced(files, dirs)
+            raise
         self._rolled = False
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms() if now_ms is None else now_ms
-        return job
+        if segment_job is None and not files and not dirs:
+            return None
+        return PartitionFlushJob(files, dirs, segment_job)
 
     def complete_flush(self, job: FlushJob) -> None:
-        self._log.complete_flush(job)
+        if not isinstance(job, PartitionFlushJob):
+            raise RuntimeError("complete_flush got a job this log did not begin")
+        if job.error is not None:
+            self._metadata_failed = job.error
+        if job.segment_job is not None:
+            self._log.complete_flush(job.segment_job)
+        if job.error is not None:
+            raise OSError(errno.EIO, f"an fsync of a file in {self._directory} failed: "
+                          f"{job.error}") from job.error
 
     def flush(self) -> None:
-        """fsync everything now, on this thread (tests, tools, a clean close)."""
+        """fsync everything now, on this thread (tests, tools, a clean close): the metadata
+        files and directories first, then the data."""
         self._check_open()
+        self._sync_metadata()
         self._log.flush()
         self._rolled = False
         self._unflushed_messages = 0
@@ -711,6 +875,7 @@ class PartitionLog:
             return
         try:
             if flush:
+                self._sync_metadata()
                 self._log.flush()
         finally:
             self._closed = True
@@ -733,6 +898,24 @@ class PartitionLog:
 
 def _index_at_or_below(bases: list[int], offset: int) -> int:
     return max(bisect_right(bases, offset) - 1, 0)
+
+
+def never_synced(directory: str) -> bool:
+    """Whether the directory has no recovery-point file, or an empty one: no flush job of the
+    log ever ran (the first one fsyncs the file before any data)."""
+    path = os.path.join(directory, RECOVERY_POINT_FILE)
+    try:
+        return os.stat(path).st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+def _write_recovery_point_zero(directory: str) -> str:
+    """SegmentedLog's recovery-point file holding 0 ("nothing here was ever durable"), without
+    fsync; its path."""
+    path = os.path.join(directory, RECOVERY_POINT_FILE)
+    checkpoints.write_atomically(path, "0\n0\n", durable=False)  # kraft.log's format
+    return path
 
 
 def _last_start(epochs: LeaderEpochCache) -> int:

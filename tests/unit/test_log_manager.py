@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import checkpoints
+from broker.log import checkpoints, log_manager
 from broker.log.config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
@@ -195,3 +195,121 @@ def test_wait_flushed_returns_once_the_append_is_fsynced(tmp_path: Path) -> None
         await manager.close()
 
     asyncio.run(scenario())
+
+
+# -- creating logs without fsync on the event loop ----------------------------------------------
+
+
+def _record_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every fsync/fdatasync from now on, by the path its descriptor names."""
+    paths: list[str] = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+
+        def record(fd: int, real=real) -> None:  # type: ignore[no-untyped-def]
+            paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real(fd)
+
+        monkeypatch.setattr(os, name, record)
+    return paths
+
+
+def test_background_round_fsyncs_new_logs_and_dirty_epoch_checkpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(log_manager, "METADATA_SYNC_CHUNK", 2)
+
+    async def scenario() -> None:
+        manager = LogManager([str(tmp_path)], no_hws)
+        fsyncs = _record_fsyncs(monkeypatch)
+        logs = [manager.get_or_create("t", p, ID_A, LogConfig()) for p in range(5)]
+        for log in logs:
+            log.assign_epoch(1, 0)
+        assert fsyncs == []  # nothing on the event loop
+        assert all(log.metadata_unsynced for log in logs)
+        await manager.flush_due_logs()  # one chunk of two
+        assert [log.metadata_unsynced for log in logs] == [False, False, True, True, True]
+        for log in logs[:2]:
+            epochs = os.path.join(log.directory, checkpoints.LEADER_EPOCH_FILE)
+            assert epochs in fsyncs and log.directory in fsyncs
+        assert fsyncs.count(str(tmp_path)) == 1  # the new directories' entries, once a hop
+        while any(log.metadata_unsynced for log in logs):
+            await manager.flush_due_logs()
+        # A leader change dirties one checkpoint; the running task syncs it by itself.
+        fsyncs.clear()
+        manager.start()
+        logs[3].assign_epoch(2, 0)
+        assert fsyncs == [] and logs[3].metadata_unsynced
+        for _ in range(200):
+            if not logs[3].metadata_unsynced:
+                break
+            await asyncio.sleep(0.01)
+        assert fsyncs == [os.path.join(logs[3].directory, checkpoints.LEADER_EPOCH_FILE),
+                          logs[3].directory]
+        await manager.close()
+
+    asyncio.run(scenario())
+    reopened = LogManager([str(tmp_path)], no_hws)
+    entries = [log.epoch_entries() for log in reopened.logs().values()]
+    assert sorted(entries) == [[(1, 0)]] * 4 + [[(2, 0)]]
+    reopened.close_now()
+
+
+def test_logs_found_at_start_are_synced_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = PartitionLog.open(str(tmp_path / "t-0"), ID_A, LogConfig())
+    log.assign_epoch(3, 0)
+    log.close(flush=False)  # as kill -9 leaves it: possibly only in the page cache
+
+    async def scenario() -> None:
+        manager = LogManager([str(tmp_path)], no_hws)
+        found = manager.get("t", 0)
+        assert found is not None and found.metadata_unsynced
+        fsyncs = _record_fsyncs(monkeypatch)
+        manager.start()
+        for _ in range(200):
+            if not found.metadata_unsynced:
+                break
+            await asyncio.sleep(0.01)
+        assert os.path.join(found.directory, checkpoints.PARTITION_METADATA_FILE) in fsyncs
+        await manager.close()
+
+    asyncio.run(scenario())
+
+
+def test_wait_flushed_is_not_queued_behind_new_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(log_manager, "METADATA_SYNC_CHUNK", 8)
+
+    async def scenario() -> None:
+        manager = LogManager([str(tmp_path)], no_hws)
+        manager.start()
+        new = [manager.get_or_create("bulk", p, ID_A, LogConfig()) for p in range(50)]
+        log = manager.get_or_create("t", 0, ID_B, LogConfig(flush_messages=1))
+        result = log.append_as_leader(batch(), 0, NOW)
+        assert log.flush_due(NOW)
+        await asyncio.wait_for(manager.wait_flushed("t", 0, result.last_offset + 1), 5)
+        assert log.flushed_offset == 2 and not log.metadata_unsynced
+        # Its flush went first: at most one chunk of the new logs was synced meanwhile.
+        assert sum(other.metadata_unsynced for other in new) >= 50 - 8
+        await manager.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_log_whose_creation_a_power_loss_undid_is_skipped_then_recreated(
+    tmp_path: Path,
+) -> None:
+    manager = LogManager([str(tmp_path)], no_hws)
+    log = manager.get_or_create("t", 0, ID_A, LogConfig())
+    log.close(flush=False)  # never synced; then a power loss empties and loses files
+    (Path(log.directory) / checkpoints.PARTITION_METADATA_FILE).write_text("")
+    os.unlink(Path(log.directory) / "recovery-point-offset-checkpoint")
+    restarted = LogManager([str(tmp_path)], no_hws)
+    assert restarted.get("t", 0) is None  # skipped, not a failed start
+    again = restarted.get_or_create("t", 0, ID_A, LogConfig())
+    assert again.end_offset == 0 and again.topic_id == ID_A
+    restarted.close_now()
+    assert LogManager([str(tmp_path)], no_hws).get("t", 0) is not None

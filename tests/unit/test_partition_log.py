@@ -606,3 +606,175 @@ def test_a_failed_write_is_a_storage_error_and_poisons_the_log(tmp_path: Path) -
     with pytest.raises(OSError):
         log.close()  # the final flush fails too, and says so; the files are closed anyway
     assert open_log(tmp_path).end_offset == 1  # what reached the file survives
+
+
+# -- creation and epochs without fsync on the caller's thread -----------------------------------
+
+
+class _Fsyncs:
+    """Every fsync/fdatasync, by the path its descriptor names."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.paths: list[str] = []
+        for name in ("fsync", "fdatasync"):
+            real = getattr(os, name)
+
+            def record(fd: int, real=real) -> None:  # type: ignore[no-untyped-def]
+                self.paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+                real(fd)
+
+            monkeypatch.setattr(os, name, record)
+
+
+def test_creating_a_log_and_assigning_an_epoch_fsync_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fsyncs = _Fsyncs(monkeypatch)
+    log = open_log(tmp_path)
+    log.assign_epoch(0, 0)
+    log.assign_epoch(3, 0)
+    assert fsyncs.paths == []
+    assert log.metadata_unsynced
+    # The flush job syncs the files, then the directory and the log dir that holds it.
+    job = log.begin_flush(NOW)
+    assert job is not None and job.segment_job is None
+    job.run()
+    log.complete_flush(job)
+    directory = log.directory
+    assert set(fsyncs.paths) == {
+        os.path.join(directory, checkpoints.PARTITION_METADATA_FILE),
+        os.path.join(directory, "recovery-point-offset-checkpoint"),
+        os.path.join(directory, checkpoints.LEADER_EPOCH_FILE),
+        directory, str(tmp_path),
+    }
+    assert fsyncs.paths[-2:] == [directory, str(tmp_path)]  # the directories last
+    assert not log.metadata_unsynced and log.begin_flush(NOW) is None
+    # A leader change: one file written, synced by the next job only.
+    fsyncs.paths.clear()
+    log.assign_epoch(4, 0)
+    assert fsyncs.paths == [] and log.metadata_unsynced
+    log.flush()
+    assert fsyncs.paths == [os.path.join(directory, checkpoints.LEADER_EPOCH_FILE), directory]
+
+
+def test_metadata_is_synced_before_the_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(values(2), 1, NOW)
+    fsyncs = _Fsyncs(monkeypatch)
+    job = log.begin_flush(NOW)
+    assert job is not None and job.segment_job is not None
+    job.run()
+    log.complete_flush(job)
+    segment = list_segments(log.directory)[0][1]
+    first_data = fsyncs.paths.index(segment)
+    for name in (checkpoints.PARTITION_METADATA_FILE, checkpoints.LEADER_EPOCH_FILE,
+                 "recovery-point-offset-checkpoint"):
+        assert fsyncs.paths.index(os.path.join(log.directory, name)) < first_data
+    assert fsyncs.paths.index(str(tmp_path)) < first_data
+    assert log.flushed_offset == 2 and log.recovery_point == 2
+
+
+def test_a_created_but_never_flushed_log_reopens(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.assign_epoch(2, 0)
+    log.close(flush=False)  # as kill -9 leaves it: files in the page cache, none synced
+    reopened = open_log(tmp_path)
+    assert reopened.end_offset == 0 and reopened.epoch_entries() == [(2, 0)]
+    assert reopened.metadata_unsynced  # still never synced: the next job does it
+    reopened.close(flush=False)
+    # A power loss before the first job: any of the files may be lost or empty.
+    directory = reopened.directory
+    for name in (checkpoints.PARTITION_METADATA_FILE, checkpoints.LEADER_EPOCH_FILE):
+        with open(os.path.join(directory, name), "w"):
+            pass
+    os.unlink(os.path.join(directory, "recovery-point-offset-checkpoint"))
+    again = open_log(tmp_path)
+    assert again.end_offset == 0 and again.epoch_entries() == []
+    assert checkpoints.read_partition_metadata(directory) == TOPIC_ID
+    again.flush()
+    again.close()
+    assert open_log(tmp_path).recovery_point == 0
+
+
+def test_unsynced_data_of_a_never_synced_log_is_cut_not_refused(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(values(2), 1, NOW)
+    log.append_as_leader(values(2), 1, NOW)
+    log.close(flush=False)
+    # A power loss kept the segment's bytes but lost the never-synced recovery point, and
+    # zeroed the first batch's page (not a torn-tail shape: recovery's strict case refuses it).
+    os.unlink(os.path.join(log.directory, "recovery-point-offset-checkpoint"))
+    segment = list_segments(log.directory)[0][1]
+    with open(segment, "r+b") as file:
+        file.write(b"\0" * 20)
+    reopened = open_log(tmp_path)
+    # The file's epoch 1 at offset 0 is kept as an epoch with no record yet.
+    assert reopened.end_offset == 0 and reopened.epoch_entries() == [(1, 0)]
+
+
+def test_reopen_after_epochs_assigned_without_fsync_is_consistent(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(values(2), 1, NOW)  # 0-1
+    log.append_as_leader(values(2), 3, NOW)  # 2-3
+    log.assign_epoch(5, log.end_offset)  # leader again, nothing written yet
+    log.close(flush=False)
+    path = os.path.join(log.directory, checkpoints.LEADER_EPOCH_FILE)
+    # kill -9: the rename is in the page cache, so the epoch with no record survives.
+    reopened = open_log(tmp_path)
+    assert reopened.epoch_entries() == [(1, 0), (3, 2), (5, 4)]
+    reopened.close(flush=False)
+    # A power loss lost every write of the file: the batches still give their epochs.
+    os.unlink(path)
+    reopened = open_log(tmp_path)
+    assert reopened.epoch_entries() == [(1, 0), (3, 2)] and reopened.latest_epoch == 3
+    reopened.close(flush=False)
+    # ... or kept an older file that lacks an epoch with records.
+    checkpoints.write_leader_epochs(log.directory, [(1, 0)])
+    assert open_log(tmp_path).epoch_entries() == [(1, 0), (3, 2)]
+
+
+def test_a_lost_truncation_of_the_checkpoint_is_undone_on_open(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(values(2), 1, NOW)  # 0-1
+    log.append_as_leader(values(2), 2, NOW)  # 2-3
+    log.append_as_leader(values(2), 3, NOW)  # 4-5
+    log.flush()
+    before = log.epoch_entries()
+    log.truncate_to(2)
+    assert log.epoch_entries() == [(1, 0)]
+    log.flush()
+    log.close()
+    # A power loss kept the cut segment but not the checkpoint written after the cut.
+    checkpoints.write_leader_epochs(log.directory, before)
+    reopened = open_log(tmp_path)
+    assert reopened.end_offset == 2
+    # Nothing past the log end comes back; an epoch starting at it is one with no record yet.
+    assert all(start <= reopened.end_offset for _, start in reopened.epoch_entries())
+    assert reopened.epoch_entries() == [(1, 0), (2, 2)]
+    with open(os.path.join(log.directory, checkpoints.LEADER_EPOCH_FILE)) as file:
+        assert file.read() == "0\n2\n1 0\n2 2\n"
+    # A follower told to truncate to its end drops it (KAFKA-10706), so it cannot keep
+    # offering the leader the same diverging epoch.
+    reopened.truncate_to(reopened.end_offset)
+    assert reopened.epoch_entries() == [(1, 0)]
+
+
+def test_truncate_to_the_end_drops_an_empty_epoch_kafka_10706(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(values(2), 1, NOW)
+    log.assign_epoch(2, 2)  # leader for a moment, wrote nothing
+    log.truncate_to(5)  # past the end: nothing to drop
+    assert log.epoch_entries() == [(1, 0), (2, 2)]
+    log.truncate_to(2)
+    assert log.epoch_entries() == [(1, 0)] and log.end_offset == 2
+
+
+def test_the_recovery_point_written_at_creation_is_the_one_segmented_log_reads(
+    tmp_path: Path,
+) -> None:
+    from kraft.log.recovery import read_recovery_point
+
+    log = open_log(tmp_path)
+    assert read_recovery_point(log.directory) == 0 and log.recovery_point == 0
