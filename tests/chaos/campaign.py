@@ -4,6 +4,7 @@ liveness, log, served-state and audit checks."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -21,12 +22,19 @@ from kraft.errors import Errors
 from metadata.topics import METADATA_PARTITION_DIR
 from server.admin_commands import AdminClient, CommandError
 from tests.chaos.checks import (
+    RECORDS_PER_PRODUCER_S,
     Check,
     Served,
+    check_acked_records,
+    check_data_floor,
     check_floors,
     check_log,
+    check_reads,
+    check_replicas_agree,
     check_served,
+    check_watermarks,
     floors,
+    hw_regressions,
 )
 from tests.chaos.committed import (
     CommittedIndex,
@@ -34,7 +42,15 @@ from tests.chaos.committed import (
     read_hw,
     read_node_log,
 )
+from tests.chaos.data import (
+    DataConsumer,
+    DataProducer,
+    create_data_topic,
+    describe_partitions,
+    read_back,
+)
 from tests.chaos.faults import FaultFiles, Injector, find_leader
+from tests.chaos.partitions import read_replicas
 from tests.chaos.report import fault_timings, recovery_stats, summary_lines, write_counts
 from tests.chaos.schedule import KINDS, build_schedule
 from tests.chaos.served import served_by, unfenced_brokers
@@ -68,7 +84,12 @@ CLUSTER_CONFIG = {
     # A killed broker's old session must expire before it can register again.
     "broker.session.timeout.ms": "3000",
     "broker.heartbeat.interval.ms": "300",
+    # A paused follower leaves the ISR after 3 s (not Kafka's 30), so acks=all goes on.
+    "replica.lag.time.max.ms": "3000",
 }
+# The data part: every replica of every partition back in the ISR, and on disk up to the
+# leader's high watermark, after healing.
+DATA_BOUND_S = 60.0
 SNAPSHOT_BYTES = 65_536  # a snapshot every few hundred writes: restarts load one
 
 
@@ -86,6 +107,10 @@ class Options:
     keep: bool = False
     kinds: tuple[str, ...] = KINDS
     snapshot_bytes: int = SNAPSHOT_BYTES
+    producers: int = 2  # data writers; 0: no data part
+    consumers: int = 1
+    partitions: int = 3
+    strict_hw: bool = False  # a consumer-visible HW going back for a moment fails the run
 
     def replay_command(self) -> str:
         parts = [f"{sys.executable} -m tests.chaos", f"--seed {self.seed}",
@@ -95,6 +120,11 @@ class Options:
             parts.append(f"--faults {','.join(self.kinds)}")
         if self.snapshot_bytes != SNAPSHOT_BYTES:
             parts.append(f"--snapshot-bytes {self.snapshot_bytes}")
+        if (self.producers, self.consumers, self.partitions) != (2, 1, 3):
+            parts.append(f"--producers {self.producers} --consumers {self.consumers} "
+                         f"--partitions {self.partitions}")
+        if self.strict_hw:
+            parts.append("--strict-hw")
         if not self.audit:
             parts.append("--no-audit")
         return " ".join(parts)
@@ -108,6 +138,10 @@ class Campaign:
             tempfile.mkdtemp(prefix=f"kraft-chaos-{options.seed}-"))
         self.root.mkdir(parents=True, exist_ok=True)
         self.prefix = f"chaos{options.seed}"
+        # Not under the prefix: the metadata checks own every topic and config under it.
+        self.data_topic = f"kdata{options.seed}"
+        self.producers: list[DataProducer] = []
+        self.consumers: list[DataConsumer] = []
         self.controllers = list(range(1, options.controllers + 1))
         self.brokers = list(range(options.controllers + 1,
                                   options.controllers + 1 + options.brokers))
@@ -154,6 +188,8 @@ class Campaign:
         self.say(f"chaos: seed {self.o.seed}, {len(schedule)} faults scheduled over "
                  f"{self.o.duration_s:g} s, work dir {self.root}")
         injector: Injector | None = None
+        data: tuple[dict[int, int], dict[int, dict[int, bytes]], dict[int, list[int]]] | None \
+            = None
         crashes: list[dict[str, object]] = []
         served: list[Served] = []
         index: CommittedIndex | None = None
@@ -174,6 +210,16 @@ class Campaign:
             injector.start()
             for writer in writers:
                 writer.start()
+            if self.o.producers:
+                bootstrap = self.cluster.bootstrap_servers()
+                self.producers = [DataProducer(k, bootstrap, self.data_topic,
+                                               self.o.partitions, t0, stop)
+                                  for k in range(self.o.producers)]
+                self.consumers = [DataConsumer(k, bootstrap, self.data_topic,
+                                               self.o.partitions, t0, stop)
+                                  for k in range(self.o.consumers)]
+                for client in [*self.producers, *self.consumers]:
+                    client.start()
             self._run_for(t0, writers, injector)
             stop.set()
             healed_at = injector.heal()
@@ -184,9 +230,15 @@ class Campaign:
                 if writer.is_alive() or writer.error is not None:
                     raise RuntimeError(f"writer {writer.writer} failed: {writer.error}")
                 self.writes.extend(writer.writes)
+            for client in [*self.producers, *self.consumers]:
+                client.join(timeout=120)  # producers wait for their records' outcomes
+                if client.is_alive() or client.error is not None:
+                    raise RuntimeError(f"{client.name} failed: {client.error!r}")
             if injector.error is not None:
                 raise RuntimeError(f"the fault injector failed: {injector.error!r}")
             served, index = self._after_heal(t0 + healed_at)
+            if self.o.producers:
+                data = self._data_after_heal(t0 + healed_at)
             injector.confirm_file_faults()  # the nodes' confirmations, long written by now
             injector.check_crashes()
             crashes = [{"nodeId": c.node_id, "exitCode": c.exit_code, "atS": round(c.at_s, 2),
@@ -199,6 +251,8 @@ class Campaign:
         if index is None:  # the cluster never converged: read what the files hold now
             index = self._read_logs(retry=False)
         self._check_logs(index, served)
+        if self.o.producers:
+            self._check_data(data)
         applied = len(injector.applied())
         acked = sum(w.acked for w in self.writes if w.writer >= 0 and w.seq >= 0)
         self.checks.extend(check_floors(applied, acked, self.o.duration_s, self.o.lanes,
@@ -221,11 +275,13 @@ class Campaign:
             "writes": write_counts(self.writes),
             "recovery": {}, "liveness": self.liveness,
             "checks": [c.to_json() for c in self.checks], "crashes": crashes,
-            "snapshots": self._snapshots(),
+            "snapshots": self._snapshots(), "data": self._data_counts(),
             "workDir": str(self.root), "replay": self.o.replay_command(),
         }
         report["recovery"] = recovery_stats(report["faults"])
         (self.root / "writes.json").write_text(json.dumps([w.to_json() for w in self.writes]))
+        if self.o.producers:
+            (self.root / "records.json").write_text(json.dumps(self._data_journal()))
         return report
 
     def _setup(self) -> None:
@@ -250,6 +306,16 @@ class Campaign:
             wait_for(lambda n=name: created(n), SETUP_S, f"topic {name} created")
             self.writes.append(Write(k, -1, "create", name, "", start,
                                      time.monotonic() - self.t0, True))
+        if self.o.producers:
+            topic, n = self.data_topic, self.o.partitions
+            wait_for(lambda: create_data_topic(client, topic, n), SETUP_S, f"topic {topic}")
+
+            def full() -> bool:
+                parts = describe_partitions(client, topic)
+                return len(parts) == n and all(
+                    leader >= 0 and len(isr) == 3 for leader, isr in parts.values())
+
+            wait_for(full, SETUP_S, f"{topic}'s partitions led, with full ISRs")
         self.say(f"cluster up: controllers {self.controllers}, brokers {self.brokers}")
 
     def _run_for(self, t0: float, writers: list[Writer], injector: Injector) -> None:
@@ -389,6 +455,99 @@ class Campaign:
         else:
             self.checks.append(Check("served metadata equals the committed log", False,
                                      "no node answered after healing"))
+
+    # -- the data part ---------------------------------------------------------------------
+
+    def _data_after_heal(self, healed: float) -> tuple[
+            dict[int, int], dict[int, dict[int, bytes]], dict[int, list[int]]] | None:
+        """Every partition's ISR full again; the log its leader serves, read back from 0 to its
+        high watermark; every replica's files up to that HW (read while the brokers run)."""
+        client = AdminClient(self.servers())
+        topic, n = self.data_topic, self.o.partitions
+
+        def full() -> dict[int, tuple[int, list[int]]] | None:
+            parts = describe_partitions(client, topic)
+            done = len(parts) == n and all(leader >= 0 and len(isr) == 3
+                                           for leader, isr in parts.values())
+            return parts if done else None
+
+        self._timed("data: every partition's ISR full", DATA_BOUND_S, full, healed,
+                    lambda: f"{describe_partitions(client, topic)}")
+        try:
+            hws, final = read_back(self.cluster.bootstrap_servers(), topic, n, DATA_BOUND_S)
+        except AssertionError as exc:
+            self.checks.append(Check("liveness: data: read back from the partition leaders",
+                                     False, str(exc)))
+            return None
+        isr = {p: sorted(i) for p, (_, i) in describe_partitions(client, topic).items()}
+        brokers = self._broker_dirs()
+
+        def lagging() -> list[str]:
+            replicas = read_replicas(brokers, topic, n)
+            return [f"partition {p} broker {b} at {log.end} (HW {hws[p]})"
+                    for p in range(n) for b in isr.get(p, [])
+                    if (log := replicas.get(p, {}).get(b)) is None or log.end < hws[p]]
+
+        self._timed("data: every ISR replica on disk up to the high watermark", DATA_BOUND_S,
+                    lambda: not lagging(), healed, lambda: ", ".join(lagging()))
+        self.say(f"data: high watermarks {hws}, ISRs {isr}")
+        return hws, final, isr
+
+    def _broker_dirs(self) -> dict[int, Path]:
+        return {b: self.cluster.nodes[b].config_path.parent / f"node-{b}" for b in self.brokers}
+
+    def _check_data(self, data: tuple[dict[int, int], dict[int, dict[int, bytes]],
+                                      dict[int, list[int]]] | None) -> None:
+        acks = [a for p in self.producers for a in p.acks]
+        self.checks.append(check_data_floor(len(acks), self.o.duration_s, self.o.producers))
+        if data is None:
+            self.checks.append(Check("data: acknowledged records present exactly once at "
+                                     "their offsets", False, "no read-back after healing"))
+            return
+        hws, final, isr = data
+        attempted = {v for p in self.producers for v in p.sent}
+        replicas = read_replicas(self._broker_dirs(), self.data_topic, self.o.partitions)
+        sources: dict[str, dict[int, dict[int, bytes]]] = {"the leaders (read back)": final}
+        for p, members in isr.items():
+            for b in members:
+                log = replicas.get(p, {}).get(b)
+                sources.setdefault(f"broker {b}'s files", {})[p] = \
+                    {} if log is None else log.records
+        self.checks.append(check_acked_records(acks, sources, hws, attempted))
+        self.checks.append(check_replicas_agree(replicas, hws, isr))
+        self.checks.append(check_watermarks([w for c in self.consumers for w in c.watermarks],
+                                            hws, self.o.strict_hw))
+        self.checks.append(check_reads([r for c in self.consumers for r in c.reads], final, hws,
+                                       attempted))
+
+    def _data_counts(self) -> dict[str, object]:
+        if not self.o.producers:
+            return {}
+        acked = [a for p in self.producers for a in p.acks]
+        return {
+            "topic": self.data_topic, "partitions": self.o.partitions,
+            "sent": sum(p.stats.sent for p in self.producers), "acknowledged": len(acked),
+            "failed": sum(p.stats.failed for p in self.producers),
+            "unreported": sum(p.stats.unreported for p in self.producers),
+            "producerRestarts": sum(p.stats.restarts for p in self.producers),
+            "read": sum(len(c.reads) for c in self.consumers),
+            "consumerRestarts": sum(c.restarts for c in self.consumers),
+            "hwRegressions": hw_regressions([w for c in self.consumers for w in c.watermarks]),
+            "floor": math.floor(RECORDS_PER_PRODUCER_S * self.o.producers * self.o.duration_s),
+        }
+
+    def _data_journal(self) -> dict[str, object]:
+        return {
+            "acks": [[a.producer, a.partition, a.offset, a.value.decode(), round(a.at_s, 4)]
+                     for p in self.producers for a in p.acks],
+            "failed": {v.decode(): e for p in self.producers for v, e in p.failed.items()},
+            "reads": [[r.consumer, r.partition, r.offset, r.value.decode(), round(r.at_s, 4)]
+                      for c in self.consumers for r in c.reads],
+            "watermarks": [[w.consumer, w.partition, w.high, round(w.at_s, 4)]
+                           for c in self.consumers for w in c.watermarks],
+            "events": [[e.who, round(e.at_s, 3), e.what]
+                       for x in [*self.producers, *self.consumers] for e in x.events],
+        }
 
     def _snapshots(self) -> dict[int, int]:
         """Snapshot files per node at the end (restarts loaded the newest before replaying)."""

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from tests.chaos.committed import ChaosState, CommittedIndex, NodeIndex, NodeLog
+from tests.chaos.partitions import Ack, Batch, Read, ReplicaLog, Watermark
 from tests.chaos.writers import CONFIG_KEY, Write
 
 MAX_DETAILS = 10
@@ -258,3 +259,192 @@ def check_floors(applied_faults: int, acked_writes: int, duration_s: float, lane
               f"{writers} writer(s) is {write_floor} ({WRITES_PER_WRITER_S:g} per "
               "writer-second)"),
     ]
+
+
+# -- the data plane (docs/chaos.md, "Data") ------------------------------------------------------
+
+# Floor on acknowledged records per producer-second: about half of the lowest rate measured
+# (docs/chaos.md, "Floors").
+RECORDS_PER_PRODUCER_S = 10.0
+
+PartitionValues = dict[int, dict[int, bytes]]  # partition -> offset -> value
+
+
+def _p(partition: int, offset: int) -> str:
+    return f"{partition}@{offset}"
+
+
+def check_acked_records(acks: list[Ack], sources: dict[str, PartitionValues],
+                        hws: dict[int, int], attempted: set[bytes]) -> Check:
+    """(a) Every acknowledged record exactly once, at the offset its delivery report gave, in
+    every source's log below the partition's high watermark (a source is the leaders' log as a
+    consumer reads it back, or one ISR replica's files; it holds the partitions it is checked
+    for); no value twice; no value no producer sent."""
+    problems: list[str] = []
+    checked = 0
+    for source, partitions in sorted(sources.items()):
+        where: dict[bytes, list[tuple[int, int]]] = {}
+        for p, log in sorted(partitions.items()):
+            for offset, value in sorted(log.items()):
+                if offset < hws.get(p, 0):
+                    where.setdefault(value, []).append((p, offset))
+        for value, places in sorted(where.items()):
+            if len(places) > 1:
+                problems.append(f"{source}: {value!r} is in the log {len(places)} times, at "
+                                + ", ".join(_p(*x) for x in places))
+            if value not in attempted:
+                problems.append(f"{source}: {value!r} at {_p(*places[0])} was never produced")
+        for ack in acks:
+            if ack.partition not in partitions:
+                continue
+            checked += 1
+            found = where.get(ack.value, [])
+            if (ack.partition, ack.offset) in found:
+                continue
+            hw = hws.get(ack.partition, 0)
+            held = partitions[ack.partition].get(ack.offset)
+            if found:
+                problems.append(f"{source}: acknowledged {ack.value!r} (producer "
+                                f"{ack.producer}, at {ack.at_s:.3f} s) is at "
+                                f"{', '.join(_p(*x) for x in found)}, its delivery report "
+                                f"said {_p(ack.partition, ack.offset)}")
+            elif ack.offset >= hw:
+                problems.append(f"{source}: acknowledged {ack.value!r} at "
+                                f"{_p(ack.partition, ack.offset)} (at {ack.at_s:.3f} s) is at "
+                                f"or above the high watermark {hw}: lost")
+            else:
+                problems.append(f"{source}: acknowledged {ack.value!r} at "
+                                f"{_p(ack.partition, ack.offset)} (at {ack.at_s:.3f} s) is "
+                                f"lost: the offset holds {held!r}")
+    return _check("data: acknowledged records present exactly once at their offsets", problems,
+                  f"{len(acks)} acknowledged records, each exactly once at its offset in "
+                  f"{len(sources)} logs ({checked} record-log pairs checked): "
+                  + ", ".join(sorted(sources)))
+
+
+def check_replicas_agree(replicas: dict[int, dict[int, ReplicaLog]], hws: dict[int, int],
+                         isr: dict[int, list[int]]) -> Check:
+    """(b) Every ISR replica of a partition holds the same batches (bytes from byte 12 on:
+    epoch, CRC, records) at the same offsets from 0 up to the high watermark, without a gap
+    or a bad batch there."""
+    problems: list[str] = []
+    compared = 0
+    for p, hw in sorted(hws.items()):
+        members = sorted(isr.get(p, []))
+        logs = {b: replicas.get(p, {}).get(b) for b in members}
+        ranges: dict[int, dict[int, Batch]] = {}
+        for broker, log in logs.items():
+            if log is None:
+                if hw > 0:
+                    problems.append(f"partition {p}: ISR member {broker} has no log directory")
+                continue
+            problems += [f"partition {p}, broker {broker}: {x}" for x in log.problems]
+            below = [b for b in log.batches if b.base < hw]
+            if hw > 0 and (not below or below[0].base != 0):
+                problems.append(f"partition {p}, broker {broker}: the log starts at "
+                                f"{below[0].base if below else log.end}, not 0")
+            end = below[-1].last + 1 if below else 0
+            if end < hw:
+                problems.append(f"partition {p}, broker {broker}: the log ends at {end}, below "
+                                f"the high watermark {hw}")
+            ranges[broker] = {b.base: b for b in below}
+        if len(ranges) < 2:
+            continue
+        reference, *others = sorted(ranges)
+        for broker in others:
+            for base in sorted(ranges[reference].keys() | ranges[broker].keys()):
+                a, b = ranges[reference].get(base), ranges[broker].get(base)
+                if a is None or b is None:
+                    holder = reference if b is None else broker
+                    problems.append(f"partition {p}: only broker {holder} has a batch at "
+                                    f"offset {base} (below HW {hw}); brokers {reference} and "
+                                    f"{broker} split the log differently")
+                elif (a.last, a.body) != (b.last, b.body):
+                    problems.append(f"partition {p}: offsets {base}..{max(a.last, b.last)} differ "
+                                    f"between broker {reference} (epoch {a.epoch}, last "
+                                    f"{a.last}) and broker {broker} (epoch {b.epoch}, last "
+                                    f"{b.last})")
+                else:
+                    compared += 1
+    where = ", ".join(f"{p}: HW {hw}, ISR {sorted(isr.get(p, []))}"
+                      for p, hw in sorted(hws.items()))
+    return _check("data: ISR replicas hold the same batches below the high watermark", problems,
+                  f"{len(hws)} partitions: {compared} batch pairs identical on the ISR "
+                  f"replicas up to the high watermark ({where})")
+
+
+def hw_regressions(seen: list[Watermark]) -> list[str]:
+    """Each time the high watermark a consumer saw for a partition went below the highest it
+    had seen before (the new leader of a partition starts from the HW it learnt as a follower,
+    which can be behind what the old leader served: docs/chaos.md, "Data")."""
+    out: list[str] = []
+    highest: dict[tuple[int, int], Watermark] = {}
+    for w in seen:
+        key = (w.consumer, w.partition)
+        before = highest.get(key)
+        if before is not None and w.high < before.high:
+            out.append(f"consumer {w.consumer}, partition {w.partition}: high watermark "
+                       f"{w.high} at {w.at_s:.3f} s after {before.high} at {before.at_s:.3f} s")
+        if before is None or w.high > before.high:
+            highest[key] = w
+    return out
+
+
+def check_watermarks(seen: list[Watermark], hws: dict[int, int], strict: bool = False) -> Check:
+    """(c) No high watermark a consumer saw is above the one after healing: what any leader
+    told a consumer was committed stays committed (with (d), readable at the same offsets).
+    With `strict`, the HW a consumer saw must also never have gone back, not even for a
+    moment after a leader change."""
+    problems: list[str] = []
+    for w in seen:
+        final = hws.get(w.partition)
+        if final is not None and w.high > final:
+            problems.append(f"consumer {w.consumer}, partition {w.partition}: saw high "
+                            f"watermark {w.high} at {w.at_s:.3f} s, above the {final} after "
+                            "healing")
+    back = hw_regressions(seen)
+    if strict:
+        problems += back
+    went_back = (f"; it went back {len(back)} time(s) for a moment (a new leader's HW), "
+                 "not a failure without --strict-hw" if back else "; it never went back")
+    return _check("data: the high watermark consumers saw never went back", problems,
+                  f"{len(seen)} high-watermark changes seen by {len({w.consumer for w in seen})}"
+                  f" consumer(s), none above the final HW{went_back}")
+
+
+def check_reads(reads: list[Read], final: PartitionValues, hws: dict[int, int],
+                attempted: set[bytes]) -> Check:
+    """(d) No phantom read: every record a consumer read is, after healing, in the log below
+    the high watermark at the offset it was read at, with the same value, and was produced."""
+    problems: list[str] = []
+    offsets_of: dict[bytes, set[tuple[int, int]]] = {}
+    for r in reads:
+        offsets_of.setdefault(r.value, set()).add((r.partition, r.offset))
+        held = final.get(r.partition, {}).get(r.offset)
+        if r.value not in attempted:
+            problems.append(f"consumer {r.consumer} read {r.value!r} at "
+                            f"{_p(r.partition, r.offset)} ({r.at_s:.3f} s), which no producer "
+                            "sent")
+        elif r.offset >= hws.get(r.partition, 0):
+            problems.append(f"consumer {r.consumer} read {r.value!r} at "
+                            f"{_p(r.partition, r.offset)} ({r.at_s:.3f} s), at or above the "
+                            f"high watermark after healing, {hws.get(r.partition, 0)}")
+        elif held != r.value:
+            problems.append(f"consumer {r.consumer} read {r.value!r} at "
+                            f"{_p(r.partition, r.offset)} ({r.at_s:.3f} s); after healing "
+                            f"the offset holds {held!r}")
+    for value, places in sorted(offsets_of.items()):
+        if len(places) > 1:
+            problems.append(f"{value!r} was read at {len(places)} offsets: "
+                            + ", ".join(_p(*x) for x in sorted(places)))
+    return _check("data: consumers read no record that is not in the log", problems,
+                  f"{len(reads)} records read, {len(offsets_of)} distinct, each at its offset "
+                  "in the log after healing")
+
+
+def check_data_floor(acked: int, duration_s: float, producers: int) -> Check:
+    floor = math.floor(RECORDS_PER_PRODUCER_S * producers * duration_s)
+    return Check("enough records acknowledged", acked >= floor,
+                 f"{acked} records acknowledged; the floor for {duration_s:g} s and "
+                 f"{producers} producer(s) is {floor} ({RECORDS_PER_PRODUCER_S:g} per "
+                 "producer-second)")

@@ -24,7 +24,7 @@ import grpc
 from harness.cluster import ProcessCluster
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
-from tests.chaos.schedule import Fault
+from tests.chaos.schedule import KILL_KINDS, PAUSE_KINDS, PROCESS_KINDS, Fault
 
 LEADER_WAIT_S = 3.0
 PAUSE_CONFIRM_S = 2.0  # SIGSTOP takes effect at once; /proc shows it within microseconds
@@ -323,14 +323,14 @@ class Injector:
             targets = [leader]
             if fault.kind == "isolate-leader":
                 other = [n for n in self.cluster.nodes if n != leader]
-        if fault.kind in ("kill", "kill-leader", "pause") and self._busy(targets[0]):
+        if fault.kind in PROCESS_KINDS and self._busy(targets[0]):
             record.skipped = f"node {targets[0]} already down"
             return
         record.targets, record.other_side = targets, other
         record.started_s = self.now()
-        if fault.kind in ("kill", "kill-leader"):
+        if fault.kind in KILL_KINDS:
             self._kill(record, targets[0])
-        elif fault.kind == "pause":
+        elif fault.kind in PAUSE_KINDS:
             self._pause(record, targets[0])
         else:
             record.generations = {n: [g, None] for n, g in
@@ -368,11 +368,11 @@ class Injector:
         if record.started_s is None or record.ended_s is not None:
             return
         fault, node_id = record.fault, record.targets[0]
-        if fault.kind in ("kill", "kill-leader"):
+        if fault.kind in KILL_KINDS:
             if node_id in self.killed:
                 self.cluster.start(node_id)
                 self.killed.discard(node_id)
-        elif fault.kind == "pause":
+        elif fault.kind in PAUSE_KINDS:
             if node_id in self.paused:
                 self.cluster.signal(node_id, signal.SIGCONT)
                 self.paused.discard(node_id)

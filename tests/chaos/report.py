@@ -112,6 +112,15 @@ def summary_lines(report: dict) -> list[str]:  # type: ignore[type-arg]
     lines.append(f"writes: {w['attempted']} attempted, {w['acknowledged']} acknowledged "
                  f"({w['topicsCreatedAcked']} topics, {w['configsSetAcked']} configs), "
                  f"{w['unknownOutcome']} with unknown outcome")
+    d = report.get("data") or {}
+    if d:
+        lines.append(f"data: {d['sent']} records sent to {d['topic']} ({d['partitions']} "
+                     f"partitions, RF 3, min.insync.replicas 2), {d['acknowledged']} "
+                     f"acknowledged, {d['failed']} failed and {d['unreported']} unreported "
+                     f"(unknown outcome), {d['producerRestarts']} producer restarts; "
+                     f"{d['read']} read by the consumers ({d['consumerRestarts']} restarts); "
+                     f"consumer-visible HW went back {len(d['hwRegressions'])} time(s)")
+        lines.extend(f"  {r}" for r in d["hwRegressions"][:5])
     for kind, s in report["recovery"].items():
         lines.append(f"recovery {kind}: n={s['count']} median {s['medianS']} s "
                      f"p99 {s['p99S']} s max {s['maxS']} s")

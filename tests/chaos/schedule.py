@@ -11,11 +11,15 @@ import random
 from dataclasses import asdict, dataclass, field
 
 KINDS = ("kill", "kill-leader", "pause", "partition", "isolate-leader", "disk-full",
-         "slow-fsync", "clock-jump")
+         "slow-fsync", "clock-jump", "kill-broker", "pause-broker")
 # Kills and partitions of the leader are what loses writes in a broken quorum: weight them.
 WEIGHTS = {"kill": 3, "kill-leader": 3, "pause": 2, "partition": 2, "isolate-leader": 2,
-           "disk-full": 2, "slow-fsync": 1, "clock-jump": 1}
-PROCESS_KINDS = frozenset({"kill", "kill-leader", "pause"})
+           "disk-full": 2, "slow-fsync": 1, "clock-jump": 1,
+           # Brokers hold the partition logs: every broker leads some data partition.
+           "kill-broker": 3, "pause-broker": 2}
+PROCESS_KINDS = frozenset({"kill", "kill-leader", "pause", "kill-broker", "pause-broker"})
+KILL_KINDS = frozenset({"kill", "kill-leader", "kill-broker"})
+PAUSE_KINDS = frozenset({"pause", "pause-broker"})
 
 
 @dataclass
@@ -57,7 +61,7 @@ def build_schedule(
             if t + length > duration_s:
                 break
             kind = rng.choices(kinds, weights)[0]
-            fault = _make(rng, kind, t, t + length, controllers, nodes, process_busy)
+            fault = _make(rng, kind, t, t + length, controllers, nodes, process_busy, brokers)
             if fault is not None:
                 faults.append(fault)
             t += length + rng.uniform(0.5, 3.0)
@@ -74,10 +78,11 @@ def _free(busy: list[tuple[float, float]], start: float, end: float) -> bool:
 
 def _make(
     rng: random.Random, kind: str, start: float, end: float, controllers: list[int],
-    nodes: list[int], process_busy: dict[int, list[tuple[float, float]]],
+    nodes: list[int], process_busy: dict[int, list[tuple[float, float]]], brokers: list[int],
 ) -> Fault | None:
-    if kind in ("kill", "pause"):
-        free = [n for n in nodes if _free(process_busy[n], start, end)]
+    if kind in ("kill", "pause", "kill-broker", "pause-broker"):
+        pool = brokers if kind.endswith("-broker") else nodes
+        free = [n for n in pool if _free(process_busy[n], start, end)]
         if not free:
             return None
         target = rng.choice(free)

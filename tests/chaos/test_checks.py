@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from broker.records import build_batch
 from harness.cluster import wait_for
 from kraft.log.base import OffsetAndEpoch
 from kraft.log.codec import encode_batch
@@ -22,10 +23,16 @@ from metadata.records import ConfigRecord, ConfigResourceType, TopicRecord, enco
 from metadata.topics import METADATA_PARTITION_DIR
 from tests.chaos.checks import (
     Served,
+    check_acked_records,
+    check_data_floor,
     check_floors,
     check_log,
+    check_reads,
+    check_replicas_agree,
     check_served,
+    check_watermarks,
     floors,
+    hw_regressions,
     order_violations,
 )
 from tests.chaos.committed import CommittedIndex, NodeLog, build_index, read_node_log
@@ -36,6 +43,7 @@ from tests.chaos.faults import (
     process_state,
     read_confirmations,
 )
+from tests.chaos.partitions import Ack, Read, Watermark, read_replica
 from tests.chaos.schedule import PROCESS_KINDS, Fault, build_schedule
 from tests.chaos.snapshots import to_check as snapshot_check
 from tests.chaos.writers import Write
@@ -389,3 +397,123 @@ def test_a_paused_process_shows_as_stopped() -> None:
         child.kill()
         child.wait()
     assert process_state(child.pid) is None
+
+
+# -- the data plane ------------------------------------------------------------------------------
+
+
+def _replica(tmp_path: Path, broker: int, batches: list[tuple[int, int, list[bytes]]],
+             torn: bytes = b"") -> Path:
+    """A replica dir of partition 0 on `broker`: (base offset, epoch, values) batches."""
+    directory = tmp_path / f"node-{broker}" / "t-0"
+    directory.mkdir(parents=True)
+    data = b"".join(build_batch(values, base_offset=base, partition_leader_epoch=epoch)
+                    for base, epoch, values in batches)
+    (directory / f"{0:020d}.log").write_bytes(data + torn)
+    return directory
+
+
+GOOD = [(0, 1, [b"p0-0", b"p0-1"]), (2, 1, [b"p0-2"]), (3, 2, [b"p1-0"])]
+
+
+def _acks(*items: tuple[int, int, bytes]) -> list[Ack]:
+    return [Ack(0, p, o, v, 1.0) for p, o, v in items]
+
+
+def test_a_replica_is_read_from_its_segment_files(tmp_path: Path) -> None:
+    batch = build_batch([b"x"], base_offset=4, partition_leader_epoch=2)
+    log = read_replica(_replica(tmp_path, 4, GOOD, torn=batch[:30]), 4, 0)
+    assert [(b.base, b.last, b.epoch) for b in log.batches] == [(0, 1, 1), (2, 2, 1), (3, 3, 2)]
+    assert log.records == {0: b"p0-0", 1: b"p0-1", 2: b"p0-2", 3: b"p1-0"}
+    assert log.end == 4 and not log.problems and "less than a header" in log.torn_tail
+    # A flipped byte in a batch that is not the last one is a problem, not a torn tail.
+    path = next((tmp_path / "node-4" / "t-0").glob("*.log"))
+    data = bytearray(path.read_bytes())
+    data[70] ^= 0xFF
+    path.write_bytes(bytes(data))
+    assert "CRC mismatch" in read_replica(path.parent, 4, 0).problems[0]
+
+
+def test_acknowledged_records_must_be_in_every_log_once_at_their_offset() -> None:
+    log = {0: {0: b"p0-0", 1: b"p0-1", 2: b"p0-2"}}
+    acks = _acks((0, 0, b"p0-0"), (0, 2, b"p0-2"))
+    sent = {b"p0-0", b"p0-1", b"p0-2", b"p0-3"}
+    name = "data: acknowledged records present exactly once at their offsets"
+    assert check_acked_records(acks, {"leader": log, "broker 5": log}, {0: 3}, sent).ok
+    # Lost on one replica (another record at its offset), above the HW, moved, duplicated,
+    # and a value nobody sent.
+    lost = {0: {0: b"p0-0", 1: b"p0-1", 2: b"p0-3"}}
+    check = check_acked_records(acks, {"leader": log, "broker 5": lost}, {0: 3}, sent)
+    assert check.name == name and not check.ok
+    assert check.details == ["broker 5: acknowledged b'p0-2' at 0@2 (at 1.000 s) is lost: the "
+                             "offset holds b'p0-3'"]
+    assert "above the high watermark 2" in check_acked_records(acks, {"leader": log}, {0: 2},
+                                                               sent).details[0]
+    moved = check_acked_records(_acks((0, 1, b"p0-0")), {"leader": log}, {0: 3}, sent)
+    assert "is at 0@0, its delivery report said 0@1" in moved.details[0]
+    twice = check_acked_records(acks, {"leader": {0: {**log[0], 3: b"p0-1"}}}, {0: 4}, sent)
+    assert "b'p0-1' is in the log 2 times" in twice.details[0]
+    phantom = check_acked_records([], {"leader": {0: {0: b"zz"}}}, {0: 1}, sent)
+    assert "was never produced" in phantom.details[0]
+
+
+def test_isr_replicas_must_hold_the_same_batches_up_to_the_high_watermark(tmp_path: Path) -> None:
+    a = read_replica(_replica(tmp_path / "a", 4, GOOD), 4, 0)
+    b = read_replica(_replica(tmp_path / "b", 5, GOOD), 5, 0)
+    # A replica that diverged at offset 3 (another epoch's record), one that is short.
+    c = read_replica(_replica(tmp_path / "c", 6, [*GOOD[:2], (3, 3, [b"p1-0"])]), 6, 0)
+    d = read_replica(_replica(tmp_path / "d", 7, GOOD[:2]), 7, 0)
+    name = "data: ISR replicas hold the same batches below the high watermark"
+    ok = check_replicas_agree({0: {4: a, 5: b}}, {0: 4}, {0: [4, 5]})
+    assert ok.ok and ok.name == name and "3 batch pairs identical" in ok.summary
+    # Below the divergence (HW 3) they agree; up to 4 they do not.
+    assert check_replicas_agree({0: {4: a, 6: c}}, {0: 3}, {0: [4, 6]}).ok
+    bad = check_replicas_agree({0: {4: a, 6: c}}, {0: 4}, {0: [4, 6]})
+    assert bad.details == ["partition 0: offsets 3..3 differ between broker 4 (epoch 2, last 3) "
+                           "and broker 6 (epoch 3, last 3)"]
+    short = check_replicas_agree({0: {4: a, 7: d}}, {0: 4}, {0: [4, 7]})
+    assert "broker 7: the log ends at 3, below the high watermark 4" in short.details[0]
+    # A replica out of the ISR is not compared; an ISR member without a log fails.
+    assert check_replicas_agree({0: {4: a, 7: d}}, {0: 4}, {0: [4]}).ok
+    assert "has no log directory" in check_replicas_agree({0: {4: a}}, {0: 4},
+                                                          {0: [4, 5]}).details[0]
+
+
+def test_a_high_watermark_that_goes_back_fails() -> None:
+    seen = [Watermark(0, 0, 5, 1.0), Watermark(0, 1, 2, 1.1), Watermark(0, 0, 9, 2.0)]
+    assert check_watermarks(seen, {0: 9, 1: 2}, strict=True).ok
+    back = [*seen, Watermark(0, 0, 7, 3.0)]
+    assert hw_regressions(back) == ["consumer 0, partition 0: high watermark 7 at 3.000 s "
+                                    "after 9 at 2.000 s"]
+    assert check_watermarks(back, {0: 9, 1: 2}, strict=True).details == hw_regressions(back)
+    lenient = check_watermarks(back, {0: 9, 1: 2})
+    assert lenient.ok and "went back 1 time(s)" in lenient.summary
+    # Another consumer's lower HW is not a step back; a HW above the final one always fails.
+    assert check_watermarks([*seen, Watermark(1, 0, 7, 3.0)], {0: 9, 1: 2}, strict=True).ok
+    assert "above the 8 after healing" in check_watermarks(seen, {0: 8, 1: 2}).details[0]
+
+
+def test_a_record_read_must_be_in_the_log_at_its_offset() -> None:
+    final = {0: {0: b"p0-0", 1: b"p0-1"}}
+    sent = {b"p0-0", b"p0-1", b"p0-2"}
+    reads = [Read(0, 0, 0, b"p0-0", 1.0), Read(0, 0, 1, b"p0-1", 1.0),
+             Read(0, 0, 0, b"p0-0", 2.0)]  # read again after a restart: fine
+    assert check_reads(reads, final, {0: 2}, sent).ok
+    bad = check_reads([Read(0, 0, 1, b"p0-2", 1.0), Read(0, 0, 2, b"p0-2", 1.5),
+                       Read(0, 0, 0, b"zz", 2.0)], final, {0: 2}, sent)
+    assert not bad.ok
+    assert "after healing the offset holds b'p0-1'" in bad.details[0]
+    assert "at or above the high watermark after healing, 2" in bad.details[1]
+    assert "which no producer sent" in bad.details[2]
+    assert "b'p0-2' was read at 2 offsets" in bad.details[3]
+
+
+def test_a_campaign_that_acknowledged_too_few_records_fails() -> None:
+    assert check_data_floor(1200, 60, 2).ok
+    assert not check_data_floor(1199, 60, 2).ok
+
+
+def test_broker_faults_target_brokers_only() -> None:
+    faults = build_schedule(8, 300, [1, 2, 3], [4, 5, 6])
+    broker_faults = [f for f in faults if f.kind in ("kill-broker", "pause-broker")]
+    assert broker_faults and all(f.targets[0] in (4, 5, 6) for f in broker_faults)

@@ -1,0 +1,294 @@
+"""Data writers: confluent-kafka producers (acks=all, idempotent) that journal every record the
+brokers acknowledged, and consumers (assign(), from offset 0, read_committed) that journal
+every record they read and every high watermark they saw. Both outlive any fault: a client
+error is journaled and the client goes on (or is replaced, after a fatal one); nothing they
+meet stops the campaign.
+
+A record's value is unique (`p<producer>-<seq>`), so a value names one produce call. A record
+whose delivery report is an error, or that had no report when the producer was closed, has an
+**unknown outcome**: it may be in the log, at most once; an acknowledged one must be there
+exactly once, at the offset of its report."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from metadata.rpc import admin_pb2 as apb
+from server.admin_commands import AdminClient, CommandError
+from tests.chaos.partitions import Ack, Read, Watermark
+
+MIN_INSYNC = 2
+REPLICATION = 3
+# Records per producer per tick (every TICK_S): ~100 records/s per producer, so six Python
+# processes, the metadata writers and the clients share two cores.
+PER_TICK = 5
+TICK_S = 0.05
+MAX_QUEUED = 2_000  # an outage backs records up in the client: stop adding beyond this
+MESSAGE_TIMEOUT_MS = 30_000
+FLUSH_S = 60.0
+# librdkafka's own log lines (every refused connection during a kill) go here, not to stderr;
+# the clients' error callbacks journal them as events.
+_QUIET = logging.getLogger("tests.chaos.rdkafka")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+
+def value_of(producer: int, seq: int) -> bytes:
+    return f"p{producer}-{seq}".encode()
+
+
+def create_data_topic(client: AdminClient, topic: str, partitions: int) -> bool:
+    """CreateTopics with RF 3 and min.insync.replicas=2; True once it exists."""
+    request = apb.CreateTopicsRequest(topics=[apb.CreatableTopic(
+        name=topic, num_partitions=partitions, replication_factor=REPLICATION,
+        configs=[apb.ConfigValue(name="min.insync.replicas", value=str(MIN_INSYNC))])])
+    try:
+        [result] = client.call("CreateTopics", request).topics
+    except CommandError:
+        return False
+    return result.error_code in (0, 36)  # NONE, TOPIC_ALREADY_EXISTS (an earlier try landed)
+
+
+def describe_partitions(client: AdminClient, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """partition -> (leader, ISR); empty when the topic cannot be described now."""
+    try:
+        [t] = client.call("DescribeTopics", apb.DescribeTopicsRequest(names=[topic])).topics
+    except (CommandError, ValueError):
+        return {}
+    if t.error_code:
+        return {}
+    return {p.partition_index: (p.leader, list(p.isr)) for p in t.partitions}
+
+
+@dataclass
+class ClientEvent:
+    who: str
+    at_s: float
+    what: str
+
+
+@dataclass
+class DataStats:
+    sent: int = 0
+    acked: int = 0
+    failed: int = 0
+    unreported: int = 0
+    restarts: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+class DataProducer(threading.Thread):
+    def __init__(self, k: int, bootstrap: str, topic: str, partitions: int, t0: float,
+                 stop: threading.Event) -> None:
+        super().__init__(name=f"chaos-producer-{k}", daemon=True)
+        self.k = k
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.t0 = t0
+        self.stop_event = stop
+        self.acks: list[Ack] = []
+        self.sent: list[bytes] = []
+        self.failed: dict[bytes, str] = {}  # value -> the delivery error (unknown outcome)
+        self.events: list[ClientEvent] = []
+        self.stats = DataStats()
+        self.error: BaseException | None = None
+        self._fatal = False
+
+    def _now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._fatal = True
+        self._event(f"error {err.name()}: {err.str()}"[:200])
+
+    def _event(self, what: str) -> None:
+        if len(self.events) < 500:
+            self.events.append(ClientEvent(f"producer {self.k}", self._now(), what))
+        key = what.split(":")[0]
+        self.stats.errors[key] = self.stats.errors.get(key, 0) + 1
+
+    def _delivered(self, err: KafkaError | None, msg: object) -> None:
+        value = msg.value()  # type: ignore[attr-defined]
+        if err is None:
+            self.acks.append(Ack(self.k, msg.partition(), msg.offset(),  # type: ignore[attr-defined]
+                                 value, self._now()))
+            self.stats.acked += 1
+        else:
+            self.failed[value] = err.name()
+            self.stats.failed += 1
+
+    def _producer(self) -> Producer:
+        return Producer({
+            "bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+            "linger.ms": 5, "compression.type": "none",
+            "message.timeout.ms": MESSAGE_TIMEOUT_MS, "reconnect.backoff.max.ms": 1000,
+            "topic.metadata.refresh.interval.ms": 2000, "error_cb": self._on_error,
+            "queue.buffering.max.messages": MAX_QUEUED * 2, "logger": _QUIET,
+        })
+
+    def _close(self, producer: Producer, timeout_s: float) -> None:
+        """Wait for the outcome of everything sent; what has none by then stays unknown."""
+        producer.flush(timeout_s)
+        left = len(producer)
+        if left:
+            self.stats.unreported += left
+            producer.purge(in_queue=True, in_flight=True, blocking=False)
+            producer.flush(0)  # delivers the purge errors: those records are unknown
+
+    def run(self) -> None:
+        try:
+            producer = self._producer()
+            seq = 0
+            while not self.stop_event.is_set():
+                if self._fatal:
+                    self._event("fatal error: a new producer")
+                    self._close(producer, 5)
+                    self.stats.restarts += 1
+                    self._fatal = False
+                    producer = self._producer()
+                if len(producer) < MAX_QUEUED:
+                    for _ in range(PER_TICK):
+                        value = value_of(self.k, seq)
+                        try:
+                            producer.produce(self.topic, value=value,
+                                             partition=seq % self.partitions,
+                                             on_delivery=self._delivered)
+                        except BufferError:
+                            break
+                        except Exception as exc:  # KafkaException on a fatal state
+                            self._event(f"produce {type(exc).__name__}: {exc}"[:200])
+                            break
+                        self.sent.append(value)
+                        self.stats.sent += 1
+                        seq += 1
+                producer.poll(0)
+                self.stop_event.wait(TICK_S)  # pacing; stop cuts it short
+            self._close(producer, FLUSH_S)
+        except BaseException as exc:  # reported by the campaign, never swallowed
+            self.error = exc
+
+
+class DataConsumer(threading.Thread):
+    """Reads every partition from offset 0 with assign(); journals each record and each change
+    of the high watermark the client holds for a partition (from its fetch responses)."""
+
+    def __init__(self, k: int, bootstrap: str, topic: str, partitions: int, t0: float,
+                 stop: threading.Event) -> None:
+        super().__init__(name=f"chaos-consumer-{k}", daemon=True)
+        self.k = k
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.t0 = t0
+        self.stop_event = stop
+        self.reads: list[Read] = []
+        self.watermarks: list[Watermark] = []
+        self.events: list[ClientEvent] = []
+        self.restarts = 0
+        self.error: BaseException | None = None
+
+    def _now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def _event(self, what: str) -> None:
+        if len(self.events) < 500:
+            self.events.append(ClientEvent(f"consumer {self.k}", self._now(), what[:200]))
+
+    def run(self) -> None:
+        try:
+            position = dict.fromkeys(range(self.partitions), OFFSET_BEGINNING)
+            high = dict.fromkeys(range(self.partitions), -1)
+            while not self.stop_event.is_set():
+                consumer = Consumer({
+                    "bootstrap.servers": self.bootstrap,
+                    "group.id": f"chaos-reader-{uuid.uuid4()}", "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                    "topic.metadata.refresh.interval.ms": 2000,
+                    "reconnect.backoff.max.ms": 1000,
+                    "error_cb": lambda err: self._event(f"error {err.name()}: {err.str()}"),
+                    "logger": _QUIET,
+                })
+                try:
+                    consumer.assign([TopicPartition(self.topic, p, o)
+                                     for p, o in position.items()])
+                    self._consume(consumer, position, high)
+                except Exception as exc:  # a client failure: journal it, start a new one
+                    self._event(f"consumer failed, restarting: {type(exc).__name__}: {exc}")
+                    self.restarts += 1
+                    self.stop_event.wait(0.5)
+                finally:
+                    consumer.close()
+        except BaseException as exc:  # reported by the campaign, never swallowed
+            self.error = exc
+
+    def _consume(self, consumer: Consumer, position: dict[int, int],
+                 high: dict[int, int]) -> None:
+        while not self.stop_event.is_set():
+            batch = consumer.consume(500, 0.2)
+            for message in batch:
+                if message.error() is not None:
+                    if message.error().code() != KafkaError._PARTITION_EOF:
+                        self._event(f"message error {message.error().name()}")
+                    continue
+                p, offset = message.partition(), message.offset()
+                if position[p] >= 0 and offset < position[p]:
+                    self._event(f"partition {p}: offset {offset} after {position[p] - 1}: "
+                                "re-reading")
+                self.reads.append(Read(self.k, p, offset, message.value() or b"", self._now()))
+                position[p] = offset + 1
+            for p in range(self.partitions):
+                low_high = consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                          cached=True)
+                if low_high is None:
+                    continue
+                hw = low_high[1]
+                if hw >= 0 and hw != high[p]:
+                    high[p] = hw
+                    self.watermarks.append(Watermark(self.k, p, hw, self._now()))
+
+
+def read_back(bootstrap: str, topic: str, partitions: int,
+              timeout_s: float) -> tuple[dict[int, int], dict[int, dict[int, bytes]]]:
+    """Each partition's high watermark (asked of its leader) and every record below it, read
+    from offset 0 with a fresh consumer: the log the leaders serve after healing. Raises
+    AssertionError when the leaders cannot be asked or read within `timeout_s`."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-final-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed", "logger": _QUIET})
+    deadline = time.monotonic() + timeout_s
+    try:
+        hws: dict[int, int] = {}
+        for p in range(partitions):
+            while p not in hws:
+                try:
+                    _, hws[p] = consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                               timeout=5, cached=False)
+                except Exception as exc:
+                    if time.monotonic() >= deadline:
+                        raise AssertionError(f"partition {p}'s high watermark: {exc}") from exc
+        logs: dict[int, dict[int, bytes]] = {p: {} for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        left = {p for p in range(partitions) if hws[p] > 0}
+        while left:
+            if time.monotonic() >= deadline:
+                raise AssertionError("reading back " + ", ".join(
+                    f"partition {p} ({len(logs[p])} of {hws[p]})" for p in sorted(left)))
+            for message in consumer.consume(1000, 0.5):
+                if message.error() is not None:
+                    continue
+                p = message.partition()
+                if message.offset() < hws[p]:
+                    logs[p][message.offset()] = message.value() or b""
+                if message.offset() >= hws[p] - 1:
+                    left.discard(p)
+        return hws, logs
+    finally:
+        consumer.close()
