@@ -118,7 +118,8 @@ def test_background_task_flushes_by_policy_and_runs_retention(tmp_path: Path) ->
         manager.start()
         log = manager.get_or_create("t", 0, ID_A, LogConfig(flush_messages=2))
         log.append_as_leader(batch(2), 0, NOW)  # reaches flush.messages
-        for _ in range(100):
+        # Generous deadlines: the rounds fsync in a worker thread, slow on a busy machine.
+        for _ in range(500):
             if log.flushed_offset == 2:
                 break
             await asyncio.sleep(0.01)
@@ -127,14 +128,17 @@ def test_background_task_flushes_by_policy_and_runs_retention(tmp_path: Path) ->
         old.append_as_leader(build_batch([b"x"], base_timestamp=1), 0, NOW)
         hws[("old", 0)] = 1
         hws[("t", 0)] = 2
-        for _ in range(100):
+        for _ in range(500):
             if old.start_offset == 1:
                 break
             await asyncio.sleep(0.01)
         assert old.start_offset == 1 and old.size_in_bytes == 0
-        await asyncio.sleep(0.1)
-        assert checkpoints.read_offsets(str(tmp_path / checkpoints.REPLICATION_OFFSET_FILE)) \
-            == {("old", 0): 1, ("t", 0): 2}
+        path = str(tmp_path / checkpoints.REPLICATION_OFFSET_FILE)
+        for _ in range(500):
+            if checkpoints.read_offsets(path) == {("old", 0): 1, ("t", 0): 2}:
+                break
+            await asyncio.sleep(0.01)
+        assert checkpoints.read_offsets(path) == {("old", 0): 1, ("t", 0): 2}
         await manager.close()
         assert (tmp_path / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
 
@@ -149,7 +153,7 @@ def test_roll_asks_for_a_flush_of_the_old_segment(tmp_path: Path) -> None:
         log = manager.get_or_create("t", 0, ID_A, LogConfig(segment_bytes=size))
         log.append_as_leader(batch(), 0, NOW)
         log.append_as_leader(batch(), 0, NOW)  # rolls
-        for _ in range(100):
+        for _ in range(500):
             if log.flushed_offset >= 2:
                 break
             await asyncio.sleep(0.01)
@@ -182,7 +186,7 @@ def test_wait_flushed_returns_once_the_append_is_fsynced(tmp_path: Path) -> None
         log = manager.get_or_create("t", 0, ID_A, LogConfig(flush_messages=1))
         result = log.append_as_leader(batch(), 0, NOW)
         assert log.flush_due(NOW)  # the policy wants this append fsynced before the answer
-        await asyncio.wait_for(manager.wait_flushed("t", 0, result.last_offset + 1), 2)
+        await asyncio.wait_for(manager.wait_flushed("t", 0, result.last_offset + 1), 5)
         assert log.flushed_offset == 2 and log.recovery_point == 2
         await manager.wait_flushed("t", 0, 2)  # already: at once
         other = manager.get_or_create("u", 0, ID_B, LogConfig())
@@ -240,7 +244,7 @@ def test_background_round_fsyncs_new_logs_and_dirty_epoch_checkpoints(
         manager.start()
         logs[3].assign_epoch(2, 0)
         assert fsyncs == [] and logs[3].metadata_unsynced
-        for _ in range(200):
+        for _ in range(500):
             if not logs[3].metadata_unsynced:
                 break
             await asyncio.sleep(0.01)
@@ -268,7 +272,7 @@ def test_logs_found_at_start_are_synced_again(
         assert found is not None and found.metadata_unsynced
         fsyncs = _record_fsyncs(monkeypatch)
         manager.start()
-        for _ in range(200):
+        for _ in range(500):
             if not found.metadata_unsynced:
                 break
             await asyncio.sleep(0.01)
