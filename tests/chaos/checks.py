@@ -265,7 +265,7 @@ def check_floors(applied_faults: int, acked_writes: int, duration_s: float, lane
 
 # Floor on acknowledged records per producer-second: about half of the lowest rate measured
 # (docs/chaos.md, "Floors").
-RECORDS_PER_PRODUCER_S = 10.0
+RECORDS_PER_PRODUCER_S = 25.0
 
 PartitionValues = dict[int, dict[int, bytes]]  # partition -> offset -> value
 

@@ -509,8 +509,8 @@ def test_a_record_read_must_be_in_the_log_at_its_offset() -> None:
 
 
 def test_a_campaign_that_acknowledged_too_few_records_fails() -> None:
-    assert check_data_floor(1200, 60, 2).ok
-    assert not check_data_floor(1199, 60, 2).ok
+    assert check_data_floor(3000, 60, 2).ok
+    assert not check_data_floor(2999, 60, 2).ok
 
 
 def test_broker_faults_target_brokers_only() -> None:
