@@ -4,6 +4,7 @@ consistency checks and the replay, and return what the report needs."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -14,7 +15,9 @@ from pyspark.sql import functions as F
 
 from audit import consistency, jvm, replay
 from audit.findings import VIOLATION, WARNING, Finding
+from audit.fs import is_uri
 from audit.layout import NodeLog
+from audit.partition_checks import PartitionAudit, run_partition_audit
 
 
 @dataclass
@@ -29,6 +32,8 @@ class AuditResult:
     seconds: float
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
+    # The brokers' partition logs (None: no log dir holds a partition directory)
+    partitions: PartitionAudit | None = None
 
     @property
     def violations(self) -> list[Finding]:
@@ -124,5 +129,17 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
                                  else -1, f.check, f.node_id or 0))
     for frame in (headers, small):
         frame.unpersist()
+    # The data plane: the brokers' partition logs beside __cluster_metadata-0 (local paths;
+    # the kraft-partitions source reads no URI), with the unclean elections just replayed.
+    local = [(log.node_id, os.path.dirname(log.partition_dir)) for log in logs
+             if not is_uri(log.partition_dir)]
+    if len(local) < len(logs):
+        notes.append("partition logs are read from local log dirs only: the URIs' are skipped")
+    data_plane = run_partition_audit(spark, local, changes)
+    if data_plane is not None:
+        notes += data_plane.notes
+        # Metadata findings then partition findings, violations of both first.
+        findings = sorted(findings + data_plane.findings, key=lambda f: f.severity != VIOLATION)
+    phase("partition logs")
     return AuditResult(ranges, count, findings, leadership, history.broker_events, changes,
-                       plan.start, time.monotonic() - started, notes, timings)
+                       plan.start, time.monotonic() - started, notes, timings, data_plane)

@@ -26,6 +26,15 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 SHOWN = 200  # findings listed in the reports; the Parquet table has all of them
+REPLICAS_SCHEMA = pa.schema([
+    ("node_id", pa.int32()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("topic_id", pa.string()), ("start", pa.int64()), ("end", pa.int64()), ("hw", pa.int64()),
+    ("batches", pa.int64())])
+CUTS_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("epoch", pa.int32()),
+    ("leader", pa.int32()), ("election_offset", pa.int64()), ("leader_log_end", pa.int64()),
+    ("node_id", pa.int32()), ("first", pa.int64()), ("last", pa.int64()),
+    ("node_hw", pa.int64())])
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -61,6 +70,11 @@ def _write(result: AuditResult, out_dir: str) -> list[str]:
         "broker_events": pa.Table.from_pylist(result.broker_events),
         "partition_leader_changes": result.leader_changes,
     }
+    if result.partitions is not None:
+        tables["partition_replicas"] = pa.Table.from_pylist(
+            [asdict(r) for r in result.partitions.replicas], schema=REPLICAS_SCHEMA)
+        tables["unclean_cuts"] = pa.Table.from_pylist(
+            [asdict(c) for c in result.partitions.cuts], schema=CUTS_SCHEMA)
     names = []
     for name, table in tables.items():
         pq.write_table(table, os.path.join(out_dir, f"{name}.parquet"))
@@ -90,8 +104,52 @@ def summary_lines(result: AuditResult) -> list[str]:
         f"{result.leader_changes.num_rows:,}",
         f"metadata replay from offset {result.replay_start}; audit took {result.seconds:.1f} s",
         *_span(result),
+        *_partition_summary(result),
         *result.notes,
     ]
+
+
+def _partition_summary(result: AuditResult) -> list[str]:
+    p = result.partitions
+    if p is None:
+        return ["partition logs: none in the log dirs"]
+    partitions = len({(r.topic, r.partition) for r in p.replicas})
+    return [f"partition logs: {len(p.replicas)} replica(s) of {partitions} partition(s), "
+            f"{p.batches:,} batches; unclean-election cuts: {len(p.cuts)}"]
+
+
+def _partitions_markdown(result: AuditResult) -> list[str]:
+    p = result.partitions
+    if p is None:
+        return []
+    out = ["", "## Partition logs", "", *_partition_summary(result), ""]
+    if p.cuts:
+        out += ["Offsets cut by unclean elections:", ""]
+        out += [f"* {c.line()}" for c in p.cuts[:SHOWN]]
+        out.append("")
+    out += ["| partition | node | topic id | start | end | HW | batches |",
+            "|---|---:|---|---:|---:|---:|---:|"]
+    out += [f"| {r.topic}-{r.partition} | {r.node_id} | {_dash(r.topic_id)} | {_dash(r.start)} "
+            f"| {_dash(r.end)} | {_dash(r.hw)} | {r.batches} |" for r in p.replicas[:SHOWN]]
+    if len(p.replicas) > SHOWN:
+        out.append(f"\n… {len(p.replicas) - SHOWN} more in partition_replicas.parquet")
+    return out
+
+
+def _partitions_html(result: AuditResult) -> str:
+    p = result.partitions
+    if p is None:
+        return ""
+    esc = html.escape
+    cuts = "".join(f"<li>{esc(c.line())}</li>" for c in p.cuts[:SHOWN])
+    rows = "".join(
+        f"<tr><td>{esc(r.topic)}-{r.partition}</td><td>{r.node_id}</td>"
+        f"<td>{esc(_dash(r.topic_id))}</td><td>{_dash(r.start)}</td><td>{_dash(r.end)}</td>"
+        f"<td>{_dash(r.hw)}</td><td>{r.batches}</td></tr>" for r in p.replicas[:SHOWN])
+    return (f"<h2>Partition logs</h2><p>{esc(' '.join(_partition_summary(result)))}</p>"
+            + (f"<ul>{cuts}</ul>" if cuts else "")
+            + "<table><tr><th>partition</th><th>node</th><th>topic id</th><th>start</th>"
+            f"<th>end</th><th>HW</th><th>batches</th></tr>{rows}</table>")
 
 
 def _span(result: AuditResult) -> list[str]:
@@ -123,6 +181,7 @@ def _markdown(result: AuditResult, plots: list[str]) -> str:
             f"| {e['broker_epoch']} |" for e in result.broker_events[:SHOWN]]
     if len(result.broker_events) > SHOWN:
         out.append(f"\n… {len(result.broker_events) - SHOWN} more in broker_events.parquet")
+    out += _partitions_markdown(result)
     out += ["", "## Plots", "", *[f"![{p}]({p})" for p in plots], ""]
     return "\n".join(out)
 
@@ -153,7 +212,7 @@ def _html(result: AuditResult, plots: list[str]) -> str:
         "<th>epoch</th><th>leader</th><th>start offset</th><th>time (epoch ms, UTC)</th></tr>"
         f"{leaders}</table><h2>Broker events</h2><table><tr><th>offset</th>"
         "<th>time (epoch ms, UTC)</th><th>broker</th><th>event</th><th>epoch</th></tr>"
-        f"{brokers}</table><h2>Plots</h2>{images}</body></html>")
+        f"{brokers}</table>{_partitions_html(result)}<h2>Plots</h2>{images}</body></html>")
 
 
 def _dash(value: object) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pyspark.sql import SparkSession
 
 from audit.jvm import ensure_jar
+from audit.partition_source import KraftPartitionsDataSource
 from audit.source import KraftMetadataDataSource
 
 
@@ -51,4 +52,5 @@ def spark_session(master: str = "local[*]", shuffle_partitions: int = 8,
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KraftMetadataDataSource)
+    spark.dataSource.register(KraftPartitionsDataSource)
     return spark
