@@ -179,6 +179,13 @@ class ReplicaFetcher:
                 log.info("fetching from broker %d failed (%s); reconnecting", self.leader, exc)
                 await self._disconnect()
                 await asyncio.sleep(backoff)
+            except Exception:
+                # A bug must not end replication from this leader for good: log it loudly,
+                # start over with a fresh connection after a pause, as Kafka's fetcher does.
+                log.exception("fetching from broker %d failed unexpectedly; retrying",
+                              self.leader)
+                await self._disconnect()
+                await asyncio.sleep(backoff)
 
     async def _connected(self) -> LeaderClient | None:
         manager = self.owner.manager
@@ -300,6 +307,10 @@ class ReplicaFetcher:
         latest = (await client.list_offsets(
             me, [ListOffsetsPartition(tp[0], tp[1], LATEST_TIMESTAMP, epoch)]))[0]
         if latest.error != Errors.NONE:
+            state = self.partitions.get(tp)
+            if state is not None:
+                state.retry_at = asyncio.get_running_loop().time() + \
+                    self.owner.config.replica_fetch_backoff_ms / 1000
             return
         log_ = partition.log
         if latest.offset < log_.end_offset:

@@ -76,13 +76,21 @@ class IsrUpdater:
         return (partition.is_leader and partition.leader_epoch == change.leader_epoch
                 and partition.pending_isr == change.isr)
 
+    def _epoch_of(self, broker: int, change: IsrChange) -> int:
+        """The epoch a member's fetches carried (this broker: its own), never the image's: an
+        image epoch could be a re-registered replica that holds nothing (KAFKA-14139)."""
+        if broker == self.broker_id:
+            return self._broker_epoch()
+        if len(change.broker_epochs) == len(change.isr):
+            return change.broker_epochs[change.isr.index(broker)]
+        return -1
+
     async def _send(
         self, changes: list[tuple[Partition, IsrChange]]
     ) -> list[tuple[Partition, IsrChange]]:
         """Send one AlterPartition; returns the changes to retry."""
         manager = self._manager
         assert manager is not None
-        brokers = manager.image.cluster.brokers
         by_topic: dict[str, list[pb.AlterPartitionRequest.PartitionData]] = {}
         for partition, change in changes:
             by_topic.setdefault(partition.log.topic_id, []).append(
@@ -90,8 +98,8 @@ class IsrUpdater:
                     partition_index=partition.partition, leader_epoch=change.leader_epoch,
                     partition_epoch=change.partition_epoch,
                     leader_recovery_state=change.leader_recovery_state,
-                    new_isr=[pb.BrokerEpoch(broker_id=b, broker_epoch=(
-                        brokers[b].epoch if b in brokers else -1)) for b in change.isr]))
+                    new_isr=[pb.BrokerEpoch(broker_id=b, broker_epoch=self._epoch_of(b, change))
+                             for b in change.isr]))
         request = pb.AlterPartitionRequest(
             broker_id=self.broker_id, broker_epoch=self._broker_epoch(),
             topics=[pb.AlterPartitionRequest.TopicData(topic_id=t, partitions=parts)

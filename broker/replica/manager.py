@@ -164,10 +164,16 @@ class ReplicaManager:
             if by_id.get(topic_id) is None:
                 self._remove_topic(topic)
         for topic_id, topic in by_id.items():
-            if self._seen_topics.get(topic_id) is topic:
+            seen = self._seen_topics.get(topic_id)
+            if seen is topic:
                 continue
             self._seen_topics[topic_id] = topic
             for partition_id, registration in topic.partitions.items():
+                # Only what changed: re-applying a sibling's unchanged registration would drop
+                # its in-flight AlterPartition (Kafka runs makeLeader for the delta only).
+                if seen is not None and seen.partitions.get(partition_id) is registration \
+                        and (topic.name, partition_id) in self.partitions:
+                    continue
                 self._apply_partition(topic, partition_id, registration, now)
         if brokers_changed:
             # A leader's endpoint may have changed, and eligibility for the ISR with it.
@@ -207,9 +213,14 @@ class ReplicaManager:
             if (change := partition.recovery_change()) is not None:
                 self.isr.submit(partition, change)
         else:
-            if partition.make_follower(registration):
+            me = self.image.cluster.broker(self.broker_id)
+            leaving = me is not None and me.in_controlled_shutdown and (
+                registration.leader < 0 or self.broker_id not in registration.isr)
+            if partition.make_follower(registration) or leaving:
                 self.fetchers.remove(tp)
-                if registration.leader >= 0:
+                # In its own controlled shutdown a broker stops fetching what it was moved
+                # out of (Kafka's applyDelta): nothing there waits for it any more.
+                if registration.leader >= 0 and not leaving:
                     self.fetchers.add(tp, registration.leader)
             # Requests parked on this replica as a leader end now (NOT_LEADER_OR_FOLLOWER).
             self._notify(tp)
@@ -391,7 +402,8 @@ class ReplicaManager:
                 or request.fetch_offset > partition.log.end_offset:
             return
         partition.update_follower(params.replica_id, request.fetch_offset,
-                                  request.log_start_offset, partition.log.end_offset, now)
+                                  request.log_start_offset, partition.log.end_offset, now,
+                                  params.replica_epoch)
         if (change := partition.isr_to_expand(params.replica_id, self.eligible)) is not None:
             self.isr.submit(partition, change)
         self._after_leader_progress(partition, now)
@@ -427,9 +439,11 @@ class ReplicaManager:
                         else Errors.NOT_LEADER_OR_FOLLOWER)
                 return FetchPartitionResult(code)
             registered = self.image.cluster.broker(params.replica_id)
-            if params.replica_epoch >= 0 and (registered is None
-                                              or registered.epoch != params.replica_epoch):
-                return FetchPartitionResult(Errors.NOT_LEADER_OR_FOLLOWER)  # KIP-903
+            if params.replica_epoch >= 0 and registered is not None \
+                    and params.replica_epoch < registered.epoch:
+                # A stale incarnation (KIP-903); a newer one is served before our image knows
+                # of its registration.
+                return FetchPartitionResult(Errors.NOT_LEADER_OR_FOLLOWER)
         return None
 
     def _check_epoch(self, current_leader_epoch: int, partition: Partition) -> int | None:

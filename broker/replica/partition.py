@@ -9,7 +9,7 @@ AlterPartition). The log is the only I/O, and only through PartitionLog.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.log.partition_log import LeaderAppend, PartitionLog
 from kraft.errors import Errors
@@ -34,6 +34,7 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
+    broker_epoch: int = -1  # the follower's broker epoch as its fetches carry it (KIP-903)
 
     def on_fetch(self, fetch_offset: int, log_start: int, leader_leo: int, now_ms: int) -> None:
         """Kafka's Replica.updateFetchStateOrThrow: `leader_leo` is the leader's LEO before
@@ -60,6 +61,9 @@ class IsrChange:
     leader_epoch: int
     partition_epoch: int
     leader_recovery_state: int = LeaderRecoveryState.RECOVERED
+    # Each member's broker epoch as this leader saw it in its fetches (-1: not checked), so a
+    # replica that came back with an empty disk under a new epoch cannot ride in (KIP-903).
+    broker_epochs: tuple[int, ...] = field(default=(), compare=False)
 
 
 class Partition:
@@ -190,10 +194,18 @@ class Partition:
         return False
 
     def update_follower(self, replica: int, fetch_offset: int, log_start: int,
-                        leader_leo: int, now_ms: int) -> None:
+                        leader_leo: int, now_ms: int, broker_epoch: int = -1) -> None:
         state = self.followers.get(replica)
         if state is not None:
             state.on_fetch(fetch_offset, log_start, leader_leo, now_ms)
+            state.broker_epoch = broker_epoch
+
+    def _change(self, isr: tuple[int, ...],
+                leader_recovery_state: int = LeaderRecoveryState.RECOVERED) -> IsrChange:
+        epochs = tuple(-1 if (state := self.followers.get(r)) is None else state.broker_epoch
+                       for r in isr)
+        return IsrChange(isr, self.leader_epoch, self.partition_epoch, leader_recovery_state,
+                         epochs)
 
     def isr_to_shrink(self, now_ms: int, lag_ms: int) -> IsrChange | None:
         """The ISR without followers that have not caught up within lag_ms (Kafka's
@@ -206,7 +218,7 @@ class Partition:
             and state.is_caught_up(leo, now_ms, lag_ms)))
         if keep == self.isr:
             return None
-        return IsrChange(keep, self.leader_epoch, self.partition_epoch)
+        return self._change(keep)
 
     def isr_to_expand(self, replica: int, eligible: Callable[[int], bool]) -> IsrChange | None:
         """The ISR with `replica` added once it holds everything below the HW and the current
@@ -219,15 +231,14 @@ class Partition:
                 or state.leo < self.leader_epoch_start_offset:
             return None
         isr = tuple(r for r in self.replicas if r in self.isr or r == replica)
-        return IsrChange(isr, self.leader_epoch, self.partition_epoch)
+        return self._change(isr)
 
     def recovery_change(self) -> IsrChange | None:
         """After an unclean election the leader's log is the truth: say so (RECOVERED, ISR =
         the leader alone) before anyone joins the ISR."""
         if not self.is_leader or not self.is_recovering or self.pending_isr is not None:
             return None
-        return IsrChange((self.broker_id,), self.leader_epoch, self.partition_epoch,
-                         LeaderRecoveryState.RECOVERED)
+        return self._change((self.broker_id,), LeaderRecoveryState.RECOVERED)
 
     @property
     def is_recovering(self) -> bool:
@@ -261,11 +272,12 @@ class Partition:
         """Cut the log at `offset`; returns (records removed, of which below the HW): the
         second are committed records lost, which only an unclean election causes. (After a
         restart the HW is the checkpointed one, which may lag: a lower bound.)"""
-        removed = max(0, self.log.end_offset - offset)
-        lost = max(0, min(self.high_watermark, self.log.end_offset) - offset)
+        end_before = self.log.end_offset
+        committed_before = min(self.high_watermark, end_before)
         self.log.truncate_to(offset)
-        self.high_watermark = min(self.high_watermark, self.log.end_offset)
-        return removed, lost
+        end = self.log.end_offset  # whole batches go: the cut may land below `offset`
+        self.high_watermark = min(self.high_watermark, end)
+        return max(0, end_before - end), max(0, committed_before - end)
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader}"

@@ -9,8 +9,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import pytest
-
 from broker.api import FetchParams, FetchPartitionResult
 from broker.records import build_batch, decode_records, scan_batches
 from broker.replica.manager import ReplicaConfig
@@ -396,9 +394,6 @@ def test_replaced_disk_follower_refetches_and_stale_epoch_fetches_are_refused(
     run(tmp_path, scenario, min_isr=2)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: fetcher.py:178 catches only ConnectionError/"
-                   "OSError/TimeoutError; any other exception in a round kills the fetcher "
-                   "task for good and the partition silently stops replicating")
 def test_fetcher_survives_an_unexpected_error_in_a_round(tmp_path: Path) -> None:
     """Kafka's fetcher thread logs a failed round, backs off and goes on."""
     config = ReplicaConfig(replica_fetch_wait_max_ms=50, replica_fetch_backoff_ms=10)
@@ -527,9 +522,6 @@ def test_live_leader_crash_during_idempotent_produce_loses_no_acked_record(
     asyncio.run(main())
 
 
-@pytest.mark.xfail(strict=True, reason="bug: fetcher.py:301-302 returns without a backoff when "
-                   "ListOffsets fails after OFFSET_OUT_OF_RANGE, so the fetcher loops Fetch + "
-                   "ListOffsets with no pause until the leader answers")
 def test_out_of_range_with_a_failing_list_offsets_backs_off(tmp_path: Path) -> None:
     async def scenario(c: Cluster) -> None:
         from broker.api import ListOffsetsResult

@@ -361,8 +361,6 @@ def test_shrink_after_lag_and_not_before(tmp_path: Path) -> None:
     run(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: manager.py:166-171 re-applies every partition of "
-                   "a changed topic; make_leader clears a sibling's in-flight ISR change")
 def test_sibling_partition_change_keeps_the_pending_isr_change(tmp_path: Path) -> None:
     """§4.3: one change in flight per partition; metadata about partition 1 must not drop
     partition 0's pending state (Kafka's makeLeader runs only for partitions in the delta),
@@ -410,8 +408,6 @@ def test_no_expand_for_an_ineligible_broker(tmp_path: Path, state: str) -> None:
     run(tmp_path, scenario, isr=(1, 2))
 
 
-@pytest.mark.xfail(strict=True, reason="bug: isr.py:93-94 sends each ISR member's epoch from "
-                   "the image at send time, not the broker epoch its fetch carried (KIP-903)")
 def test_alter_partition_carries_the_broker_epoch_of_the_fetch(tmp_path: Path) -> None:
     """KIP-903 / KAFKA-14139: the ISR member epochs sent are those the follower fetched with.
     Broker 3 fetched as epoch 13 and then re-registered (empty replaced disk) as epoch 99
@@ -514,9 +510,6 @@ def test_follower_fetch_with_a_stale_broker_epoch_is_refused(tmp_path: Path) -> 
     run(tmp_path, scenario, isr=(1, 2))
 
 
-@pytest.mark.xfail(strict=True, reason="bug: manager.py:430-432 refuses any epoch other than "
-                   "the registered one; Kafka fences only a stale (lower) one, so a re-registered "
-                   "follower is refused until the leader's image catches up")
 def test_follower_fetch_with_a_newer_broker_epoch_is_served(tmp_path: Path) -> None:
     """Kafka's Replica.updateFetchStateOrThrow fences `replicaEpoch < registered epoch` only:
     a broker that re-registered (epoch 14) may fetch before this leader's image shows it."""
@@ -837,9 +830,6 @@ def test_first_batch_rule_and_later_partitions_that_do_not_fit(tmp_path: Path) -
     run(tmp_path, scenario, replicas=(1,), partitions=2)
 
 
-@pytest.mark.xfail(strict=True, reason="bug/gap: manager.py:208-214 (_apply_partition) keeps "
-                   "fetching during the broker's own controlled shutdown; Kafka's applyDelta "
-                   "stops fetching partitions whose ISR lacks it or that have no leader (§3.1)")
 def test_controlled_shutdown_stops_fetching_partitions_left(tmp_path: Path) -> None:
     async def scenario(c: Cluster) -> None:
         assert ("t", 0) in c.nodes[3].fetcher(1).partitions

@@ -397,9 +397,6 @@ def test_truncate_below_the_hw_counts_lost_records(log: PartitionLog) -> None:
     assert partition.high_watermark == 5 and log.end_offset == 5
 
 
-@pytest.mark.xfail(strict=True, reason="bug: partition.py:264-265 count removed/lost records "
-                   "from the requested offset, but the log truncates whole batches (to the "
-                   "batch base)")
 def test_truncate_inside_a_batch_counts_every_lost_record(log: PartitionLog) -> None:
     partition = Partition(log, 2, 0)
     partition.make_follower(reg(leader=1, epoch=1))
