@@ -31,10 +31,12 @@ from broker.log import checkpoints
 from broker.log.checkpoints import TopicPartition
 from broker.log.config import LogConfig
 from broker.log.partition_log import (
+    DELETED_SUFFIX,
     PartitionFlushJob,
     PartitionLog,
     never_synced,
     parse_partition_dir,
+    remove_deleted,
 )
 from kraft.log.base import FlushJob
 
@@ -50,6 +52,11 @@ DEFAULT_FLUSH_CHECK_INTERVAL_MS = 1_000
 METADATA_SYNC_CHUNK = 64
 
 HighWatermarks = Callable[[], Mapping[TopicPartition, int]]
+
+
+def _remove_all(paths: list[str]) -> None:
+    for path in paths:
+        remove_deleted(path)
 
 
 class LogManager:
@@ -83,6 +90,8 @@ class LogManager:
         self._unsynced: dict[TopicPartition, None] = {}
         self._flushing: set[TopicPartition] = set()
         self._doomed: list[PartitionLog] = []  # deleted while a flush job ran on them
+        # Directories of deleted logs, renamed `...-delete`, removed by the background round.
+        self._tombstones: list[str] = []
         self._inflight: asyncio.Future[None] | None = None  # the worker thread's flush round
         # Callers waiting for an offset to be fsynced: (offset, future) per partition.
         self._flush_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[None]]]] = {}
@@ -102,6 +111,9 @@ class LogManager:
         clean = os.path.exists(marker)
         for name in sorted(os.listdir(directory)):
             path = os.path.join(directory, name)
+            if name.endswith(DELETED_SUFFIX) and os.path.isdir(path):
+                self._tombstones.append(path)  # deleted before a crash: finish the job
+                continue
             parsed = parse_partition_dir(name)
             if name == METADATA_LOG_DIR or parsed is None or not os.path.isdir(path):
                 continue
@@ -194,7 +206,9 @@ class LogManager:
         if tp in self._flushing:
             self._doomed.append(log)  # deleted once its flush job is back
             return
-        log.delete()
+        self._tombstones.append(log.delete())
+        if self._wake is not None:
+            self._wake.set()
 
     def high_watermark_checkpoint(self, topic: str, partition: int) -> int | None:
         """The HW in replication-offset-checkpoint at start, clamped to the log's
@@ -302,6 +316,9 @@ class LogManager:
                             self._due[tp] = None
                 if self._due or self._unsynced:
                     await self.flush_due_logs()
+                if self._tombstones:
+                    gone, self._tombstones = self._tombstones, []
+                    await asyncio.to_thread(_remove_all, gone)
                 if now >= next_retention:
                     next_retention = now + self._retention_interval_s
                     self.run_retention()
@@ -338,7 +355,7 @@ class LogManager:
         if (self._due or self._unsynced) and self._wake is not None:
             self._wake.set()
         for log in self._doomed:
-            log.delete()
+            self._tombstones.append(log.delete())
         self._doomed = []
 
     async def _flush_hop(self, tps: list[TopicPartition]) -> None:
@@ -474,8 +491,10 @@ class LogManager:
                 failed = True
                 logger.exception("closing %s failed", log.directory)
         for log in self._doomed:
-            log.delete()
+            self._tombstones.append(log.delete())
         self._doomed = []
+        _remove_all(self._tombstones)
+        self._tombstones = []
         self.write_hw_checkpoints(hws)
         self.write_offset_checkpoints(self._offset_snapshot())
         if not failed:

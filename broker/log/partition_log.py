@@ -48,6 +48,7 @@ import os
 import re
 import shutil
 import time
+import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -881,11 +882,15 @@ class PartitionLog:
             self._closed = True
             self._log.close()
 
-    def delete(self) -> None:
-        """Close and remove the directory with everything in it (topic deletion)."""
+    def delete(self) -> str:
+        """Close the log and rename its directory out of the way (topic deletion deletes
+        data): `<dir>.<random>-delete`, as Kafka does, so the name is free for a new topic at
+        once and no start-up ever loads it. Returns the new path; `remove_deleted` removes
+        it, off the event loop (thousands of partitions may go in one image)."""
         self.close(flush=False)
-        shutil.rmtree(self._directory, ignore_errors=True)
-        fsync_dir(os.path.dirname(self._directory))
+        tombstone = f"{self._directory}.{uuid.uuid4().hex}{DELETED_SUFFIX}"
+        os.rename(self._directory, tombstone)
+        return tombstone
 
     def _check_open(self) -> None:
         if self._closed:
@@ -898,6 +903,15 @@ class PartitionLog:
 
 def _index_at_or_below(bases: list[int], offset: int) -> int:
     return max(bisect_right(bases, offset) - 1, 0)
+
+
+DELETED_SUFFIX = "-delete"
+
+
+def remove_deleted(path: str) -> None:
+    """Remove a directory `PartitionLog.delete` renamed, and make the removal durable."""
+    shutil.rmtree(path, ignore_errors=True)
+    fsync_dir(os.path.dirname(path))
 
 
 def never_synced(directory: str) -> bool:

@@ -73,6 +73,32 @@ def test_delete_removes_data(tmp_path: Path) -> None:
     assert manager.get("t", 0) is None and not os.path.exists(log.directory)
     manager.delete("t", 0)  # twice is fine
     manager.close_now()
+    assert not any(name.endswith("-delete") for name in os.listdir(tmp_path))
+
+
+def test_the_background_round_removes_deleted_logs_and_a_restart_finishes_the_job(
+        tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager = LogManager([str(tmp_path)], no_hws)
+        manager.start()
+        for partition in range(3):
+            manager.get_or_create("t", partition, ID_A, LogConfig()).append_as_leader(
+                batch(), 0, NOW)
+        manager.delete("t", 0)
+        deadline = asyncio.get_running_loop().time() + 5
+        while any(n.endswith("-delete") for n in os.listdir(tmp_path)):
+            assert asyncio.get_running_loop().time() < deadline, os.listdir(tmp_path)
+            await asyncio.sleep(0.01)  # polling a condition the background task makes true
+        await manager.close()
+
+    asyncio.run(scenario())
+    # A crash between the rename and the removal leaves a tombstone: the next start does not
+    # load it and removes it.
+    os.rename(tmp_path / "t-1", tmp_path / "t-1.0123abcd-delete")
+    reopened = LogManager([str(tmp_path)], no_hws)
+    assert sorted(reopened.logs()) == [("t", 2)]
+    reopened.close_now()
+    assert not any(n.endswith("-delete") for n in os.listdir(tmp_path))
 
 
 def test_checkpoints_and_clean_shutdown_round_trip(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from broker.log.partition_log import (
     PartitionLog,
     PartitionMetadataError,
     parse_partition_dir,
+    remove_deleted,
 )
 from broker.records import Record, build_batch, decode_records, parse_header, scan_batches
 from kraft.errors import Errors
@@ -561,11 +562,15 @@ def test_truncation_while_a_flush_job_is_in_flight(tmp_path: Path) -> None:
     assert log.recovery_point == 4
 
 
-def test_delete_removes_the_directory(tmp_path: Path) -> None:
+def test_delete_renames_the_directory_and_remove_deleted_removes_it(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     fill(log, 2)
-    log.delete()
-    assert not os.path.exists(log.directory)
+    tombstone = log.delete()
+    # The name is free at once (a recreated topic may take it); the data goes off the loop.
+    assert not os.path.exists(log.directory) and tombstone.endswith("-delete")
+    assert os.path.isdir(tombstone)
+    remove_deleted(tombstone)
+    assert not os.path.exists(tombstone)
 
 
 def test_log_config_for_topic_resolves_overrides_synonyms_and_defaults() -> None:
