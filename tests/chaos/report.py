@@ -116,8 +116,9 @@ def summary_lines(report: dict) -> list[str]:  # type: ignore[type-arg]
     if d:
         lines.append(f"data: {d['sent']} records sent to {d['topic']} ({d['partitions']} "
                      f"partitions, RF 3, min.insync.replicas 2), {d['acknowledged']} "
-                     f"acknowledged, {d['failed']} failed and {d['unreported']} unreported "
-                     f"(unknown outcome), {d['producerRestarts']} producer restarts; "
+                     f"acknowledged, {d['failed']} with unknown outcome (a failed delivery report; "
+                     f"{d['unreported']} purged without one at close), "
+                     f"{d['producerRestarts']} producer restarts; "
                      f"{d['read']} read by the consumers ({d['consumerRestarts']} restarts); "
                      f"consumer-visible HW went back {len(d['hwRegressions'])} time(s)")
         lines.extend(f"  {r}" for r in d["hwRegressions"][:5])
