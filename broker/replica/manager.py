@@ -51,6 +51,8 @@ from metadata.loader import LoaderManifest
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+APPLY_CHUNK = 64  # partitions applied at once; more continue in a task, turn by turn
+APPLY_TURN_S = 0.01  # how long one turn of that task may hold the event loop
 AllocateProducerId = Callable[[], Awaitable[int]]
 
 
@@ -98,7 +100,10 @@ class ReplicaManager:
         self.waiters = Waiters()
         self.records_lost = 0  # committed records cut by truncation (unclean elections)
         self.records_truncated = 0  # every record cut by truncation
-        self._seen_topics: dict[str, TopicImage] = {}
+        self._seen_topics: dict[str, TopicImage] = {}  # topics whose every partition is applied
+        self._applied: dict[TopicPartition, PartitionRegistration] = {}
+        self._apply_task: asyncio.Task[None] | None = None
+        self._log_configs: dict[str, LogConfig] = {}  # per topic, for the current image
         self._shrink_task: asyncio.Task[None] | None = None
         self._closed = False
         self._latest = EMPTY_IMAGE
@@ -115,6 +120,9 @@ class ReplicaManager:
 
     async def close(self) -> None:
         self._closed = True
+        if self._apply_task is not None:
+            self._apply_task.cancel()
+            await asyncio.gather(self._apply_task, return_exceptions=True)
         if self._shrink_task is not None:
             self._shrink_task.cancel()
             await asyncio.gather(self._shrink_task, return_exceptions=True)
@@ -151,36 +159,73 @@ class ReplicaManager:
         pass
 
     def apply_image(self, image: MetadataImage) -> None:
-        """Lead, follow, create and delete replicas as `image` says (Kafka's applyDelta)."""
+        """Lead, follow, create and delete replicas as `image` says (Kafka's applyDelta).
+
+        Only partitions whose registration changed are touched. Up to APPLY_CHUNK of them are
+        applied at once; a bigger change (a topic of thousands of partitions) continues in a
+        task that yields to the event loop every 10 ms, so requests keep being served —
+        a partition not applied yet answers NOT_LEADER_OR_FOLLOWER, which clients retry. A
+        newer image replaces the rest of the work."""
         previous = self.image
         self.image = image
+        self._log_configs = {}
         now = self.now_ms()
         by_id = image.topics.by_id
-        brokers_changed = previous.cluster is not image.cluster
         if previous.configs is not image.configs:
             for partition in self.partitions.values():
                 partition.log.update_config(self._log_config(partition.topic))
-        for topic_id, topic in list(self._seen_topics.items()):
-            if by_id.get(topic_id) is None:
-                self._remove_topic(topic)
+        if previous.topics is not image.topics:
+            for topic_id in [t for t in self._seen_topics if by_id.get(t) is None]:
+                del self._seen_topics[topic_id]
+            for tp, partition in list(self.partitions.items()):
+                current = image.topic(tp[0])
+                if current is None or current.topic_id != partition.log.topic_id:
+                    self._stop_replica(tp, delete=True)  # its topic was deleted
+        work: list[tuple[TopicImage, int, PartitionRegistration]] = []
+        done_topics: list[tuple[str, TopicImage]] = []
         for topic_id, topic in by_id.items():
-            seen = self._seen_topics.get(topic_id)
-            if seen is topic:
+            if self._seen_topics.get(topic_id) is topic:
                 continue
-            self._seen_topics[topic_id] = topic
+            done_topics.append((topic_id, topic))
             for partition_id, registration in topic.partitions.items():
-                # Only what changed: re-applying a sibling's unchanged registration would drop
-                # its in-flight AlterPartition (Kafka runs makeLeader for the delta only).
-                if seen is not None and seen.partitions.get(partition_id) is registration \
-                        and (topic.name, partition_id) in self.partitions:
-                    continue
-                self._apply_partition(topic, partition_id, registration, now)
-        if brokers_changed:
+                # Re-applying a sibling's unchanged registration would drop its in-flight
+                # AlterPartition (Kafka runs makeLeader for the delta's partitions only).
+                if self._applied.get((topic.name, partition_id)) is not registration:
+                    work.append((topic, partition_id, registration))
+        if previous.cluster is not image.cluster:
             # A leader's endpoint may have changed, and eligibility for the ISR with it.
             self.fetchers.refresh(image)
             for partition in self.partitions.values():
                 if partition.is_leader:
                     self._after_leader_progress(partition, now)
+        if self._apply_task is not None and not self._apply_task.done():
+            self._apply_task.cancel()  # its image is out of date; this work covers the rest
+        self._apply_task = None
+        if len(work) <= APPLY_CHUNK:
+            self._apply_work(work, now)
+            self._seen_topics.update(done_topics)
+        else:
+            log.info("applying %d changed partition(s) in turns of %d ms", len(work),
+                     APPLY_TURN_S * 1000)
+            self._apply_task = asyncio.ensure_future(self._apply_in_chunks(work, done_topics))
+
+    async def _apply_in_chunks(self, work: list[tuple[TopicImage, int, PartitionRegistration]],
+                               done_topics: list[tuple[str, TopicImage]]) -> None:
+        index = 0
+        while index < len(work):
+            turn_ends = time.perf_counter() + APPLY_TURN_S
+            now = self.now_ms()
+            while index < len(work) and time.perf_counter() < turn_ends:
+                self._apply_work(work[index:index + 1], now)
+                index += 1
+            await asyncio.sleep(0)  # serve requests between turns
+        self._seen_topics.update(done_topics)
+
+    def _apply_work(self, work: list[tuple[TopicImage, int, PartitionRegistration]],
+                    now: int) -> None:
+        for topic, partition_id, registration in work:
+            self._apply_partition(topic, partition_id, registration, now)
+            self._applied[(topic.name, partition_id)] = registration
 
     def _apply_partition(self, topic: TopicImage, partition_id: int,
                          registration: PartitionRegistration, now: int) -> None:
@@ -225,13 +270,8 @@ class ReplicaManager:
             # Requests parked on this replica as a leader end now (NOT_LEADER_OR_FOLLOWER).
             self._notify(tp)
 
-    def _remove_topic(self, topic: TopicImage) -> None:
-        del self._seen_topics[topic.topic_id]
-        for partition_id in topic.partitions:
-            if (topic.name, partition_id) in self.partitions:
-                self._stop_replica((topic.name, partition_id), delete=True)
-
     def _stop_replica(self, tp: TopicPartition, delete: bool) -> None:
+        self._applied.pop(tp, None)
         self.fetchers.remove(tp)
         partition = self.partitions.pop(tp)
         partition.leader = -1
@@ -241,7 +281,10 @@ class ReplicaManager:
             log.info("deleted the replica of %s-%d", *tp)
 
     def _log_config(self, topic: str) -> LogConfig:
-        return LogConfig.for_topic(self.image, topic)
+        config = self._log_configs.get(topic)
+        if config is None:
+            config = self._log_configs[topic] = LogConfig.for_topic(self.image, topic)
+        return config
 
     def _min_isr(self, topic: str) -> int:
         value: int = self.image.topic_setting(topic, "min.insync.replicas")

@@ -889,3 +889,54 @@ def test_init_producer_id(tmp_path: Path) -> None:
             await c.close()
 
     asyncio.run(main())
+
+
+# -- big images ----------------------------------------------------------------------------------
+
+
+def test_a_big_image_is_applied_in_turns_that_leave_the_loop_free(tmp_path: Path) -> None:
+    """A topic of 1,000 partitions is applied a few at a time: other tasks run between turns,
+    every partition is there at the end, and each turn holds the loop about APPLY_TURN_S."""
+    async def scenario(cluster: Cluster) -> None:
+        node = cluster.nodes[1]
+        cluster.create_topic(replicas=(1, 2), partitions=1000, topic="big",
+                             topic_id=OTHER_ID)
+        ticks = 0
+        stop = False
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.ensure_future(ticker())
+        cluster.publish(only=[1])
+        assert len([tp for tp in node.manager.partitions if tp[0] == "big"]) < 1000
+        while node.manager._apply_task is not None and not node.manager._apply_task.done():
+            await asyncio.sleep(0)
+        stop = True
+        await task
+        assert len([tp for tp in node.manager.partitions if tp[0] == "big"]) == 1000
+        assert ticks > 1  # the loop ran other work while the image was being applied
+
+    run(tmp_path, scenario)
+
+
+def test_a_newer_image_replaces_the_rest_of_a_big_apply(tmp_path: Path) -> None:
+    """The topic is deleted while its partitions are still being created: what was created is
+    deleted, nothing more is, and no log of it is left."""
+    async def scenario(cluster: Cluster) -> None:
+        node = cluster.nodes[1]
+        cluster.create_topic(replicas=(1, 2), partitions=1000, topic="big",
+                             topic_id=OTHER_ID)
+        cluster.publish(only=[1])
+        await asyncio.sleep(0)
+        assert node.manager._apply_task is not None and not node.manager._apply_task.done()
+        cluster.metadata.replay(RemoveTopicRecord(OTHER_ID))
+        cluster.publish(only=[1])
+        await settle()
+        assert not [tp for tp in node.manager.partitions if tp[0] == "big"]
+        assert node.manager.logs.get("big", 0) is None
+
+    run(tmp_path, scenario)
