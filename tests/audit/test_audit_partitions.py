@@ -7,13 +7,17 @@ replication-offset-checkpoint. One fault per test."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from audit import cli
 from audit.findings import VIOLATION, WARNING
+from audit.job import run_audit
+from audit.layout import discover
 from audit.partition_checks import run_partition_audit
 from broker.records import build_batch
 from metadata.records import (
@@ -200,3 +204,84 @@ def test_a_bad_replication_checkpoint_is_a_warning_and_a_missing_dir_bad_input(
     assert cli.main(["--log-dir", os.fspath(tmp_path / "nowhere"), "--out",
                      os.fspath(tmp_path / "o")]) == cli.EXIT_BAD_INPUT
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_real_clusters_unclean_election_cut(spark, tmp_path: Path) -> None:
+    """Scenario 9 of tests/integration/test_data_plane.py on real brokers (confluent-kafka):
+    the ISR of `fragile-0` shrinks to its leader, which takes 50 records alone and dies; the
+    out-of-sync replica is elected uncleanly and takes 10. Audited with the old leader still
+    down, its offsets 100..149 are the election's cut, and nothing is a violation."""
+    from harness.cluster import ProcessCluster, run_cli, wait_for
+    from tests.integration.test_data_plane import (
+        BROKERS,
+        CONTROLLERS,
+        TIMINGS,
+        WAIT_S,
+        create_topic,
+        partitions_of,
+        producer,
+    )
+
+    root = tmp_path / "cluster"
+    root.mkdir()
+    cluster = ProcessCluster(root, 3, {k.replace("_", "."): v for k, v in TIMINGS.items()})
+    try:
+        cluster.add_brokers(BROKERS)
+        cluster.format()
+        cluster.start_all()
+        wait_for(lambda: cluster.leader(among=CONTROLLERS), WAIT_S, "an active controller")
+
+        def unfenced() -> bool:
+            out = run_cli("server.admin_cli", "--bootstrap-server", cluster.nodes[1].endpoint,
+                          "brokers", "list", "--json")
+            listed = json.loads(out.stdout) if out.returncode == 0 else []
+            return sorted(b["id"] for b in listed if not b["fenced"]) == BROKERS
+
+        wait_for(unfenced, WAIT_S, "three unfenced brokers")
+        create_topic(cluster, "fragile", 1, 2, "unclean.leader.election.enable=true",
+                     "min.insync.replicas=1")
+        first = partitions_of(cluster, "fragile")[0]
+        old_leader = first["leader"]
+        survivor = next(b for b in first["replicas"] if b != old_leader)
+        wait_for(lambda: len(partitions_of(cluster, "fragile")[0]["isr"]) == 2, WAIT_S,
+                 "ISR of 2")
+        p = producer(cluster, acks="all")
+        for i in range(100):
+            p.produce("fragile", value=f"shared-{i}".encode())
+        assert p.flush(30) == 0
+        wait_for(lambda: len(partitions_of(cluster, "fragile")[0]["isr"]) == 2, WAIT_S,
+                 "ISR of 2")
+        cluster.kill(survivor)
+        wait_for(lambda: partitions_of(cluster, "fragile")[0]["isr"] == [old_leader], WAIT_S,
+                 "the ISR to shrink to the leader")
+        for i in range(50):
+            p.produce("fragile", value=f"alone-{i}".encode())
+        assert p.flush(30) == 0
+        old_checkpoint = root / f"node-{old_leader}" / "replication-offset-checkpoint"
+        wait_for(lambda: old_checkpoint.exists()
+                 and "fragile 0 150" in old_checkpoint.read_text(), WAIT_S,
+                 "the old leader's HW checkpoint to reach 150")
+        cluster.kill(old_leader)
+        cluster.start(survivor)
+        wait_for(lambda: partitions_of(cluster, "fragile")[0]["leader"] == survivor, WAIT_S,
+                 "the unclean election of the out-of-sync replica")
+        p2 = producer(cluster, acks="all")
+        for i in range(10):
+            p2.produce("fragile", value=f"after-{i}".encode())
+        assert p2.flush(30) == 0
+        new_checkpoint = root / f"node-{survivor}" / "replication-offset-checkpoint"
+        wait_for(lambda: new_checkpoint.exists()
+                 and "fragile 0 110" in new_checkpoint.read_text(), WAIT_S,
+                 "the new leader's HW checkpoint to reach 110")
+    finally:
+        cluster.stop_all()
+    logs = [discover(os.fspath(root / f"node-{n}")) for n in sorted(CONTROLLERS | set(BROKERS))]
+    result = run_audit(spark, logs, partitions=2)
+    assert result.partitions is not None
+    part_findings = [f for f in result.findings if f in result.partitions.findings]
+    assert [f for f in part_findings if f.severity == VIOLATION] == []
+    cuts = [(c.topic, c.node_id, c.first, c.last, c.leader) for c in result.partitions.cuts]
+    assert cuts == [("fragile", old_leader, 100, 149, survivor)]
+    assert "cut offsets 100..149 on node" in result.partitions.cuts[0].line()
+    assert "below node" in result.partitions.cuts[0].line()
