@@ -97,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
             parse_node_map(args.committed_end, "--committed-end")
         else:
             logs = node_logs(args)
+            from audit.partition_source import discover_replicas
+
+            for log in logs:  # a broker's partition directories must be readable
+                discover_replicas(os.path.dirname(log.partition_dir), log.node_id)
         if not is_uri(args.out) and os.path.exists(args.out) and not os.path.isdir(args.out):
             raise LayoutError(f"--out {args.out} is a file, not a directory")
     except LayoutError as exc:
@@ -124,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
                 files.check_output(args.out)
         except LayoutError as exc:
             return _bad_input(exc)
-        result = run_audit(spark, logs, args.partitions)
+        try:
+            result = run_audit(spark, logs, args.partitions)
+        except LayoutError as exc:  # a partition directory of a broker that cannot be read
+            return _bad_input(exc)
         write_report(result, args.out, spark)
     finally:
         if active is None:

@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from audit.findings import VIOLATION, WARNING, Finding
-from audit.partition_source import NAME, Replica, discover_replicas
+from audit.partition_source import NAME, KraftPartitionsDataSource, Replica, discover_replicas
 
 KEY = ("topic", "partition")
 
@@ -82,6 +82,8 @@ class PartitionAudit:
 
 def load(spark: SparkSession, dirs: list[tuple[int, str]], table: str = "batches") -> DataFrame:
     """The kraft-partitions rows of the given (node id, log dir) pairs."""
+    # Registered here too: a session the caller built (a notebook) may not have it.
+    spark.dataSource.register(KraftPartitionsDataSource)
     return (spark.read.format(NAME).option("table", table)
             .option("nodeIds", ",".join(str(n) for n, _ in dirs))
             .load([d for _, d in dirs]))

@@ -200,6 +200,14 @@ def discover_replicas(path: str, node_id: int | None = None) -> list[Replica]:
         hws = read_offset_checkpoint(os.path.join(log_dir, REPLICATION_OFFSET_FILE))
     except LayoutError as exc:
         hws, log_problems = None, [str(exc)]
+    try:
+        return _replicas(log_dir, node_id, hws, log_problems)
+    except OSError as exc:
+        raise LayoutError(f"cannot read the partition logs of {log_dir}: {exc}") from None
+
+
+def _replicas(log_dir: str, node_id: int, hws: dict[tuple[str, int], int] | None,
+              log_problems: list[str]) -> list[Replica]:
     out = []
     for name in sorted(os.listdir(log_dir)):
         match = _PARTITION_DIR.fullmatch(name)

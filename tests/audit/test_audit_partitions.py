@@ -280,8 +280,9 @@ def test_a_real_clusters_unclean_election_cut(spark, tmp_path: Path) -> None:
     result = run_audit(spark, logs, partitions=2)
     assert result.partitions is not None
     part_findings = [f for f in result.findings if f in result.partitions.findings]
-    assert [f for f in part_findings if f.severity == VIOLATION] == []
+    seen = "\n".join(f.line() for f in part_findings)
+    assert [f for f in part_findings if f.severity == VIOLATION] == [], seen
     cuts = [(c.topic, c.node_id, c.first, c.last, c.leader) for c in result.partitions.cuts]
-    assert cuts == [("fragile", old_leader, 100, 149, survivor)]
+    assert cuts == [("fragile", old_leader, 100, 149, survivor)], seen
     assert "cut offsets 100..149 on node" in result.partitions.cuts[0].line()
     assert "below node" in result.partitions.cuts[0].line()
