@@ -5,7 +5,8 @@
   byte offset; a torn tail at the end of a replica's last segment is `partition-torn-tail`
   (a warning: the broker's recovery cuts it);
 * leader epochs never go back along a replica's log (`partition-epoch-decrease`);
-* every pair of replicas of a partition holds identical batches (base and last offset, leader
+* every pair of replicas of a partition (of the same topic id, when both know it) holds
+  identical batches (base and last offset, leader
   epoch, CRC and digest of bytes [12:]) below the smaller of their high watermarks (from each
   log dir's `replication-offset-checkpoint`): `partition-divergence`, a violation, unless an
   unclean election of that partition explains it;
@@ -227,6 +228,8 @@ def _divergences(batches: DataFrame, replicas: list[Replica],
             for b in group:
                 if a.node_id >= b.node_id or a.hw is None or b.hw is None:
                     continue
+                if None not in (a.topic_id, b.topic_id) and a.topic_id != b.topic_id:
+                    continue  # a deleted topic's leftover beside a new one of the same name
                 sa = spans.get((a.node_id, topic, partition))
                 sb = spans.get((b.node_id, topic, partition))
                 lo = max((s["start"] for s in (sa, sb) if s is not None), default=0)
