@@ -25,6 +25,7 @@ from metadata.records import (
     FencingChange,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
 )
@@ -52,7 +53,8 @@ def metadata(unclean: bool) -> list[Spec]:
                       for b in NODES))),
         Spec(1, rec(TopicRecord("events", EVENTS),
                     PartitionRecord(0, EVENTS, NODES, NODES, leader=1))),
-        Spec(1, rec(PartitionChangeRecord(0, EVENTS, isr=isr))),
+        # A producer id block (api key 15): the JVM reader knows it (no undecodable-record).
+        Spec(1, rec(ProducerIdsRecord(1, 11, 1000), PartitionChangeRecord(0, EVENTS, isr=isr))),
         Spec(1, rec(change)),
     ]
 

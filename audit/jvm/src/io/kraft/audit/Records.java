@@ -35,6 +35,7 @@ final class Records {
             case 5 -> "PARTITION_CHANGE_RECORD";
             case 9 -> "REMOVE_TOPIC_RECORD";
             case 12 -> "FEATURE_LEVEL_RECORD";
+            case 15 -> "PRODUCER_IDS_RECORD";
             case 17 -> "BROKER_REGISTRATION_CHANGE_RECORD";
             case 20 -> "NO_OP_RECORD";
             default -> null;
@@ -51,6 +52,7 @@ final class Records {
             case 5 -> "PartitionChangeRecord";
             case 9 -> "RemoveTopicRecord";
             case 12 -> "FeatureLevelRecord";
+            case 15 -> "ProducerIdsRecord";
             case 17 -> "BrokerRegistrationChangeRecord";
             case 20 -> "NoOpRecord";
             default -> throw new IllegalArgumentException("api key " + key);
