@@ -720,6 +720,7 @@ def summarize(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     lim = results["limits"]
     fsync_s = statistics.median(x["fsync"]["fsyncs_s"] for x in lim)
     loop_mb = statistics.median(x["loopback"]["mb_s"] for x in lim)
+    fsync_ms = 1000 / fsync_s
     rows = []
 
     def tp(name: str, values: list[float], recs: list[float], target: float) -> None:
@@ -729,34 +730,35 @@ def summarize(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                      f"{med / loop_mb:.4f} of loopback; "
                      f"{statistics.median(recs) / fsync_s:.1f} rec per raw fsync"))
 
-    for acks, key in (("all", "produce_all_mb_s"), ("1", "produce_1_mb_s")):
-        runs = results["throughput"]["produce"][acks]
-        tp(f"produce acks={acks}", [r["mb_s"] for r in runs], [r["records_s"] for r in runs],
-           TARGETS[key])
-    cons = results["throughput"]["consume"]
-    tp("consume", [r["mb_s"] for r in cons], [r["records_s"] for r in cons],
-       TARGETS["consume_mb_s"])
-    nb = results["throughput"]["consume_no_backoff"]
-    vals = [r["mb_s"] for r in nb]
-    rows.append(("(consume, fetch.queue.backoff.ms=0)",
-                 f"{statistics.median(vals):.1f} MB/s ({min(vals):.1f}-{max(vals):.1f})",
-                 "(client setting; no target)", f"{statistics.median(vals) / loop_mb:.4f} of "
-                 "loopback"))
-    lat = results["latency"]["runs"]
-    p50 = statistics.median(r["p50_ms"] for r in lat)
-    p99 = statistics.median(r["p99_ms"] for r in lat)
-    mx = max(r["max_ms"] for r in lat)
-    fsync_ms = 1000 / fsync_s
-    rows.append(("latency acks=all p50/p99/max",
-                 f"{p50:.2f} / {p99:.2f} / {mx:.1f} ms (p99s {[r['p99_ms'] for r in lat]})",
-                 f"p99 <= 15 ms: {'met' if p99 <= TARGETS['latency_p99_ms'] else 'MISSED'}",
-                 f"p50 = {p50 / fsync_ms:.1f} raw fsyncs, p99 = {p99 / fsync_ms:.1f}"))
-    l0 = results["latency"]["linger0"]
-    rows.append(("(same, linger.ms=0) p50/p99/max",
-                 f"{statistics.median(r['p50_ms'] for r in l0):.2f} / "
-                 f"{statistics.median(r['p99_ms'] for r in l0):.2f} / "
-                 f"{max(r['max_ms'] for r in l0):.1f} ms", "(no target)", ""))
-    fo = results["failover"]
+    if "throughput" in results:
+        for acks, key in (("all", "produce_all_mb_s"), ("1", "produce_1_mb_s")):
+            runs = results["throughput"]["produce"][acks]
+            tp(f"produce acks={acks}", [r["mb_s"] for r in runs], [r["records_s"] for r in runs],
+               TARGETS[key])
+        cons = results["throughput"]["consume"]
+        tp("consume", [r["mb_s"] for r in cons], [r["records_s"] for r in cons],
+           TARGETS["consume_mb_s"])
+        nb = results["throughput"]["consume_no_backoff"]
+        vals = [r["mb_s"] for r in nb]
+        rows.append(("(consume, fetch.queue.backoff.ms=0)",
+                     f"{statistics.median(vals):.1f} MB/s ({min(vals):.1f}-{max(vals):.1f})",
+                     "(client setting; no target)", f"{statistics.median(vals) / loop_mb:.4f} of "
+                     "loopback"))
+    if "latency" in results:
+        lat = results["latency"]["runs"]
+        p50 = statistics.median(r["p50_ms"] for r in lat)
+        p99 = statistics.median(r["p99_ms"] for r in lat)
+        mx = max(r["max_ms"] for r in lat)
+        rows.append(("latency acks=all p50/p99/max",
+                     f"{p50:.2f} / {p99:.2f} / {mx:.1f} ms (p99s {[r['p99_ms'] for r in lat]})",
+                     f"p99 <= 15 ms: {'met' if p99 <= TARGETS['latency_p99_ms'] else 'MISSED'}",
+                     f"p50 = {p50 / fsync_ms:.1f} raw fsyncs, p99 = {p99 / fsync_ms:.1f}"))
+        l0 = results["latency"]["linger0"]
+        rows.append(("(same, linger.ms=0) p50/p99/max",
+                     f"{statistics.median(r['p50_ms'] for r in l0):.2f} / "
+                     f"{statistics.median(r['p99_ms'] for r in l0):.2f} / "
+                     f"{max(r['max_ms'] for r in l0):.1f} ms", "(no target)", ""))
+    fo = results.get("failover", {})
     if "median_s" in fo:
         ok = (fo["median_s"] <= 1 and fo["p99_s"] <= 2 and fo["lost"] == 0)
         rows.append(("failover kill -9 -> new leader ack",
@@ -765,6 +767,9 @@ def summarize(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                      f"<= 1 s / <= 2 s, 0 lost: {'met' if ok else 'MISSED'}",
                      f"{fo['median_s'] * 1000 / fsync_ms:,.0f} raw fsyncs"))
     return rows
+
+
+PARTS = ("throughput", "latency", "failover")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -784,12 +789,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             sampler = CpuSampler(bench)
             print("physical limits (before):", flush=True)
             results["limits"] = [limits(bench, args.limit_seconds)]
-            print("throughput:", flush=True)
-            results["throughput"] = throughput(bench, sampler, args)
-            print("latency:", flush=True)
-            results["latency"] = latency(bench, sampler, args)
-            print("failover:", flush=True)
-            results["failover"] = failover(bench, args)
+            parts = set(args.only.split(",")) if args.only else set(PARTS)
+            if "throughput" in parts:
+                print("throughput:", flush=True)
+                results["throughput"] = throughput(bench, sampler, args)
+            if "latency" in parts:
+                print("latency:", flush=True)
+                results["latency"] = latency(bench, sampler, args)
+            if "failover" in parts:
+                print("failover:", flush=True)
+                results["failover"] = failover(bench, args)
             print("physical limits (after):", flush=True)
             results["limits"].append(limits(bench, args.limit_seconds))
         except Exception:
@@ -851,6 +860,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=15, help="latency: per trial")
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--failover-rate", type=int, default=1000)
+    parser.add_argument("--only", default="",
+                        help=f"a comma-separated subset of {','.join(PARTS)} (default: all)")
     parser.add_argument("--limit-seconds", type=float, default=3)
     parser.add_argument("--client-log", help="failover: write librdkafka's metadata/broker "
                         "debug log here (wall-clock stamps; the kill times are in the JSON)")

@@ -20,6 +20,7 @@ from grpc_health.v1._async import HealthServicer
 from prometheus_client import CollectorRegistry
 
 from broker.cache import MetadataCache
+from broker.client_view import ClientView
 from broker.kafka.apis import KafkaApis
 from broker.kafka.client import KafkaClient
 from broker.kafka.server import KafkaServer
@@ -153,7 +154,9 @@ class BrokerRole:
     async def bind(self, combined_admin: AdminServicer | None) -> None:
         """Open the Kafka listeners and the gRPC listeners (in combined mode the node's own
         Admin servicer, backed by the real controller, serves the gRPC listeners too)."""
-        apis = KafkaApis(self.replicas, lambda: self.cache.image, self.cluster_id)
+        apis = KafkaApis(self.replicas,
+                         ClientView(lambda: self.cache.image, self.replicas.fetchers.unreachable),
+                         self.cluster_id)
         for listener in self.kafka_listeners:
             tls = self.config.tls_for(listener.name)
             server = KafkaServer(

@@ -47,7 +47,12 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 
 class KafkaClientError(ConnectionError):
-    """The connection to a broker failed, closed, timed out or sent something unreadable."""
+    """The connection to a broker failed, closed, timed out or sent something unreadable.
+    `refused`: the connect was refused — nothing listens there (the process is gone)."""
+
+    def __init__(self, message: str, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 class KafkaClient:
@@ -86,7 +91,8 @@ class KafkaClient:
                     self.host, self.port, ssl=self._ssl
                 )
         except (OSError, TimeoutError, ssl.SSLError) as exc:
-            raise KafkaClientError(f"connect to {self.host}:{self.port}: {exc!r}") from None
+            raise KafkaClientError(f"connect to {self.host}:{self.port}: {exc!r}",
+                                   refused=isinstance(exc, ConnectionRefusedError)) from None
         self._writer = writer
         self._reader_task = asyncio.create_task(self._read_responses(reader))
         versions = await self.request(build(

@@ -75,6 +75,9 @@ class FetcherManager:
         self.connect = connect
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._manager: ReplicaManager | None = None
+        # Leaders whose port refused a connection (no process listens: it died), with the
+        # broker epoch they had then; cleared by a successful connect or a new registration.
+        self.unreachable: dict[int, int] = {}
 
     def bind(self, manager: ReplicaManager) -> None:
         self._manager = manager
@@ -97,9 +100,25 @@ class FetcherManager:
             fetcher.remove(tp)
 
     def refresh(self, image: MetadataImage) -> None:
-        """Brokers changed: a fetcher whose leader moved to a new address reconnects."""
+        """Brokers changed: a fetcher whose leader moved to a new address reconnects; a
+        broker registered again (a new process) is no longer taken for dead."""
         for fetcher in self.fetchers.values():
             fetcher.check_endpoint(image)
+        for broker_id, epoch in list(self.unreachable.items()):
+            registration = image.cluster.broker(broker_id)
+            if registration is None or registration.epoch != epoch:
+                del self.unreachable[broker_id]
+
+    def mark_unreachable(self, broker_id: int) -> None:
+        registration = self.manager.image.cluster.broker(broker_id)
+        if registration is not None and broker_id not in self.unreachable:
+            log.info("broker %d refuses connections: taking it for dead until it registers "
+                     "again or answers (clients are told its partitions have no leader)",
+                     broker_id)
+            self.unreachable[broker_id] = registration.epoch
+
+    def mark_reachable(self, broker_id: int) -> None:
+        self.unreachable.pop(broker_id, None)
 
     async def close(self) -> None:
         fetchers, self.fetchers = list(self.fetchers.values()), {}
@@ -158,6 +177,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         backoff = self.owner.config.replica_fetch_backoff_ms / 1000
+        just_failed = False
         while True:
             loop = asyncio.get_running_loop()
             now = loop.time()
@@ -175,10 +195,17 @@ class ReplicaFetcher:
                     continue
                 self._restart = False
                 await self._fetch_once(client, ready)
+                just_failed = False
             except (ConnectionError, OSError, TimeoutError) as exc:
+                if getattr(exc, "refused", False):
+                    self.owner.mark_unreachable(self.leader)
                 log.info("fetching from broker %d failed (%s); reconnecting", self.leader, exc)
                 await self._disconnect()
-                await asyncio.sleep(backoff)
+                # One immediate reconnect after a broken fetch tells a dead leader (refused)
+                # from a hiccup; after that, back off.
+                if just_failed or getattr(exc, "refused", False):
+                    await asyncio.sleep(backoff)
+                just_failed = True
             except Exception:
                 # A bug must not end replication from this leader for good: log it loudly,
                 # start over with a fresh connection after a pause, as Kafka's fetcher does.
@@ -197,6 +224,7 @@ class ReplicaFetcher:
                 return None
             self._endpoint = endpoint
             self._client = await self.owner.connect(*endpoint)
+            self.owner.mark_reachable(self.leader)
         return self._client
 
     async def _fetch_once(self, client: LeaderClient, ready: dict[TopicPartition, _Fetching]

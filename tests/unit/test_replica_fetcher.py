@@ -8,13 +8,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from broker.api import FetchParams, FetchPartitionResult
 from broker.records import build_batch, decode_records, scan_batches
 from broker.replica.manager import ReplicaConfig
 from kraft.errors import Errors
 from metadata.records import LeaderRecoveryState
-from tests.unit.replica_harness import Cluster, InProcessLeader, Node, batch, settle
+from tests.unit.replica_harness import (
+    Cluster,
+    InProcessLeader,
+    Node,
+    batch,
+    broker_epoch,
+    broker_record,
+    settle,
+)
 
 Scenario = Callable[[Cluster], Awaitable[None]]
 
@@ -544,3 +553,40 @@ def test_out_of_range_with_a_failing_list_offsets_backs_off(tmp_path: Path) -> N
         assert state.retry_at > 0
 
     run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_a_leader_that_refuses_connections_is_taken_for_dead_until_it_answers(
+        tmp_path: Path) -> None:
+    """A follower whose reconnect to its leader is refused marks the leader unreachable (with
+    its broker epoch); a successful connect or a new registration clears the mark."""
+    from broker.kafka.client import KafkaClientError
+
+    async def scenario() -> None:
+        cluster = Cluster(tmp_path)
+        cluster.create_topic()
+        node = cluster.nodes[2]
+        attempts: list[int] = []
+
+        async def refusing(host: str, port: int) -> Any:
+            attempts.append(port)
+            raise KafkaClientError("connect refused", refused=True)
+
+        node.manager.fetchers.connect = refusing
+        cluster.start()
+        try:
+            for _ in range(50):
+                if node.manager.fetchers.unreachable:
+                    break
+                await asyncio.sleep(0.01)  # polling what the fetcher task makes true
+            assert node.manager.fetchers.unreachable == {1: broker_epoch(1)}
+            assert attempts
+            node.manager.fetchers.mark_reachable(1)
+            assert node.manager.fetchers.unreachable == {}
+            node.manager.fetchers.mark_unreachable(1)
+            cluster.metadata.replay(broker_record(1, epoch=broker_epoch(1) + 100))
+            cluster.publish()
+            assert node.manager.fetchers.unreachable == {}  # registered anew: a new process
+        finally:
+            await cluster.close()
+
+    asyncio.run(scenario())
