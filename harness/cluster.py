@@ -3,6 +3,7 @@ storage in a temp dir, and cleanup of every process it started."""
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
@@ -195,6 +196,17 @@ class ProcessCluster:
             self.nodes[node_id].config_path = node.config_path
             self.nodes[node_id].kafka_port = node.kafka_port
         return combined
+
+    def wait_brokers_unfenced(self, broker_ids: list[int], timeout_s: float) -> None:
+        """Until the controllers list exactly `broker_ids` as registered and unfenced."""
+
+        def unfenced() -> bool:
+            out = run_cli("server.admin_cli", "--bootstrap-server", self.nodes[1].endpoint,
+                          "brokers", "list", "--json")
+            listed = json.loads(out.stdout) if out.returncode == 0 else []
+            return sorted(b["id"] for b in listed if not b["fenced"]) == sorted(broker_ids)
+
+        wait_for(unfenced, timeout_s, f"brokers {broker_ids} registered and unfenced")
 
     def bootstrap_servers(self) -> str:
         """Every broker's Kafka listener, for a Kafka client's bootstrap.servers."""

@@ -7,7 +7,6 @@ replication-offset-checkpoint. One fault per test."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -214,7 +213,7 @@ def test_a_real_clusters_unclean_election_cut(spark, tmp_path: Path) -> None:
     the ISR of `fragile-0` shrinks to its leader, which takes 50 records alone and dies; the
     out-of-sync replica is elected uncleanly and takes 10. Audited with the old leader still
     down, its offsets 100..149 are the election's cut, and nothing is a violation."""
-    from harness.cluster import ProcessCluster, run_cli, wait_for
+    from harness.cluster import ProcessCluster, wait_for
     from tests.integration.test_data_plane import (
         BROKERS,
         CONTROLLERS,
@@ -233,14 +232,7 @@ def test_a_real_clusters_unclean_election_cut(spark, tmp_path: Path) -> None:
         cluster.format()
         cluster.start_all()
         wait_for(lambda: cluster.leader(among=CONTROLLERS), WAIT_S, "an active controller")
-
-        def unfenced() -> bool:
-            out = run_cli("server.admin_cli", "--bootstrap-server", cluster.nodes[1].endpoint,
-                          "brokers", "list", "--json")
-            listed = json.loads(out.stdout) if out.returncode == 0 else []
-            return sorted(b["id"] for b in listed if not b["fenced"]) == BROKERS
-
-        wait_for(unfenced, WAIT_S, "three unfenced brokers")
+        cluster.wait_brokers_unfenced(BROKERS, WAIT_S)
         create_topic(cluster, "fragile", 1, 2, "unclean.leader.election.enable=true",
                      "min.insync.replicas=1")
         first = partitions_of(cluster, "fragile")[0]

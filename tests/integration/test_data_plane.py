@@ -57,14 +57,7 @@ def cluster(make_cluster) -> Iterator[ProcessCluster]:  # type: ignore[no-untype
     cluster.format()
     cluster.start_all()
     wait_for(lambda: cluster.leader(among=CONTROLLERS), WAIT_S, "an active controller")
-
-    def unfenced() -> bool:
-        out = run_cli("server.admin_cli", "--bootstrap-server", cluster.nodes[1].endpoint,
-                      "brokers", "list", "--json")
-        listed = json.loads(out.stdout) if out.returncode == 0 else []
-        return sorted(b["id"] for b in listed if not b["fenced"]) == BROKERS
-
-    wait_for(unfenced, WAIT_S, "three unfenced brokers")
+    cluster.wait_brokers_unfenced(BROKERS, WAIT_S)
     yield cluster
 
 

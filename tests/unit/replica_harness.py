@@ -328,3 +328,21 @@ async def settle() -> None:
     """Let the tasks the code under test spawned (the AlterPartition sender) run a few turns."""
     for _ in range(5):
         await asyncio.sleep(0)
+
+
+Scenario = Callable[[Cluster], Awaitable[None]]
+
+
+def run(tmp_path: Path, scenario: Scenario, live: bool = False,
+        config: ReplicaConfig | None = None, **topic: object) -> None:
+    """A cluster with topic `t` (create_topic's keywords), started, then `scenario`."""
+    async def main() -> None:
+        cluster = Cluster(tmp_path, live=live, config=config)
+        cluster.create_topic(**topic)  # type: ignore[arg-type]
+        cluster.start()
+        try:
+            await scenario(cluster)
+        finally:
+            await cluster.close()
+
+    asyncio.run(main())

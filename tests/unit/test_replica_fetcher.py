@@ -6,7 +6,6 @@ OFFSET_OUT_OF_RANGE, and converge after failovers (reference/kafka-data-plane.md
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,24 +21,9 @@ from tests.unit.replica_harness import (
     batch,
     broker_epoch,
     broker_record,
+    run,
     settle,
 )
-
-Scenario = Callable[[Cluster], Awaitable[None]]
-
-
-def run(tmp_path: Path, scenario: Scenario, live: bool = False,
-        config: ReplicaConfig | None = None, **topic: object) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp_path, live=live, config=config)
-        cluster.create_topic(**topic)  # type: ignore[arg-type]
-        cluster.start()
-        try:
-            await scenario(cluster)
-        finally:
-            await cluster.close()
-
-    asyncio.run(main())
 
 
 def contents(node: Node) -> bytes:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -31,23 +30,9 @@ from tests.unit.replica_harness import (
     Cluster,
     batch,
     broker_record,
+    run,
     settle,
 )
-
-Scenario = Callable[[Cluster], Awaitable[None]]
-
-
-def run(tmp_path: Path, scenario: Scenario, **topic: object) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp_path)
-        cluster.create_topic(**topic)  # type: ignore[arg-type]
-        cluster.start()
-        try:
-            await scenario(cluster)
-        finally:
-            await cluster.close()
-
-    asyncio.run(main())
 
 
 def follower_fetch(offset: int, replica: int, epoch: int = 0, last_fetched_epoch: int = -1,
