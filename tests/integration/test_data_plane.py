@@ -250,6 +250,7 @@ def test_isr_follows_replica_lag_not_liveness(make_cluster) -> None:  # type: ig
     cluster.format()
     cluster.start_all()
     wait_for(lambda: cluster.leader(among=CONTROLLERS), WAIT_S, "an active controller")
+    cluster.wait_brokers_unfenced(BROKERS, WAIT_S)
     create_topic(cluster, "lagging", 1, 3)
     partition = partitions_of(cluster, "lagging")[0]
     wait_for(lambda: len(partitions_of(cluster, "lagging")[0]["isr"]) == 3, WAIT_S, "a full ISR")
