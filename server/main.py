@@ -50,6 +50,7 @@ from metadata.loader import MetadataLoader
 from metadata.topics import METADATA_PARTITION_DIR
 from server.broker_role import BrokerRole
 from server.config import ConfigError, Listener, NodeConfig, load_config
+from server.data_plane_faults import DataPlaneFaults
 from server.logging_setup import configure_logging, set_status_source
 from server.storage import ensure_formatted
 from snapshots.generator import SnapshotGenerator
@@ -186,6 +187,7 @@ class Server:
             self.loader = self._metadata_layer(config)
         self.server: grpc.aio.Server | None = None
         self.faults: FaultInjector | None = None
+        self.data_plane_faults: DataPlaneFaults | None = None
         self.port = 0
         self.metrics_port: int | None = None
         self._metrics_server = None
@@ -233,6 +235,10 @@ class Server:
         if faults_dir is not None:
             self.faults = FaultInjector(faults_dir, self.node, self.log.faults)
             self.faults.start()
+            if self.broker is not None:
+                self.data_plane_faults = DataPlaneFaults(faults_dir,
+                                                         self.broker.replicas.fetchers)
+                self.data_plane_faults.start()
         set_status_source(lambda: (lambda s: (s.state, s.epoch))(self.node.status()))
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         if self.config.metrics_port is not None:
@@ -312,6 +318,8 @@ class Server:
             await self.snapshot_generator.close()
         if self.faults is not None:
             await self.faults.stop()
+        if self.data_plane_faults is not None:
+            await self.data_plane_faults.stop()
         await self.node.stop()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()

@@ -58,6 +58,7 @@ class LeaderClient(Protocol):
 
 
 Connect = Callable[[str, int], Awaitable[LeaderClient]]
+BLOCKED_POLL_S = 0.05
 
 
 @dataclass
@@ -78,6 +79,9 @@ class FetcherManager:
         # Leaders whose port refused a connection (no process listens: it died), with the
         # broker epoch they had then; cleared by a successful connect or a new registration.
         self.unreachable: dict[int, int] = {}
+        # Brokers this one may not reach: the chaos tool's injected network partition
+        # (internal.test.faults.dir `blocked`), applied by server/data_plane_faults.py.
+        self.blocked: frozenset[int] = frozenset()
 
     def bind(self, manager: ReplicaManager) -> None:
         self._manager = manager
@@ -180,6 +184,10 @@ class ReplicaFetcher:
         just_failed = False
         while True:
             loop = asyncio.get_running_loop()
+            if self.leader in self.owner.blocked:
+                await self._disconnect()  # partitioned: nothing gets through either way
+                await asyncio.sleep(BLOCKED_POLL_S)
+                continue
             now = loop.time()
             ready = {tp: s for tp, s in self.partitions.items() if s.retry_at <= now}
             if not ready:

@@ -414,6 +414,11 @@ class ReplicaManager:
     # -- Fetch -----------------------------------------------------------------------------
 
     async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]:
+        if params.from_follower and params.replica_id in self.fetchers.blocked:
+            # An injected network partition: the follower's fetch is lost on the way, so it
+            # counts for nothing and its answer comes late and empty.
+            await asyncio.sleep(max(0, params.max_wait_ms) / 1000)
+            return [FetchPartitionResult(Errors.REQUEST_TIMED_OUT)] * len(params.partitions)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, params.max_wait_ms) / 1000
         now = self.now_ms()

@@ -360,3 +360,46 @@ def test_reassignment_moves_the_data_to_a_new_replica_before_the_old_one_goes(cl
              "the new replica to lead")
     assert [v for _, v in consume_all(cluster, "moving", 0, 200)] == \
         [f"m{i}".encode() for i in range(200)]
+
+
+def test_a_partitioned_follower_leaves_the_isr_and_resumes_without_truncation(
+        make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """Scenario 8, through the chaos tool's fault files: replication between the leader and
+    one follower is cut both ways (the follower stays registered and unfenced), so it leaves
+    the ISR by lag; after healing it resumes from its log end and rejoins, truncating
+    nothing."""
+    from harness.cluster import add_fault_dirs
+
+    cluster = make_cluster(internal_test_hooks_enable="false", broker_session_timeout_ms="30000",
+                           broker_heartbeat_interval_ms="500", replica_lag_time_max_ms="1500")
+    cluster.add_brokers(BROKERS)
+    faults = add_fault_dirs(cluster)
+    cluster.format()
+    cluster.start_all()
+    wait_for(lambda: cluster.leader(among=CONTROLLERS), WAIT_S, "an active controller")
+    cluster.wait_brokers_unfenced(BROKERS, WAIT_S)
+    create_topic(cluster, "cut", 1, 3)
+    wait_for(lambda: len(partitions_of(cluster, "cut")[0]["isr"]) == 3, WAIT_S, "a full ISR")
+    part = partitions_of(cluster, "cut")[0]
+    leader = part["leader"]
+    follower = next(b for b in part["replicas"] if b != leader)
+    p = producer(cluster, acks="1")
+    for i in range(50):
+        p.produce("cut", value=f"before-{i}".encode())
+    assert p.flush(20) == 0
+    (faults[leader] / "blocked").write_text(str(follower))
+    (faults[follower] / "blocked").write_text(str(leader))
+    for node, other in ((leader, follower), (follower, leader)):
+        wait_for(lambda n=node, o=other: f"no replication to or from [{o}]" in cluster.logs(n),
+                 WAIT_S, f"broker {node} to apply the partition")
+    for i in range(50):
+        p.produce("cut", value=f"during-{i}".encode())
+    assert p.flush(20) == 0
+    wait_for(lambda: follower not in partitions_of(cluster, "cut")[0]["isr"], WAIT_S,
+             "the cut-off follower to leave the ISR by lag")
+    (faults[leader] / "blocked").write_text("")
+    (faults[follower] / "blocked").write_text("")
+    wait_for(lambda: follower in partitions_of(cluster, "cut")[0]["isr"], WAIT_S,
+             "the follower back in the ISR after healing")
+    assert "truncated cut-0" not in cluster.logs(follower)
+    assert len(consume_all(cluster, "cut", 0, 100)) == 100

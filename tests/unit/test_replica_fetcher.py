@@ -9,12 +9,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from broker.api import FetchParams, FetchPartitionResult
+from broker.api import FetchParams, FetchPartition, FetchPartitionResult
 from broker.records import build_batch, decode_records, scan_batches
 from broker.replica.manager import ReplicaConfig
 from kraft.errors import Errors
 from metadata.records import LeaderRecoveryState
 from tests.unit.replica_harness import (
+    TOPIC,
     Cluster,
     InProcessLeader,
     Node,
@@ -574,3 +575,22 @@ def test_a_leader_that_refuses_connections_is_taken_for_dead_until_it_answers(
             await cluster.close()
 
     asyncio.run(scenario())
+
+
+def test_an_injected_partition_stops_replication_both_ways(tmp_path: Path) -> None:
+    """The chaos tool's `blocked` set: a follower does not fetch from a blocked leader, and a
+    leader does not count a blocked follower's fetch (it is answered late and empty)."""
+    async def scenario(cluster: Cluster) -> None:
+        leader, follower = cluster.nodes[1], cluster.nodes[2]
+        follower.manager.fetchers.blocked = frozenset({1})
+        await leader.produce(batch(3), acks=1)
+        await settle()
+        assert follower.connected == []  # never dialled the blocked leader
+        leader.manager.fetchers.blocked = frozenset({2})
+        params = FetchParams([FetchPartition(TOPIC, 0, 0, 1 << 20, current_leader_epoch=0)],
+                             max_wait_ms=0, replica_id=2)
+        [result] = await leader.manager.fetch(params)
+        assert result.error == Errors.REQUEST_TIMED_OUT and result.records == b""
+        assert leader.partition().followers[2].leo == -1  # the lost fetch counted for nothing
+
+    run(tmp_path, scenario, live=True)
