@@ -212,13 +212,19 @@ class ReplicaManager:
     async def _apply_in_chunks(self, work: list[tuple[TopicImage, int, PartitionRegistration]],
                                done_topics: list[tuple[str, TopicImage]]) -> None:
         index = 0
-        while index < len(work):
-            turn_ends = time.perf_counter() + APPLY_TURN_S
-            now = self.now_ms()
-            while index < len(work) and time.perf_counter() < turn_ends:
-                self._apply_work(work[index:index + 1], now)
-                index += 1
-            await asyncio.sleep(0)  # serve requests between turns
+        try:
+            while index < len(work):
+                turn_ends = time.perf_counter() + APPLY_TURN_S
+                now = self.now_ms()
+                while index < len(work) and time.perf_counter() < turn_ends:
+                    self._apply_work(work[index:index + 1], now)
+                    index += 1
+                await asyncio.sleep(0)  # serve requests between turns
+        except Exception:
+            # What was not applied is not marked applied: the next image tries it again.
+            log.exception("applying the metadata to replica %s-%d failed", work[index][0].name,
+                          work[index][1])
+            return
         self._seen_topics.update(done_topics)
 
     def _apply_work(self, work: list[tuple[TopicImage, int, PartitionRegistration]],
@@ -662,7 +668,10 @@ class ReplicaManager:
         interval = self.config.replica_lag_time_max_ms / 2000
         while not self._closed:
             await asyncio.sleep(interval)  # Kafka's isr-expiration task period
-            self.shrink_isrs()
+            try:
+                self.shrink_isrs()
+            except Exception:  # a bug must not end ISR maintenance for good
+                log.exception("the periodic ISR shrink failed; trying again next period")
 
     def shrink_isrs(self) -> None:
         now = self.now_ms()
