@@ -229,6 +229,15 @@ class SimCluster:
         node.core.begin_shutdown(node.clock.local(self.now))
         self._drain(node)
 
+    def give_up_shutdown(self, node_id: int) -> None:
+        """The driver's shutdown timeout ran out (server/main.py's SHUTDOWN_TIMEOUT_S): a node
+        still shutting down stops anyway, after its last flush, as the real process exits. A
+        voter waiting for a leader that no one can elect (every voter shutting down) would
+        otherwise wait forever."""
+        node = self.nodes[node_id]
+        if node.core is not None and node.core.shutting_down:
+            self._stop_gracefully(node)
+
     # -- faults ----------------------------------------------------------------------------------
 
     def reset_fetch_streams(self, leader_id: int) -> int:

@@ -41,6 +41,7 @@ from metadata.records import TopicRecord
 
 RUN_MS = 20_000
 QUIET_BOUND_MS = 30_000
+SHUTDOWN_TIMEOUT_MS = 5_000  # server/main.py's SHUTDOWN_TIMEOUT_S
 
 
 @dataclass
@@ -139,8 +140,12 @@ class Run:
                 if process is not None:
                     process.controller.client.resign(leader.core.epoch)  # type: ignore[union-attr]
             else:
+                # SIGTERM: the real process exits once handed over or after its shutdown
+                # timeout; the restart comes after that (a start while it still shuts down
+                # would be a no-op, and the node would stay down for good).
                 c.shutdown(victim)
-                c.at(rng.randint(1000, 4000), lambda v=victim: c.start(v))
+                c.at(SHUTDOWN_TIMEOUT_MS, lambda v=victim: c.give_up_shutdown(v))
+                c.at(SHUTDOWN_TIMEOUT_MS + rng.randint(100, 2000), lambda v=victim: c.start(v))
 
     async def quiesce(self) -> None:
         """Heal, restart everyone, wait for an active controller whose write commits, then
