@@ -175,7 +175,13 @@ def test_confluent_consumer_validates_its_position_after_a_leader_epoch_change(
         front.image[0] = single_broker_image(front.port, TOPICS, leader_epoch=1)
 
     front.call(new_epoch)
-    time.sleep(1)  # a few metadata refreshes
+    # The consumer's next metadata refresh (every 200 ms) shows the epoch rise; it then checks
+    # its position with OffsetForLeaderEpoch. Poll it until it has asked.
+    deadline = time.monotonic() + 30
+    while not front.call(lambda: any(name == "end_offsets_for_epochs"
+                                     for name, _ in front.plane.calls)):
+        assert time.monotonic() < deadline, "no OffsetForLeaderEpoch after the epoch rose"
+        consumer.poll(0.2)
     assert send_and_read(5) == [b"5", b"6", b"7", b"8", b"9"]
     consumer.close()
     asked = [args for name, args in front.plane.calls if name == "end_offsets_for_epochs"]

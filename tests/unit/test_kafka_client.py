@@ -150,7 +150,9 @@ def test_a_cancelled_request_leaves_the_connection_usable() -> None:
         # A long poll on an empty partition, given up by its caller before the answer.
         waiting = asyncio.create_task(client.fetch(
             FetchParams([FetchPartition("t", 0, 0, 100)], max_wait_ms=300)))
-        await asyncio.sleep(0.1)
+        async with asyncio.timeout(5):  # until the server holds the long poll
+            while not any(name == "fetch" for name, _ in plane.calls):
+                await asyncio.sleep(0.001)
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
@@ -173,15 +175,18 @@ def test_connect_to_nothing_raises_the_typed_error() -> None:
 
 
 def test_a_server_that_goes_away_fails_the_requests_in_flight() -> None:
+    entered = asyncio.Event()
+
     class Hanging(InMemoryDataPlane):
         async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]:
-            await asyncio.sleep(60)
+            entered.set()
+            await asyncio.sleep(60)  # the answer that never comes
             return []
 
     async def scenario(client: KafkaClient, _: InMemoryDataPlane, server: KafkaServer) -> None:
         waiting = asyncio.create_task(client.fetch(
             FetchParams([FetchPartition("t", 0, 0, 100)], max_wait_ms=0)))
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(entered.wait(), 5)  # the request is in flight at the server
         await server.close()
         with pytest.raises(KafkaClientError):
             await waiting

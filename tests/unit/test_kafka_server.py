@@ -219,7 +219,7 @@ def test_an_idle_connection_is_closed_but_not_one_waiting_for_an_answer() -> Non
         started = loop.time()
         assert await read_answers(idle_reader) == []  # closed by the server after ~0.2 s
         assert loop.time() - started < 0.5
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # the subject: the busy connection outlives the idle limit
         busy.write(api_versions_frame(2, "x"))
         busy.write_eof()
         assert await read_answers(busy_reader) == [1, 2]
@@ -230,10 +230,12 @@ def test_an_idle_connection_is_closed_but_not_one_waiting_for_an_answer() -> Non
 
 
 def test_close_ends_open_connections() -> None:
-    async def scenario(server: KafkaServer, _: ScriptedHandler, port: int) -> None:
+    async def scenario(server: KafkaServer, handler: ScriptedHandler, port: int) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(api_versions_frame(1, "sleep:30"))
-        await asyncio.sleep(0.1)
+        async with asyncio.timeout(5):  # until the request is being handled
+            while not handler.started:
+                await asyncio.sleep(0.001)
         await server.close()
         assert await read_answers(reader) == []
         writer.close()

@@ -196,7 +196,9 @@ def test_close_waits_for_a_flush_round_in_flight(tmp_path: Path) -> None:
         log = manager.get_or_create("t", 0, ID_A, LogConfig(flush_messages=1))
         log._log.faults.fsync_delay_s = 0.2  # a slow disk: the round is still running
         log.append_as_leader(batch(), 0, NOW)
-        await asyncio.sleep(0.05)
+        async with asyncio.timeout(5):  # until the background round is running
+            while manager._inflight is None:
+                await asyncio.sleep(0.001)
         await manager.close()
         assert (tmp_path / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
 
