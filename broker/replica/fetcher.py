@@ -301,8 +301,7 @@ class ReplicaFetcher:
             if result.error not in _RETRIABLE_SOON:
                 log.warning("fetching %s-%d from broker %d: %s", *tp, self.leader,
                             error_name(result.error))
-            state.retry_at = asyncio.get_running_loop().time() + \
-                self.owner.config.replica_fetch_backoff_ms / 1000
+            self._back_off(state)
             return
         if result.records:
             try:
@@ -310,13 +309,17 @@ class ReplicaFetcher:
             except (AppendError, CorruptRecordError, ValueError) as exc:
                 log.error("cannot append what broker %d sent for %s-%d: %s", self.leader,
                           *tp, exc)
-                state.retry_at = asyncio.get_running_loop().time() + \
-                    self.owner.config.replica_fetch_backoff_ms / 1000
+                self._back_off(state)
                 return
         if result.log_start_offset > partition.log.start_offset:
             partition.log.advance_start_offset(
                 min(result.log_start_offset, partition.log.end_offset))
         manager.on_follower_append(partition, result.high_watermark)
+
+    def _back_off(self, state: _Fetching) -> None:
+        """The partition sits out fetches for replica.fetch.backoff.ms."""
+        state.retry_at = asyncio.get_running_loop().time() + \
+            self.owner.config.replica_fetch_backoff_ms / 1000
 
     def _truncate_diverging(self, partition: Partition, diverging: DivergingEpoch) -> None:
         """§3.4: truncate to where our log and the leader's agree on `diverging.epoch`."""
@@ -345,8 +348,7 @@ class ReplicaFetcher:
         if latest.error != Errors.NONE:
             state = self.partitions.get(tp)
             if state is not None:
-                state.retry_at = asyncio.get_running_loop().time() + \
-                    self.owner.config.replica_fetch_backoff_ms / 1000
+                self._back_off(state)
             return
         log_ = partition.log
         if latest.offset < log_.end_offset:

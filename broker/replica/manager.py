@@ -352,10 +352,8 @@ class ReplicaManager:
         tp = (request.topic, request.partition)
         partition = self.partitions.get(tp)
         if partition is None:
-            known = self._partition_known(request.topic, request.partition)
             return ProducePartitionResult(
-                Errors.NOT_LEADER_OR_FOLLOWER if known
-                else Errors.UNKNOWN_TOPIC_OR_PARTITION), None
+                self._missing_error(request.topic, request.partition)), None
         min_isr = self._min_isr(request.topic)
         try:
             appended = partition.append_as_leader(request.records, acks, min_isr, now)
@@ -413,9 +411,13 @@ class ReplicaManager:
         has_policy = config.flush_messages < NEVER or config.flush_ms < NEVER
         return has_policy and partition.log.flush_due(now)
 
-    def _partition_known(self, topic: str, partition: int) -> bool:
+    def _missing_error(self, topic: str, partition: int) -> int:
+        """The error for a partition this broker holds no replica of: a known partition lives
+        elsewhere (NOT_LEADER_OR_FOLLOWER), an unknown one does not exist here at all."""
         image_topic = self.image.topic(topic)
-        return image_topic is not None and image_topic.partition(partition) is not None
+        if image_topic is not None and image_topic.partition(partition) is not None:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        return Errors.UNKNOWN_TOPIC_OR_PARTITION
 
     # -- Fetch -----------------------------------------------------------------------------
 
@@ -479,9 +481,7 @@ class ReplicaManager:
     def _fetch_error(self, params: FetchParams, request: FetchPartition,
                      partition: Partition | None) -> FetchPartitionResult | None:
         if partition is None:
-            known = self._partition_known(request.topic, request.partition)
-            return FetchPartitionResult(
-                Errors.NOT_LEADER_OR_FOLLOWER if known else Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            return FetchPartitionResult(self._missing_error(request.topic, request.partition))
         if request.topic_id is not None and request.topic_id != partition.log.topic_id:
             return FetchPartitionResult(Errors.INCONSISTENT_TOPIC_ID)
         fencing = self._check_epoch(request.current_leader_epoch, partition)
@@ -568,9 +568,7 @@ class ReplicaManager:
     def _list_offset(self, replica_id: int, request: ListOffsetsPartition) -> ListOffsetsResult:
         partition = self.partitions.get((request.topic, request.partition))
         if partition is None:
-            known = self._partition_known(request.topic, request.partition)
-            return ListOffsetsResult(Errors.NOT_LEADER_OR_FOLLOWER if known
-                                     else Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            return ListOffsetsResult(self._missing_error(request.topic, request.partition))
         fencing = self._check_epoch(request.current_leader_epoch, partition)
         if fencing is not None:
             return ListOffsetsResult(fencing)
@@ -605,9 +603,7 @@ class ReplicaManager:
         for request in partitions:
             partition = self.partitions.get((request.topic, request.partition))
             if partition is None:
-                known = self._partition_known(request.topic, request.partition)
-                out.append(EpochEndResult(Errors.NOT_LEADER_OR_FOLLOWER if known
-                                          else Errors.UNKNOWN_TOPIC_OR_PARTITION))
+                out.append(EpochEndResult(self._missing_error(request.topic, request.partition)))
                 continue
             fencing = self._check_epoch(request.current_leader_epoch, partition)
             if fencing is not None:
