@@ -83,20 +83,29 @@ class DataStats:
     errors: dict[str, int] = field(default_factory=dict)
 
 
-class DataProducer(threading.Thread):
-    def __init__(self, k: int, bootstrap: str, topic: str, partitions: int, t0: float,
-                 stop: threading.Event) -> None:
-        super().__init__(name=f"chaos-producer-{k}", daemon=True)
+class _ClientThread(threading.Thread):
+    """A Kafka client of the campaign: its number, where it connects, what it works on, the
+    campaign's start time and the event that stops it; and the client events it journals."""
+
+    def __init__(self, role: str, k: int, bootstrap: str, topic: str, partitions: int,
+                 t0: float, stop: threading.Event) -> None:
+        super().__init__(name=f"chaos-{role}-{k}", daemon=True)
         self.k = k
         self.bootstrap = bootstrap
         self.topic = topic
         self.partitions = partitions
         self.t0 = t0
         self.stop_event = stop
+        self.events: list[ClientEvent] = []
+
+
+class DataProducer(_ClientThread):
+    def __init__(self, k: int, bootstrap: str, topic: str, partitions: int, t0: float,
+                 stop: threading.Event) -> None:
+        super().__init__("producer", k, bootstrap, topic, partitions, t0, stop)
         self.acks: list[Ack] = []
         self.sent: list[bytes] = []
         self.failed: dict[bytes, str] = {}  # value -> the delivery error (unknown outcome)
-        self.events: list[ClientEvent] = []
         self.stats = DataStats()
         self.error: BaseException | None = None
         self._fatal = False
@@ -176,22 +185,15 @@ class DataProducer(threading.Thread):
             self.error = exc
 
 
-class DataConsumer(threading.Thread):
+class DataConsumer(_ClientThread):
     """Reads every partition from offset 0 with assign(); journals each record and each change
     of the high watermark the client holds for a partition (from its fetch responses)."""
 
     def __init__(self, k: int, bootstrap: str, topic: str, partitions: int, t0: float,
                  stop: threading.Event) -> None:
-        super().__init__(name=f"chaos-consumer-{k}", daemon=True)
-        self.k = k
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.partitions = partitions
-        self.t0 = t0
-        self.stop_event = stop
+        super().__init__("consumer", k, bootstrap, topic, partitions, t0, stop)
         self.reads: list[Read] = []
         self.watermarks: list[Watermark] = []
-        self.events: list[ClientEvent] = []
         self.restarts = 0
         self.error: BaseException | None = None
 
