@@ -38,6 +38,13 @@ def committed_records(cluster: ProcessCluster, node_id: int, end: int) -> list[b
         log.close()
 
 
+def flushed_ends(cluster: ProcessCluster, leader: int) -> dict[int, int]:
+    """Each voter's log end as the leader sees it: a follower's fetch offset acknowledges only
+    what it has flushed, so its files hold that much even after a kill -9 (its HW may run
+    ahead of its files)."""
+    return {r.replica_id: r.log_end_offset for r in cluster.describe(leader).current_voters}
+
+
 def test_three_voters_elect_one_leader_and_every_node_describes_it(make_cluster) -> None:
     cluster = make_cluster()
     cluster_id = cluster.format()
@@ -109,6 +116,8 @@ def test_kill9_of_the_leader_elects_a_successor_and_the_old_node_rejoins(make_cl
 
     wait_for(caught_up, ELECTION_WAIT_S, "the old leader to rejoin as a follower and catch up")
     end = cluster.status(new).high_watermark
+    wait_for(lambda: min(flushed_ends(cluster, new).values()) >= end, ELECTION_WAIT_S,
+             "every voter to flush what it fetched")
     cluster.stop_all()
     logs = {n: committed_records(cluster, n, end) for n in cluster.nodes}
     assert logs[1] == logs[2] == logs[3]
@@ -162,9 +171,9 @@ def test_a_stopped_follower_catches_up_and_a_minority_cannot_commit(make_cluster
     assert resp.error_code == Errors.NONE
     for node_id in cluster.nodes:
         cluster.set_faults(node_id, [])
-    wait_for(lambda: cluster.leader() == new and
-             cluster.status(leader).high_watermark > resp.last_offset,
-             ELECTION_WAIT_S, "the old leader to follow the new one")
+    wait_for(lambda: cluster.leader() == new
+             and flushed_ends(cluster, new).get(leader, -1) > resp.last_offset,
+             ELECTION_WAIT_S, "the old leader to follow the new one and flush what it fetched")
     end = cluster.status(new).high_watermark
     cluster.stop_all()
     records = committed_records(cluster, leader, end)
