@@ -23,7 +23,7 @@ from kraft.log.segmented import SegmentedLog
 from kraft.node.raft_node import RaftNode
 from kraft.node.service import RaftServicer
 from kraft.rpc import raft_pb2_grpc as raft_rpc
-from metadata import admin_service
+from metadata import admin_ops, admin_service
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.controller import QuorumController
 from metadata.errors import ControllerResult
@@ -557,7 +557,7 @@ def test_an_unexpected_exception_is_an_unknown_server_error(
     def broken(*_args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(admin_service, "list_partition_reassignments", broken)
+    monkeypatch.setattr(admin_ops, "list_partition_reassignments", broken)
     response = admin.stub.ListPartitionReassignments(pb.ListPartitionReassignmentsRequest())
     assert (response.status.error_code, response.status.error_message) == (
         E.UNKNOWN_SERVER_ERROR,
