@@ -472,7 +472,9 @@ class ReplicaManager:
         urgent = False
         for request in params.partitions:
             result = self._read(params, request, limit - total, first=total == 0)
-            if result.error != Errors.NONE or result.diverging_epoch is not None:
+            # A leader still confirming its predecessor's HW waits like a long poll.
+            if result.error not in (Errors.NONE, Errors.OFFSET_NOT_AVAILABLE) \
+                    or result.diverging_epoch is not None:
                 urgent = True
             total += len(result.records)
             results.append(result)
@@ -533,6 +535,12 @@ class ReplicaManager:
         assert partition is not None
         log_ = partition.log
         hw = partition.high_watermark
+        if not params.from_follower and hw < partition.leader_epoch_start_offset:
+            # A new leader's HW is the one it learned as a follower, a fetch behind its
+            # predecessor's: a consumer that saw the old one would see the watermark step
+            # back. Until the followers confirm the epoch's start (normally one round trip),
+            # consumers wait and then get the retriable error ListOffsets gives (KIP-207).
+            return FetchPartitionResult(Errors.OFFSET_NOT_AVAILABLE)
         # Offsets taken once, before the read, so an answer never mixes two moments (KAFKA-9807).
         base = FetchPartitionResult(high_watermark=hw, last_stable_offset=hw,
                                     log_start_offset=log_.start_offset)

@@ -39,9 +39,6 @@ def parse_args(argv: list[str] | None) -> tuple[Options, Path | None]:
     parser.add_argument("--consumers", type=int, default=1, help="data consumers (1)")
     parser.add_argument("--partitions", type=int, default=3,
                         help="partitions of the data topic (3)")
-    parser.add_argument("--strict-hw", action="store_true",
-                        help="fail when the high watermark a consumer saw went back even for a "
-                             "moment (a new leader's); by default only reported")
     parser.add_argument("--no-audit", action="store_true", help="skip the Spark audit")
     parser.add_argument("--work-dir", type=Path, help="cluster data and logs (a temp dir)")
     parser.add_argument("--keep", action="store_true",
@@ -57,8 +54,7 @@ def parse_args(argv: list[str] | None) -> tuple[Options, Path | None]:
                    brokers=args.brokers, writers=args.writers, lanes=args.lanes,
                    audit=not args.no_audit, work_dir=args.work_dir, keep=args.keep,
                    kinds=kinds, snapshot_bytes=args.snapshot_bytes, producers=args.producers,
-                   consumers=args.consumers, partitions=args.partitions,
-                   strict_hw=args.strict_hw), args.out
+                   consumers=args.consumers, partitions=args.partitions), args.out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -633,6 +633,32 @@ def test_list_offsets_latest_not_available_while_hw_below_epoch_start(tmp_path: 
     run(tmp_path, scenario, replicas=(1, 2))
 
 
+def test_consumer_fetch_waits_while_a_new_leaders_hw_is_below_its_epoch_start(
+        tmp_path: Path) -> None:
+    """The HW a consumer sees never steps back across a leader change: the new leader's HW
+    (learned as a follower, a fetch behind) is not shown until the followers confirm the
+    epoch's start; meanwhile a consumer fetch parks, and answers OFFSET_NOT_AVAILABLE when
+    its wait runs out."""
+    async def scenario(c: Cluster) -> None:
+        await c.nodes[1].produce(batch(4), acks=1)
+        await replicate(c, 2, rounds=1)  # 2 has 4 records but a HW of 0
+        c.change(leader=2)
+        new = c.nodes[2]
+        assert new.partition().high_watermark < new.partition().leader_epoch_start_offset == 4
+        timed_out = await new.consume(0, epoch=1, max_wait_ms=0)
+        assert (timed_out.error, timed_out.high_watermark, timed_out.records) == \
+            (Errors.OFFSET_NOT_AVAILABLE, -1, b"")
+        parked = asyncio.ensure_future(new.consume(0, epoch=1, max_wait_ms=30_000))
+        await settle()
+        assert not parked.done()
+        await new.manager.fetch(follower_fetch(4, 1, epoch=1, last_fetched_epoch=0))
+        answer = await asyncio.wait_for(parked, 5)
+        assert (answer.error, answer.high_watermark) == (Errors.NONE, 4)
+        assert answer.records
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
 def test_offset_for_leader_epoch(tmp_path: Path) -> None:
     async def scenario(c: Cluster) -> None:
         leader = c.nodes[1]
