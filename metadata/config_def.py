@@ -40,6 +40,7 @@ class ConfigType(IntEnum):
     STRING = 2
     INT = 3
     LONG = 5
+    DOUBLE = 6
     LIST = 7
     PASSWORD = 9
 

@@ -32,6 +32,18 @@ def _timestamp_type(value: str) -> str:
     return value.strip()
 
 
+def _ratio(value: str) -> float:
+    """Kafka's DOUBLE with Range.between(0, 1) (min.cleanable.dirty.ratio)."""
+    try:
+        ratio = float(value.strip())
+    except ValueError:
+        raise InvalidValue("Not a number of type DOUBLE") from None
+    if not 0 <= ratio <= 1:
+        raise InvalidValue("Value must be no more than 1" if ratio > 1
+                           else "Value must be at least 0")
+    return ratio
+
+
 BROKER_CONFIGS = ConfigDef()
 _broker = BROKER_CONFIGS.define_kafka
 _broker("auto.leader.rebalance.enable", ConfigType.BOOLEAN, "true",
@@ -44,6 +56,15 @@ _broker("leader.imbalance.per.broker.percentage", ConfigType.INT, "10",
         "The share of a broker's preferred partitions it may not lead before a rebalance.")
 _broker("log.cleanup.policy", ConfigType.LIST, "delete",
         "The default cleanup policy of topics.", valid_list=_CLEANUP_POLICIES)
+_broker("log.cleaner.delete.retention.ms", ConfigType.LONG, "86400000",
+        "The default delete.retention.ms of topics.", at_least=0)
+_broker("log.cleaner.max.compaction.lag.ms", ConfigType.LONG, _LONG_MAX,
+        "The default max.compaction.lag.ms of topics.", at_least=1)
+BROKER_CONFIGS.define("log.cleaner.min.cleanable.ratio", ConfigType.DOUBLE, "0.5",
+                      _ratio, "The default min.cleanable.dirty.ratio of topics.",
+                      valid_values="[0,...,1]")
+_broker("log.cleaner.min.compaction.lag.ms", ConfigType.LONG, "0",
+        "The default min.compaction.lag.ms of topics.", at_least=0)
 _broker("log.flush.interval.messages", ConfigType.LONG, _LONG_MAX,
         "The default flush.messages of topics.", at_least=1)
 _broker("log.flush.interval.ms", ConfigType.LONG, _LONG_MAX,
@@ -80,6 +101,8 @@ def _topic(name: str, synonym: str, doc: str) -> None:
 
 _topic("cleanup.policy", "log.cleanup.policy",
        "The retention policy of old log segments: delete, compact or both.")
+_topic("delete.retention.ms", "log.cleaner.delete.retention.ms",
+       "How long tombstones of a compacted topic are kept after the cleaner first sees them.")
 _topic("flush.messages", "log.flush.interval.messages",
        "The number of records after which a partition's log is fsynced.")
 _topic("flush.ms", "log.flush.interval.ms",
@@ -87,6 +110,12 @@ _topic("flush.ms", "log.flush.interval.ms",
 _topic("max.message.bytes", "message.max.bytes", "The largest record batch size allowed.")
 _topic("message.timestamp.type", "log.message.timestamp.type",
        "CreateTime (the producer's timestamps) or LogAppendTime (the leader's clock).")
+_topic("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
+       "The longest a record may stay uncompacted (cleaned whatever the dirty ratio).")
+_topic("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio",
+       "The share of dirty bytes in a log above which the cleaner compacts it.")
+_topic("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms",
+       "The shortest time a record stays uncompacted.")
 _topic("min.insync.replicas", "min.insync.replicas",
        "The ISR size below which acks=all producers are refused.")
 _topic("retention.bytes", "log.retention.bytes",

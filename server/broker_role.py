@@ -26,6 +26,7 @@ from broker.kafka.client import KafkaClient
 from broker.kafka.server import KafkaServer
 from broker.kafka.tls import client_ssl_context, server_ssl_context
 from broker.lifecycle import AdvertisedListener, BrokerLifecycleManager
+from broker.log.cleaner import CleanerConfig
 from broker.log.log_manager import LogManager
 from broker.metrics import BrokerMetrics, BrokerSample
 from broker.producer_ids import ProducerIdManager
@@ -74,7 +75,11 @@ class BrokerRole:
             config.log_dirs, self._high_watermarks,
             retention_check_interval_ms=config.log_retention_check_interval_ms,
             hw_checkpoint_interval_ms=config.replica_high_watermark_checkpoint_interval_ms,
-            recovery_point_checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms)
+            recovery_point_checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
+            cleaner=CleanerConfig(
+                enable=config.log_cleaner_enable, threads=config.log_cleaner_threads,
+                backoff_ms=config.log_cleaner_backoff_ms,
+                dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size))
         inter_broker = config.inter_broker_listener_name
         assert inter_broker is not None  # a broker has a Kafka listener (checked at load)
         replica_config = ReplicaConfig(

@@ -524,6 +524,22 @@ LOG_RETENTION_CHECK_INTERVAL_MS = _define_int(
     "How often a broker deletes partition log segments past retention.ms or retention.bytes.",
     hi=LONG_MAX,
 )
+LOG_CLEANER_ENABLE = _define(
+    "log.cleaner.enable", ConfigType.BOOLEAN, "true", boolean,
+    "Whether the broker compacts the logs of topics whose cleanup.policy holds compact.",
+    valid_values="true or false",
+)
+LOG_CLEANER_THREADS = _define_int(
+    "log.cleaner.threads", 1, 1, "How many logs the broker compacts at once.")
+LOG_CLEANER_BACKOFF_MS = _define_int(
+    "log.cleaner.backoff.ms", 15000, 0,
+    "How long the log cleaner waits between looks for a log to compact.", hi=LONG_MAX,
+)
+LOG_CLEANER_DEDUPE_BUFFER_SIZE = _define_int(
+    "log.cleaner.dedupe.buffer.size", 134217728, 1024,
+    "The memory of the cleaner's offset maps, shared by its threads (24 bytes a key).",
+    hi=LONG_MAX,
+)
 REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = _define_int(
     "replica.high.watermark.checkpoint.interval.ms", 5000, 1,
     "How often a broker writes every partition's high watermark to "
@@ -654,7 +670,6 @@ IGNORED_KAFKA_KEYS: Mapping[str, str] = MappingProxyType({
     "delete.topic.enable": "",
     "eligible.leader.replicas.enable": "",
     "group.initial.rebalance.delay.ms": "",
-    "log.cleaner.enable": "",
     "log.flush.interval.messages": "",
     "log.flush.interval.ms": "",
     "log.retention.hours": "",
@@ -736,6 +751,10 @@ class NodeConfig:
     fetch_max_bytes = FETCH_MAX_BYTES
     socket_request_max_bytes = SOCKET_REQUEST_MAX_BYTES
     log_retention_check_interval_ms = LOG_RETENTION_CHECK_INTERVAL_MS
+    log_cleaner_enable = LOG_CLEANER_ENABLE
+    log_cleaner_threads = LOG_CLEANER_THREADS
+    log_cleaner_backoff_ms = LOG_CLEANER_BACKOFF_MS
+    log_cleaner_dedupe_buffer_size = LOG_CLEANER_DEDUPE_BUFFER_SIZE
     replica_high_watermark_checkpoint_interval_ms = REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS
     log_flush_offset_checkpoint_interval_ms = LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS
     metadata_max_idle_interval_ms = METADATA_MAX_IDLE_INTERVAL_MS

@@ -11,6 +11,8 @@ if TYPE_CHECKING:
 NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit" for the flush policy
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
+COMPACT = "compact"
+DELETE = "delete"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +28,22 @@ class LogConfig:
     flush_messages: int = NEVER
     flush_ms: int = NEVER
     message_timestamp_type: str = CREATE_TIME
+    # Compaction (broker/log/cleaner.py): cleanup.policy as its list of policies.
+    cleanup_policy: tuple[str, ...] = (DELETE,)
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = NEVER
+    delete_retention_ms: int = 86400000
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy holds compact: the cleaner keeps the latest record per key."""
+        return COMPACT in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy holds delete: retention deletes old segments."""
+        return DELETE in self.cleanup_policy
 
     @property
     def log_append_time(self) -> bool:
@@ -48,4 +66,10 @@ class LogConfig:
             flush_messages=setting("flush.messages"),
             flush_ms=setting("flush.ms"),
             message_timestamp_type=str(image.topic_setting(topic_name, "message.timestamp.type")),
+            cleanup_policy=tuple(image.topic_setting(topic_name, "cleanup.policy")),
+            min_cleanable_dirty_ratio=float(
+                image.topic_setting(topic_name, "min.cleanable.dirty.ratio")),
+            min_compaction_lag_ms=setting("min.compaction.lag.ms"),
+            max_compaction_lag_ms=setting("max.compaction.lag.ms"),
+            delete_retention_ms=setting("delete.retention.ms"),
         )

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from broker.log import checkpoints
 from broker.log.checkpoints import TopicPartition
+from broker.log.cleaner import CleanerConfig, LogCleaner
 from broker.log.config import LogConfig
 from broker.log.partition_log import (
     DELETED_SUFFIX,
@@ -71,6 +72,7 @@ class LogManager:
         hw_checkpoint_interval_ms: int = DEFAULT_HW_CHECKPOINT_INTERVAL_MS,
         recovery_point_checkpoint_interval_ms: int = DEFAULT_RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
         flush_check_interval_ms: int = DEFAULT_FLUSH_CHECK_INTERVAL_MS,
+        cleaner: CleanerConfig | None = None,
     ) -> None:
         """Open every partition directory found under `log_dirs` (recovering each; a damaged
         log raises CorruptRecordError naming the file and byte offset)."""
@@ -101,6 +103,9 @@ class LogManager:
         for directory in self._dirs:
             os.makedirs(directory, exist_ok=True)
             self._load_dir(directory)
+        # Compaction of `cleanup.policy=compact` logs (broker/log/cleaner.py).
+        self.cleaner = LogCleaner(cleaner or CleanerConfig(), self._dirs, lambda: self._logs,
+                                  high_watermarks, lambda tp: tp in self._flushing)
 
     def _load_dir(self, directory: str) -> None:
         hws = checkpoints.read_offsets(
@@ -200,6 +205,7 @@ class LogManager:
         self._hw_checkpoints.pop(tp, None)
         self._due.pop(tp, None)
         self._unsynced.pop(tp, None)
+        self.cleaner.forget(tp)
         self._wake_flush_waiters(tp, None, final=True)
         if log is None:
             return
@@ -288,6 +294,7 @@ class LogManager:
         if self._due or self._unsynced:
             self._wake.set()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="log-manager")
+        self.cleaner.start()
 
     async def _run(self) -> None:
         assert self._wake is not None
@@ -458,6 +465,7 @@ class LogManager:
         if self._closed:
             return
         self._closed = True
+        await self.cleaner.stop()
         if self._task is not None:
             if self._wake is not None:
                 self._wake.set()

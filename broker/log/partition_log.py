@@ -53,7 +53,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from broker.log import checkpoints
+from broker.log import checkpoints, cleaner_core, cleaner_swap
 from broker.log.config import LogConfig
 from broker.log.leader_epochs import UNDEFINED, LeaderEpochCache
 from broker.log.producer_state import ProducerState
@@ -74,7 +74,7 @@ from kraft.log._common import fsync_dir
 from kraft.log.base import CorruptRecordError, FlushJob, LogAppendError
 from kraft.log.codec import BatchHeader
 from kraft.log.recovery import RECOVERY_POINT_FILE
-from kraft.log.segmented import SegmentedLog, SegmentFlushJob
+from kraft.log.segmented import SegmentedLog, SegmentFlushJob, SegmentView
 
 __all__ = [
     "AppendError",
@@ -284,10 +284,9 @@ class PartitionLog:
                 checkpoints.PARTITION_METADATA_FILE, RECOVERY_POINT_FILE,
                 checkpoints.LEADER_EPOCH_FILE)]
             unsynced_dirs = [directory, os.path.dirname(directory)]
-        log = SegmentedLog(
-            directory, segment_bytes=config.segment_bytes, cache_bytes=_CACHE_BYTES,
-            recovery_point_interval_ms=0, batch_format=KAFKA_FORMAT, write_through=True,
-        )
+        if existed:
+            cleaner_swap.recover(directory)  # a cleaner swap a crash interrupted
+        log = _open_segments(directory, config)
         try:
             now = _now_ms() if now_ms is None else now_ms
             opened = cls(directory, topic, partition, topic_id, config, log, log_start_offset,
@@ -487,6 +486,8 @@ class PartitionLog:
         self._check_open()
         config = self._config
         header = validate_client_batch(batch, config.max_message_bytes, config.segment_bytes)
+        if config.compact:
+            cleaner_core.check_keys(header, batch, self._topic, self._partition)
         duplicate = self._producers.check(header)
         if duplicate is not None:
             return LeaderAppend(
@@ -768,9 +769,9 @@ class PartitionLog:
                 self._segment_path(view_base))
             return now_ms - largest > config.retention_ms
 
-        if config.retention_ms >= 0:
+        if config.retention_ms >= 0 and config.delete:
             deleted += self._delete_while(by_time, high_watermark)
-        if config.retention_bytes >= 0:
+        if config.retention_bytes >= 0 and config.delete:
             excess = [self._log.size_in_bytes - config.retention_bytes]
 
             def by_size(_base: int, size: int) -> bool:
@@ -813,6 +814,52 @@ class PartitionLog:
             self._epochs.truncate_from_start(new_start)
             self._producers.remove_before(new_start)
         return count
+
+    # -- compaction (broker/log/cleaner.py) ------------------------------------------------
+
+    def segment_views(self) -> list[SegmentView]:
+        """The segments, oldest first; the last is the active one."""
+        self._check_open()
+        return self._log.segments()
+
+    def segment_timestamps(self, base: int) -> tuple[int, int]:
+        """(the first batch's max timestamp, the largest timestamp) of the segment starting at
+        `base`; the file's mtime stands in for a segment without timestamps (Kafka's)."""
+        times = self._times.get(base)
+        if times is None or times.max_ms < 0:
+            mtime = self._segment_mtime(self._segment_path(base))
+            return mtime, mtime
+        return (times.first_ms if times.first_ms >= 0 else times.max_ms), times.max_ms
+
+    def producer_last_offsets(self) -> dict[int, int]:
+        """Producer id -> the last offset of its last batch (the cleaner keeps that batch)."""
+        return self._producers.last_offsets()
+
+    def replace_segments(self, swaps: list[tuple[str, list[SegmentView]]]) -> None:
+        """Install the cleaner's segments: each `.cleaned` file replaces the run of segments
+        listed with it, which must be in the log unchanged and below the active segment
+        (ValueError otherwise, and nothing changes). Crash-safe as Kafka's swap: each file
+        becomes `.swap` (the commit point, see broker/log/cleaner_swap.py), the old
+        segments go, the swap becomes the segment. The segments are then opened again (a
+        recovery of the whole log, on this thread); producer state and segment times are
+        rebuilt, the leader epochs and log start stay."""
+        self._check_open()
+        current = self._log.segments()
+        active = current[-1] if current else None
+        for _, old in swaps:
+            for view in old:
+                if view not in current or view == active:
+                    raise ValueError(f"{view.path} changed while it was being cleaned")
+        committed = [(cleaner_swap.commit(path), old) for path, old in swaps]
+        faults = self._log.faults
+        self._log.close()
+        try:
+            for swap, old in committed:
+                cleaner_swap.install(swap, [view.path for view in old])
+        finally:
+            self._log = _open_segments(self._directory, self._config)
+            self._log.faults = faults
+        self._rebuild()
 
     # -- flushing ----------------------------------------------------------------------------
 
@@ -899,6 +946,13 @@ class PartitionLog:
     def __repr__(self) -> str:
         return (f"PartitionLog({self._topic}-{self._partition}, start={self._start_offset}, "
                 f"end={self._log.end_offset}, epoch={self.latest_epoch})")
+
+
+def _open_segments(directory: str, config: LogConfig) -> SegmentedLog:
+    return SegmentedLog(
+        directory, segment_bytes=config.segment_bytes, cache_bytes=_CACHE_BYTES,
+        recovery_point_interval_ms=0, batch_format=KAFKA_FORMAT, write_through=True,
+    )
 
 
 def _index_at_or_below(bases: list[int], offset: int) -> int:

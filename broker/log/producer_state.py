@@ -127,5 +127,9 @@ class ProducerState:
         for producer_id in gone:
             del self._producers[producer_id]
 
+    def last_offsets(self) -> dict[int, int]:
+        """Producer id -> the last offset of its latest batch."""
+        return {pid: entry.last_offset for pid, entry in self._producers.items()}
+
     def clear(self) -> None:
         self._producers.clear()

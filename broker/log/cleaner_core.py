@@ -1,0 +1,380 @@
+"""The log cleaner's pure part (Kafka's Cleaner): read segment files, build the offset map
+(key -> offset of its latest record) over the dirty section, and rewrite a group of segments
+keeping the latest record per key. Runs in the cleaner's worker thread: it only reads segment
+files below the active segment (never appended to) and writes a new `.cleaned` file.
+
+What a rewritten batch keeps, as Kafka's MemoryRecords.filterTo: its base offset, last
+offset (lastOffsetDelta), leader epoch, producer id, epoch and base sequence, its codec and
+timestamp type. A batch whose records all stay is copied byte for byte (unless its tombstones
+need a delete horizon, KIP-534).
+
+Where this differs from Kafka: kraft.log's SegmentedLog, which the partition log shares with
+the Raft log, holds contiguous offsets only (its recovery and follower appends refuse a gap).
+So a run of wholly removed batches is not dropped but replaced by one *filler*: an empty
+batch (61 bytes, no records, no producer, no timestamp) spanning the run's offsets with the
+run's leader epoch. Offsets are preserved, a fetch inside a removed range gets the filler
+and the batches after it, and clients skip empty batches as they skip the ones Kafka keeps
+for idempotent producers (the last batch of a producer is kept as an empty batch with its
+producer fields here too).
+"""
+
+from __future__ import annotations
+
+import gzip
+import mmap
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from broker.records import (
+    CODEC_MASK,
+    CONTROL_BIT,
+    HEADER_SIZE,
+    MAGIC,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    AppendError,
+    DecodedRecord,
+    Record,
+    RecordBatchHeader,
+    compute_crc,
+    decode_records,
+    encode_record,
+    parse_header,
+    scan_batches,
+)
+from kraft.errors import Errors
+from kraft.log.base import CorruptRecordError
+
+# KIP-534: baseTimestamp holds the delete horizon of the batch's tombstones.
+DELETE_HORIZON_BIT = 0x40
+GZIP = 1
+# Kafka's SkimpyOffsetMap: a 16-byte hash and an 8-byte offset per entry, filled to 90 %.
+OFFSET_MAP_ENTRY_BYTES = 24
+OFFSET_MAP_LOAD_FACTOR = 0.9
+_MAX_SPAN = 2**31 - 1  # lastOffsetDelta is an int32
+_HEADER_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
+
+
+class DedupeBufferTooSmall(Exception):
+    """Not one segment's keys fit in the offset map (log.cleaner.dedupe.buffer.size)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFile:
+    """A segment as the cleaner reads it: offsets [base, end), `size` bytes of `path`."""
+
+    base: int
+    end: int
+    size: int
+    path: str
+
+
+@dataclass(slots=True)
+class GroupResult:
+    """What rewriting one group wrote and dropped, for the cleaner's stats."""
+
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_removed: int = 0
+    # The earliest delete horizon of a tombstone kept (the log must be cleaned again then).
+    next_horizon_ms: int | None = None
+
+
+@dataclass(slots=True)
+class CleanRules:
+    """What one cleaning pass decides by: the offset map, the time, delete.retention.ms and
+    the offset of each producer's last batch (kept, if only empty, for idempotence)."""
+
+    offsets: dict[bytes, int]
+    now_ms: int
+    delete_retention_ms: int
+    producer_last_offsets: dict[int, int] = field(default_factory=dict)
+
+
+def map_capacity(dedupe_buffer_bytes: int, threads: int) -> int:
+    """Keys one cleaner thread's offset map holds (Kafka divides the buffer among threads)."""
+    per_thread = dedupe_buffer_bytes // max(threads, 1)
+    return max(1, int(per_thread * OFFSET_MAP_LOAD_FACTOR) // OFFSET_MAP_ENTRY_BYTES)
+
+
+def read_batches(segment: SegmentFile) -> Iterator[tuple[RecordBatchHeader, bytes]]:
+    """Every batch of the segment file (its first `size` bytes), CRC checked."""
+    if segment.size == 0:
+        return
+    with open(segment.path, "rb") as file, mmap.mmap(
+        file.fileno(), segment.size, access=mmap.ACCESS_READ
+    ) as mapped:
+        for frame in scan_batches(mapped, segment.path):
+            blob = mapped[frame.position : frame.position + frame.size]
+            yield parse_header(blob), blob
+
+
+def batch_records(header: RecordBatchHeader, blob: bytes) -> list[DecodedRecord] | None:
+    """The batch's records, or None for a batch the cleaner keeps whole: a control batch, or
+    a codec this broker cannot decompress (only gzip is in the standard library)."""
+    if header.control:
+        return None
+    codec = header.compression
+    if codec == 0:
+        return decode_records(blob)
+    if codec != GZIP:
+        return None
+    body = gzip.decompress(blob[HEADER_SIZE:])
+    plain = bytearray(blob[:HEADER_SIZE]) + body
+    struct.pack_into(">i", plain, 8, len(plain) - 12)  # batchLength
+    struct.pack_into(">h", plain, 21, header.attributes & ~CODEC_MASK)
+    return decode_records(bytes(plain))
+
+
+def check_keys(header: RecordBatchHeader, batch: bytes, topic: str, partition: int) -> None:
+    """A compacted topic's leader refuses a batch with a keyless record (Kafka's
+    LogValidator): AppendError INVALID_RECORD. A batch in a codec this broker cannot read is
+    let through (the cleaner drops its keyless records later)."""
+    try:
+        records = batch_records(header, batch)
+    except (CorruptRecordError, OSError, EOFError, zlib.error) as exc:
+        raise AppendError(Errors.CORRUPT_MESSAGE, f"cannot read the records: {exc}") from exc
+    if records is not None and any(record.key is None for record in records):
+        raise AppendError(Errors.INVALID_RECORD, "Compacted topic cannot accept message "
+                          f"without key in topic partition {topic}-{partition}.")
+
+
+def build_offset_map(
+    segments: list[SegmentFile], start: int, capacity: int
+) -> tuple[dict[bytes, int], int]:
+    """Key -> offset of its latest record over the dirty segments from `start`, whole segments
+    only, as many as `capacity` keys allow; with the offset the map reaches (the end of the
+    last segment taken). DedupeBufferTooSmall when the first segment does not fit."""
+    offsets: dict[bytes, int] = {}
+    reached = start
+    for segment in segments:
+        if segment.end <= start:
+            continue
+        local: dict[bytes, int] = {}
+        for header, blob in read_batches(segment):
+            if header.next_offset <= start:
+                continue
+            records = batch_records(header, blob)
+            for record in records or ():
+                if record.key is not None:
+                    local[record.key] = record.offset
+        added = sum(1 for key in local if key not in offsets)
+        if len(offsets) + added > capacity:
+            if not offsets and reached == start:
+                raise DedupeBufferTooSmall(
+                    f"{segment.path} holds {added} keys, more than the {capacity} the offset "
+                    "map holds: raise log.cleaner.dedupe.buffer.size")
+            break
+        offsets.update(local)
+        reached = segment.end
+    return offsets, reached
+
+
+def group_segments(
+    segments: list[SegmentFile], max_bytes: int
+) -> list[list[SegmentFile]]:
+    """Consecutive segments grouped while their sizes sum to at most `max_bytes`
+    (segment.bytes) and their offsets span less than an int (Kafka's groupSegmentsBySize)."""
+    groups: list[list[SegmentFile]] = []
+    current: list[SegmentFile] = []
+    size = 0
+    for segment in segments:
+        if current and (size + segment.size > max_bytes
+                        or segment.end - current[0].base > _MAX_SPAN):
+            groups.append(current)
+            current, size = [], 0
+        current.append(segment)
+        size += segment.size
+    if current:
+        groups.append(current)
+    return groups
+
+
+def clean_group(group: list[SegmentFile], rules: CleanRules, out_path: str) -> GroupResult:
+    """Rewrite `group` into `out_path` (created, written, fsynced): the group's first batch
+    starts at its first base offset and its batches end where the group ends."""
+    result = GroupResult()
+    writer = _Writer(out_path)
+    try:
+        filler: list[int] = []  # [first offset, next offset, epoch] of the removed run
+        for segment in group:
+            result.bytes_read += segment.size
+            for header, blob in read_batches(segment):
+                kept = _clean_batch(header, blob, rules, result)
+                if kept is None and not _producer_last(header, rules):
+                    if filler and (filler[2] != header.partition_leader_epoch
+                                   or header.next_offset - filler[0] > _MAX_SPAN):
+                        writer.write(_filler(*filler))
+                        filler = []
+                    if not filler:
+                        filler = [header.base_offset, 0, header.partition_leader_epoch]
+                    filler[1] = header.next_offset
+                    continue
+                if filler:
+                    writer.write(_filler(*filler))
+                    filler = []
+                writer.write(kept if kept is not None else _empty_like(header))
+        if filler:
+            writer.write(_filler(*filler))
+        # As Kafka: the cleaned segment keeps the last source segment's modification time,
+        # which stands in for the timestamps of a segment without any (retention, lag rules).
+        writer.finish(max(os.stat(segment.path).st_mtime_ns for segment in group))
+    except BaseException:
+        writer.abandon()
+        raise
+    result.bytes_written = writer.size
+    return result
+
+
+def _producer_last(header: RecordBatchHeader, rules: CleanRules) -> bool:
+    return (header.producer_id >= 0
+            and rules.producer_last_offsets.get(header.producer_id) == header.last_offset)
+
+
+def _clean_batch(
+    header: RecordBatchHeader, blob: bytes, rules: CleanRules, result: GroupResult
+) -> bytes | None:
+    """The batch as it stays (maybe the original bytes), or None when no record stays."""
+    records = batch_records(header, blob)
+    if records is None:
+        return blob
+    horizon = header.base_timestamp if header.attributes & DELETE_HORIZON_BIT else None
+    kept: list[DecodedRecord] = []
+    tombstones = False
+    for record in records:
+        if _retain(record, horizon, rules):
+            kept.append(record)
+            tombstones = tombstones or record.value is None
+    result.records_removed += len(records) - len(kept)
+    if not kept:
+        return None
+    if tombstones:
+        if horizon is None:
+            horizon = rules.now_ms + rules.delete_retention_ms
+        if result.next_horizon_ms is None or horizon < result.next_horizon_ms:
+            result.next_horizon_ms = horizon
+    if len(kept) == len(records) and (not tombstones or header.attributes
+                                      & DELETE_HORIZON_BIT):
+        return blob
+    return _rebuild(header, kept, horizon if tombstones else None)
+
+
+def _retain(record: DecodedRecord, horizon: int | None, rules: CleanRules) -> bool:
+    """Kafka's Cleaner.shouldRetainRecord: a keyed record that is its key's latest (or whose
+    key the map does not cover: the clean section), a tombstone until its delete horizon."""
+    if record.key is None:
+        return False  # a compacted log has no use for it (Kafka counts it invalid)
+    latest = rules.offsets.get(record.key)
+    if latest is not None and record.offset < latest:
+        return False
+    if record.value is None and horizon is not None:
+        return rules.now_ms < horizon
+    return True
+
+
+def _rebuild(
+    header: RecordBatchHeader, records: list[DecodedRecord], horizon: int | None
+) -> bytes:
+    """A batch of `records` with the header's offsets, epoch, producer fields and codec."""
+    attributes = header.attributes & ~DELETE_HORIZON_BIT
+    if horizon is not None:
+        attributes |= DELETE_HORIZON_BIT
+        base_timestamp = horizon
+    else:
+        base_timestamp = records[0].timestamp_ms
+    if header.log_append_time:
+        max_timestamp = header.max_timestamp
+    else:
+        max_timestamp = max(record.timestamp_ms for record in records)
+    body = b"".join(
+        encode_record(Record(r.value, r.key, r.headers, r.timestamp_ms),
+                      r.offset - header.base_offset, base_timestamp)
+        for r in records)
+    if header.compression == GZIP:
+        body = gzip.compress(body)
+    return _assemble(header.base_offset, header.partition_leader_epoch, attributes,
+                     header.last_offset_delta, base_timestamp, max_timestamp,
+                     header.producer_id, header.producer_epoch, header.base_sequence,
+                     len(records), body)
+
+
+def _empty_like(header: RecordBatchHeader) -> bytes:
+    """The producer's last batch with no record left (Kafka keeps it for the producer's
+    sequence and epoch)."""
+    return _assemble(header.base_offset, header.partition_leader_epoch,
+                     header.attributes & ~CODEC_MASK & ~DELETE_HORIZON_BIT,
+                     header.last_offset_delta, header.base_timestamp, header.max_timestamp,
+                     header.producer_id, header.producer_epoch, header.base_sequence, 0, b"")
+
+
+def _filler(first: int, next_offset: int, epoch: int) -> bytes:
+    """An empty batch holding the offsets [first, next_offset) of removed batches."""
+    return _assemble(first, epoch, 0, next_offset - first - 1, NO_TIMESTAMP, NO_TIMESTAMP,
+                     NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, 0, b"")
+
+
+def is_filler(header: RecordBatchHeader) -> bool:
+    """Whether the batch is a filler this cleaner wrote (no record, no producer)."""
+    return (header.records_count == 0 and header.producer_id == NO_PRODUCER_ID
+            and not header.attributes & CONTROL_BIT)
+
+
+def _assemble(
+    base_offset: int, epoch: int, attributes: int, last_offset_delta: int,
+    base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
+    base_sequence: int, count: int, body: bytes,
+) -> bytes:
+    covered = _HEADER_TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
+                                producer_id, producer_epoch, base_sequence, count) + body
+    length = 4 + 1 + 4 + len(covered)
+    batch = bytearray(struct.pack(">qiibI", base_offset, length, epoch, MAGIC, 0) + covered)
+    struct.pack_into(">I", batch, 17, compute_crc(batch))
+    return bytes(batch)
+
+
+class _Writer:
+    """A new segment file written in order, fsynced at the end."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.size = 0
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+
+    def write(self, blob: bytes) -> None:
+        self._pending.append(blob)
+        self._pending_bytes += len(blob)
+        if self._pending_bytes >= 1 << 20:
+            self._drain()
+
+    def _drain(self) -> None:
+        data = b"".join(self._pending)
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        self.size += len(data)
+        self._pending = []
+        self._pending_bytes = 0
+
+    def finish(self, mtime_ns: int) -> None:
+        self._drain()
+        os.utime(self._fd, ns=(mtime_ns, mtime_ns))
+        os.fsync(self._fd)
+        os.close(self._fd)
+
+    def abandon(self) -> None:
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass

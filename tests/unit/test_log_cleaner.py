@@ -1,0 +1,479 @@
+"""The log cleaner (broker/log/cleaner.py, cleaner_core.py, cleaner_swap.py) on real partition
+logs in temporary directories: the latest record per key, tombstones and their delete
+horizon, offsets kept across removed batches (reads and follower fetches there), the crash-safe
+swap, idempotent producer state, the dirty ratio and the lag rules, the HW bound, the
+checkpoint, the dedupe buffer bound and the configs."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from broker.log import cleaner_swap
+from broker.log.cleaner import CLEANER_CHECKPOINT_FILE, CleanerConfig, LogCleaner
+from broker.log.cleaner_core import (
+    CleanRules,
+    SegmentFile,
+    clean_group,
+    is_filler,
+    map_capacity,
+)
+from broker.log.config import LogConfig
+from broker.log.partition_log import AppendError, PartitionLog
+from broker.records import (
+    CODEC_MASK,
+    Record,
+    build_batch,
+    compute_crc,
+    decode_records,
+    parse_header,
+    scan_batches,
+)
+from kraft.errors import Errors
+from metadata.config_keys import validate_topic_configs
+from metadata.delta import MetadataDelta
+from metadata.image import EMPTY_IMAGE
+from metadata.records import ConfigRecord, ConfigResourceType
+
+TOPIC_ID = "8d4c3b6a-6f64-4b43-9a59-3c5e3a4f2a11"
+NOW = 1_700_000_000_000
+TP = ("orders", 0)
+# One keyed single-record batch per segment: a batch is ~76 bytes.
+COMPACT = LogConfig(segment_bytes=100, cleanup_policy=("compact",))
+
+
+def open_log(path: Path, config: LogConfig = COMPACT) -> PartitionLog:
+    return PartitionLog.open(str(path / "orders-0"), TOPIC_ID, config, now_ms=NOW)
+
+
+def keyed(key: str | None, value: str | None, timestamp: int = NOW, **kwargs: int) -> bytes:
+    return build_batch([Record(None if value is None else value.encode(),
+                               None if key is None else key.encode())],
+                       base_timestamp=timestamp, **kwargs)
+
+
+def append(log: PartitionLog, *pairs: tuple[str | None, str | None], epoch: int = 0,
+           timestamp: int = NOW) -> None:
+    for key, value in pairs:
+        log.append_as_leader(keyed(key, value, timestamp), epoch, NOW)
+
+
+def records(log: PartitionLog, start: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
+    data = log.read(start, 1 << 30, log.end_offset)
+    out = []
+    for frame in scan_batches(data):
+        blob = data[frame.position : frame.position + frame.size]
+        out += [(r.offset, r.key, r.value) for r in decode_records(_plain(blob))]
+    return [item for item in out if item[0] >= start]
+
+
+def _plain(blob: bytes) -> bytes:
+    """The batch with a gzip body decompressed (decode_records reads plain batches)."""
+    header = parse_header(blob)
+    if header.compression != 1:
+        return blob
+    plain = bytearray(blob[:61]) + gzip.decompress(blob[61:])
+    struct.pack_into(">i", plain, 8, len(plain) - 12)
+    struct.pack_into(">h", plain, 21, header.attributes & ~CODEC_MASK)
+    return bytes(plain)
+
+
+def headers(log: PartitionLog, start: int = 0) -> list[tuple[int, int, int]]:
+    """(base offset, last offset, record count) of every batch read from `start`."""
+    data = log.read(start, 1 << 30, log.end_offset)
+    out = []
+    for frame in scan_batches(data):
+        header = parse_header(data, frame.position)
+        out.append((header.base_offset, header.last_offset, header.records_count))
+    return out
+
+
+def cleaner(log: PartitionLog, hw: int | None = None,
+            dedupe_buffer_size: int = 1 << 27) -> LogCleaner:
+    return LogCleaner(CleanerConfig(dedupe_buffer_size=dedupe_buffer_size),
+                      [os.path.dirname(log.directory)],
+                      lambda: {TP: log}, lambda: {TP: log.end_offset if hw is None else hw},
+                      lambda tp: False)
+
+
+def clean(c: LogCleaner, now: int = NOW) -> int:
+    return asyncio.run(c.clean_round(now_ms=now))
+
+
+# -- the latest record per key -----------------------------------------------------------------
+
+
+def test_the_latest_record_per_key_stays_and_offsets_are_kept(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, ("a", "1"), ("b", "1"), ("a", "2"), ("c", "1"), ("b", "2"), ("a", "3"),
+           ("d", "active"))
+    assert log.segment_count == 7
+    c = cleaner(log)
+    assert clean(c) == 1
+    assert records(log) == [(3, b"c", b"1"), (4, b"b", b"2"), (5, b"a", b"3"),
+                            (6, b"d", b"active")]
+    assert log.end_offset == 7 and log.start_offset == 0
+    # The removed batches' offsets are held by fillers: empty batches, no producer.
+    assert headers(log)[:4] == [(0, 0, 0), (1, 1, 0), (2, 2, 0), (3, 3, 1)]
+    assert c.stats.passes == 1 and c.stats.records_removed == 3
+    assert c.stats.bytes_written < c.stats.bytes_read and c.stats.last_clean_ms > 0
+    assert c.checkpoint(TP) == 6
+    # Nothing is left to clean: the next round finds the log clean.
+    assert clean(c) == 0
+    log.close()
+    reopened = open_log(tmp_path)
+    assert records(reopened) == [(3, b"c", b"1"), (4, b"b", b"2"), (5, b"a", b"3"),
+                                 (6, b"d", b"active")]
+    reopened.close()
+
+
+def test_a_fetch_inside_a_removed_range_returns_the_next_batches(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, ("a", "1"), ("a", "2"), ("b", "1"), ("a", "3"), ("z", "active"))
+    clean(cleaner(log))
+    # Offset 1 was removed: the read starts at the filler holding it, then the next records.
+    assert headers(log, 1)[0] == (1, 1, 0)
+    assert records(log, 1) == [(2, b"b", b"1"), (3, b"a", b"3"), (4, b"z", b"active")]
+    assert records(log, 3) == [(3, b"a", b"3"), (4, b"z", b"active")]
+    log.close()
+
+
+def test_a_follower_replicates_a_cleaned_range(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader")
+    append(leader, ("a", "1"), ("b", "1"), ("a", "2"), ("b", "2"), ("c", "1"), epoch=3)
+    clean(cleaner(leader))
+    follower = open_log(tmp_path / "follower")
+    offset = 0
+    while offset < leader.end_offset:  # one batch per fetch, as a slow follower fetches
+        data = leader.read(offset, 1, leader.end_offset)
+        offset += follower.append_as_follower(data, NOW)
+    assert follower.end_offset == leader.end_offset == 5
+    assert records(follower) == records(leader) == [(2, b"a", b"2"), (3, b"b", b"2"),
+                                                    (4, b"c", b"1")]
+    assert follower.epoch_entries() == leader.epoch_entries() == [(3, 0)]
+    leader.close()
+    follower.close()
+
+
+def test_keyless_records_are_refused_by_a_compacted_topic(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    with pytest.raises(AppendError) as refused:
+        log.append_as_leader(keyed(None, "x"), 0, NOW)
+    assert refused.value.code == Errors.INVALID_RECORD
+    assert "Compacted topic cannot accept message without key" in refused.value.message
+    assert "orders-0" in refused.value.message
+    assert log.end_offset == 0
+    log.close()
+    plain = PartitionLog.open(str(tmp_path / "plain-0"), TOPIC_ID, LogConfig(), now_ms=NOW)
+    plain.append_as_leader(keyed(None, "x"), 0, NOW)
+    assert plain.end_offset == 1
+    plain.close()
+
+
+def test_the_cleaner_drops_keyless_records_a_follower_was_sent(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    data = keyed(None, "x")
+    follower_batch = bytearray(data)
+    follower_batch[12:16] = (0).to_bytes(4, "big")
+    log.append_as_follower(bytes(follower_batch), NOW)
+    append(log, ("a", "1"), ("b", "active"))
+    clean(cleaner(log))
+    assert records(log) == [(1, b"a", b"1"), (2, b"b", b"active")]
+    log.close()
+
+
+def test_gzip_batches_are_cleaned_and_stay_gzip(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=1000, cleanup_policy=("compact",)))
+    batch = build_batch([Record(b"1", b"a"), Record(b"1", b"b"), Record(b"2", b"a")],
+                        base_timestamp=NOW)
+    log.append_as_leader(_gzip(batch), 0, NOW)
+    log._log.roll()  # the batch's segment must be below the active one
+    append(log, ("z", "active"))
+    clean(cleaner(log))
+    first = headers(log)[0]
+    assert first == (0, 2, 2)  # base and last offset kept, one record gone
+    assert parse_header(log.read(0, 1 << 20, log.end_offset)).compression == 1
+    assert records(log) == [(1, b"b", b"1"), (2, b"a", b"2"), (3, b"z", b"active")]
+    log.close()
+
+
+def _gzip(batch: bytes) -> bytes:
+    header = parse_header(batch)
+    out = bytearray(batch[:61]) + gzip.compress(batch[61:])
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">h", out, 21, header.attributes | 1)
+    struct.pack_into(">I", out, 17, compute_crc(out))
+    return bytes(out)
+
+
+# -- tombstones --------------------------------------------------------------------------------
+
+
+def test_tombstones_stay_until_delete_retention_after_the_first_cleaning(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=100, cleanup_policy=("compact",), delete_retention_ms=1000)
+    log = open_log(tmp_path, config)
+    append(log, ("a", "1"), ("b", "1"), ("a", None), ("z", "active"))
+    c = cleaner(log)
+    assert clean(c, NOW) == 1
+    # The tombstone stays (and carries its delete horizon, KIP-534); what it deletes goes.
+    assert records(log) == [(1, b"b", b"1"), (2, b"a", None), (3, b"z", b"active")]
+    tombstone = parse_header(log.read(2, 1 << 20, 3))
+    assert tombstone.attributes & 0x40 and tombstone.base_timestamp == NOW + 1000
+    # Before the horizon a pass keeps it; at the horizon the log is due again, it goes.
+    assert clean(c, NOW + 999) == 0
+    assert clean(c, NOW + 1000) == 1
+    assert records(log) == [(1, b"b", b"1"), (3, b"z", b"active")]
+    assert clean(c, NOW + 5000) == 0  # no tombstone left: nothing due
+    log.close()
+
+
+# -- the swap ----------------------------------------------------------------------------------
+
+
+def _cleaned_file(log: PartitionLog) -> tuple[str, list[str]]:
+    """A cleaned file for the log's first three segments, written as the cleaner writes it."""
+    views = log.segment_views()[:3]
+    files = [SegmentFile(v.base_offset, v.end_offset, v.size, v.path) for v in views]
+    out = cleaner_swap.cleaned_path(log.directory, views[0].base_offset)
+    clean_group(files, CleanRules({b"a": 2}, NOW, 0), out)
+    return out, [v.path for v in views]
+
+
+@pytest.mark.parametrize("deleted", [0, 1, 3])
+def test_a_crash_in_the_middle_of_a_swap_finishes_it(tmp_path: Path, deleted: int) -> None:
+    log = open_log(tmp_path)
+    append(log, ("a", "1"), ("a", "2"), ("a", "3"), ("z", "active"))
+    cleaned, old = _cleaned_file(log)
+    swap = cleaner_swap.commit(cleaned)  # the commit point
+    for path in old[:deleted]:  # the crash comes while the old segments go
+        os.unlink(path)
+    log.close(flush=False)
+    reopened = open_log(tmp_path)
+    assert not os.path.exists(swap)
+    assert records(reopened) == [(2, b"a", b"3"), (3, b"z", b"active")]
+    assert reopened.end_offset == 4
+    reopened.close()
+
+
+def test_a_crash_before_the_swap_keeps_the_old_segments(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, ("a", "1"), ("a", "2"), ("a", "3"), ("z", "active"))
+    cleaned, _ = _cleaned_file(log)
+    log.close(flush=False)
+    reopened = open_log(tmp_path)
+    assert not os.path.exists(cleaned)
+    assert [offset for offset, _, _ in records(reopened)] == [0, 1, 2, 3]
+    reopened.close()
+
+
+def test_a_cleaning_of_segments_that_changed_is_dropped(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, ("a", "1"), ("a", "2"), ("a", "3"), ("z", "active"))
+    c = cleaner(log)
+    plan = c.plans(NOW)[0]
+
+    cleaned = c._clean_blocking(plan)  # the worker thread's part
+    assert cleaned is not None and len(cleaned.swaps) == 3
+    log.truncate_to(2)  # a follower truncating while its cleaning ran
+    assert asyncio.run(c._swap(plan, cleaned, 0.0)) == 0
+    assert c.stats.aborted == 1
+    assert [offset for offset, _, _ in records(log)] == [0, 1]
+    assert not [name for name in os.listdir(log.directory) if ".cleaned" in name]
+    log.close()
+
+
+def test_a_cleaning_of_segments_deleted_before_it_read_them_stops(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, ("a", "1"), ("a", "2"), ("a", "3"), ("z", "active"))
+    c = cleaner(log)
+    plan = c.plans(NOW)[0]
+    log.truncate_to(1)  # segments 1.. are gone before the worker thread reads them
+    assert asyncio.run(c._clean(plan)) == 0
+    assert c.stats.aborted == 1 and c.stats.passes == 0
+    assert [offset for offset, _, _ in records(log)] == [0]
+    assert not [name for name in os.listdir(log.directory) if ".cleaned" in name]
+    log.close()
+
+
+# -- idempotent producers ----------------------------------------------------------------------
+
+
+def test_a_producers_last_batch_stays_so_its_sequence_survives(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for seq in range(3):
+        log.append_as_leader(build_batch([Record(b"p%d" % seq, b"a")], base_timestamp=NOW,
+                                         producer_id=7, producer_epoch=0, base_sequence=seq),
+                             0, NOW)
+    append(log, ("a", "plain"), ("z", "active"))  # supersedes all of producer 7's records
+    clean(cleaner(log))
+    assert records(log) == [(3, b"a", b"plain"), (4, b"z", b"active")]
+    kept = parse_header(log.read(2, 1 << 20, 3))
+    assert (kept.base_offset, kept.records_count, kept.producer_id, kept.base_sequence) == (
+        2, 0, 7, 2)
+    assert is_filler(parse_header(log.read(0, 1 << 20, 2)))
+    log.close()
+    reopened = open_log(tmp_path)
+    # A retry of the last batch is a duplicate, the next sequence is accepted.
+    retry = reopened.append_as_leader(build_batch(
+        [Record(b"p2", b"a")], base_timestamp=NOW, producer_id=7, producer_epoch=0,
+        base_sequence=2), 0, NOW)
+    assert retry.duplicate and retry.base_offset == 2
+    nxt = reopened.append_as_leader(build_batch(
+        [Record(b"p3", b"a")], base_timestamp=NOW, producer_id=7, producer_epoch=0,
+        base_sequence=3), 0, NOW)
+    assert not nxt.duplicate and nxt.base_offset == 5
+    reopened.close()
+
+
+# -- what is cleanable, and when ---------------------------------------------------------------
+
+
+def test_nothing_at_or_above_the_high_watermark_is_cleaned(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, ("a", "1"), ("a", "2"), ("a", "3"), ("a", "4"), ("z", "active"))
+    clean(cleaner(log, hw=2))
+    # Only segments wholly below the HW were cleaned: offset 0's record went (1 is newer).
+    assert [offset for offset, _, _ in records(log)] == [1, 2, 3, 4]
+    log.close()
+
+
+def test_the_dirty_ratio_decides(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, ("a", "1"), ("b", "1"), ("c", "1"), ("d", "1"), ("a", "2"), ("z", "active"))
+    c = cleaner(log)
+    assert clean(c) == 1  # never cleaned: all dirty, ratio 1
+    append(log, ("b", "2"), ("y", "active"))  # two dirty segments beside five clean ones
+    plan = c.plan(TP, log, log.end_offset, NOW)
+    assert plan is None
+    strict = LogConfig(segment_bytes=100, cleanup_policy=("compact",),
+                       min_cleanable_dirty_ratio=0.1)
+    log.update_config(strict)
+    plan = c.plan(TP, log, log.end_offset, NOW)
+    assert plan is not None and 0.1 <= plan.dirty_ratio < 0.5
+    assert clean(c) == 1
+    assert [key for _, key, _ in records(log)] == [b"c", b"d", b"a", b"z", b"b", b"y"]
+    log.close()
+
+
+def test_min_compaction_lag_keeps_young_segments(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=100, cleanup_policy=("compact",),
+                       min_compaction_lag_ms=60_000)
+    log = open_log(tmp_path, config)
+    append(log, ("a", "1"), timestamp=NOW - 120_000)
+    append(log, ("a", "2"), ("a", "3"), ("z", "active"), timestamp=NOW - 1000)
+    c = cleaner(log)
+    plan = c.plan(TP, log, log.end_offset, NOW)
+    assert plan is not None and [v.base_offset for v in plan.segments] == [0]
+    clean(c)
+    assert [offset for offset, _, _ in records(log)] == [0, 1, 2, 3]  # a@0 alone: kept
+    assert c.plan(TP, log, log.end_offset, NOW + 120_000) is not None
+    clean(c, NOW + 120_000)
+    assert [offset for offset, _, _ in records(log)] == [2, 3]
+    log.close()
+
+
+def test_max_compaction_lag_forces_a_cleaning(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=100, cleanup_policy=("compact",),
+                       min_cleanable_dirty_ratio=1.0, max_compaction_lag_ms=60_000)
+    log = open_log(tmp_path, config)
+    append(log, ("a", "1"), ("b", "1"), ("z", "active"))
+    c = cleaner(log)
+    assert clean(c) == 1  # all dirty: ratio 1 reaches 1.0
+    append(log, ("a", "2"), ("y", "active"))
+    assert c.plan(TP, log, log.end_offset, NOW) is None  # ratio < 1, within the lag
+    assert c.plan(TP, log, log.end_offset, NOW + 60_001) is not None
+    log.close()
+
+
+def test_a_delete_only_log_is_not_cleaned_and_compact_only_is_not_deleted(
+        tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=100))
+    append(log, ("a", "1"), ("a", "2"), ("z", "active"))
+    assert cleaner(log).plans(NOW) == []
+    log.close()
+    compact = PartitionLog.open(str(tmp_path / "c-0"), TOPIC_ID, LogConfig(
+        segment_bytes=100, cleanup_policy=("compact",), retention_ms=1), now_ms=NOW)
+    append(compact, ("a", "1"), ("a", "2"), ("z", "active"))
+    assert compact.delete_old_segments(NOW + 10_000, compact.end_offset) == 0
+    compact.close()
+
+
+def test_small_segments_are_grouped_up_to_segment_bytes(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, ("a", "1"), ("b", "1"), ("c", "1"), ("d", "1"), ("z", "active"))
+    log.update_config(LogConfig(segment_bytes=1000, cleanup_policy=("compact",)))
+    clean(cleaner(log))
+    assert log.segment_count == 2  # four cleaned segments in one, and the active one
+    assert [v.base_offset for v in log.segment_views()] == [0, 4]
+    log.close()
+
+
+def test_the_checkpoint_survives_a_restart(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    append(log, ("a", "1"), ("a", "2"), ("z", "active"))
+    clean(cleaner(log))
+    path = os.path.join(tmp_path, CLEANER_CHECKPOINT_FILE)
+    assert os.path.exists(path)
+    again = cleaner(log)
+    assert again.checkpoint(TP) == 2
+    assert again.plan(TP, log, log.end_offset, NOW) is None  # nothing dirty
+    log.close()
+
+
+def test_the_dedupe_buffer_bounds_the_offset_map(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=200, cleanup_policy=("compact",)))
+    for key in "abcdef":  # two single-record batches per segment
+        append(log, (key, "1"))
+    append(log, ("a", "2"), ("z", "active"))
+    assert map_capacity(60, 1) == 2  # 24 bytes a key, filled to 90 %
+    c = cleaner(log, dedupe_buffer_size=60)
+    assert clean(c) == 1
+    assert c.checkpoint(TP) == 2  # the map held one segment's two keys: cleaned that far
+    assert clean(c) == 1  # the next round goes on from there
+    assert c.checkpoint(TP) == 4
+    log.close()
+
+
+def test_a_dedupe_buffer_too_small_for_a_segment_marks_the_log_uncleanable(
+        tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"dedupe\.buffer\.size"):
+        CleanerConfig(dedupe_buffer_size=30)
+    log = open_log(tmp_path, LogConfig(segment_bytes=300, cleanup_policy=("compact",)))
+    for key in "abc":  # three keys in the first segment, the map holds two
+        append(log, (key, "1"))
+    append(log, ("a", "2"), ("z", "active"))
+    c = cleaner(log, dedupe_buffer_size=60)
+    assert clean(c) == 0
+    assert c.plans(NOW) == []  # marked uncleanable: not tried again
+    assert [offset for offset, _, _ in records(log)] == [0, 1, 2, 3, 4]
+    log.close()
+
+
+# -- configs -----------------------------------------------------------------------------------
+
+
+def test_topic_configs_resolve_and_validate() -> None:
+    delta = MetadataDelta(EMPTY_IMAGE)
+    for name, value in [("cleanup.policy", "compact,delete"),
+                        ("min.cleanable.dirty.ratio", "0.25"), ("delete.retention.ms", "5"),
+                        ("min.compaction.lag.ms", "7"), ("max.compaction.lag.ms", "9")]:
+        delta.replay(ConfigRecord(ConfigResourceType.TOPIC, "orders", name, value), 1, 1, NOW)
+    config = LogConfig.for_topic(delta.apply(), "orders")
+    assert config.cleanup_policy == ("compact", "delete") and config.compact and config.delete
+    assert (config.min_cleanable_dirty_ratio, config.delete_retention_ms,
+            config.min_compaction_lag_ms, config.max_compaction_lag_ms) == (0.25, 5, 7, 9)
+    default = LogConfig.for_topic(EMPTY_IMAGE, "orders")
+    assert default.cleanup_policy == ("delete",) and not default.compact
+    assert default.min_cleanable_dirty_ratio == 0.5 and default.delete_retention_ms == 86400000
+    error = validate_topic_configs({"cleanup.policy": "compact,shred"})
+    assert error is not None and error.code == Errors.INVALID_CONFIG
+    assert "String must be one of: compact, delete" in error.message
+    error = validate_topic_configs({"min.cleanable.dirty.ratio": "1.5"})
+    assert error is not None and "Value must be no more than 1" in error.message
+    error = validate_topic_configs({"min.cleanable.dirty.ratio": "half"})
+    assert error is not None and "DOUBLE" in error.message
