@@ -130,6 +130,19 @@ class ProducerIdAndEpoch:
 
 
 @dataclass(frozen=True, slots=True)
+class DeleteRecordsPartition:
+    topic: str
+    partition: int
+    offset: int  # the new log start offset; -1: the high watermark
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsResult:
+    error: int = Errors.NONE
+    low_watermark: int = -1  # the smallest log start offset among the live replicas
+
+
+@dataclass(frozen=True, slots=True)
 class Request:
     """Who asks: the front passes it along for logs, quotas and authorization."""
 
@@ -166,4 +179,12 @@ class DataPlane(Protocol):
 
     async def init_producer_id(self, transactional_id: str | None) -> ProducerIdAndEpoch:
         """A new cluster-unique producer id with epoch 0 (idempotent producers)."""
+        ...
+
+    async def delete_records(
+        self, timeout_ms: int, partitions: Sequence[DeleteRecordsPartition]
+    ) -> list[DeleteRecordsResult]:
+        """DeleteRecords on the partitions this broker leads: results in the order of
+        `partitions`, each once every live replica's log start reached the offset, or its
+        error, or the timeout (REQUEST_TIMED_OUT)."""
         ...

@@ -73,6 +73,8 @@ class Errors(IntEnum):
     FETCH_SESSION_TOPIC_ID_ERROR = 106
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+    MISMATCHED_ENDPOINT_TYPE = 114
+    UNSUPPORTED_ENDPOINT_TYPE = 115
     INVALID_VOTER_KEY = 125
 
 
@@ -158,6 +160,8 @@ DEFAULT_MESSAGES: Mapping[Errors, str] = MappingProxyType({
     Errors.NEW_LEADER_ELECTED:
         "The AlterPartition request successfully updated the partition state but the leader "
         "has changed.",
+    Errors.MISMATCHED_ENDPOINT_TYPE: "The request was sent to an endpoint of the wrong type.",
+    Errors.UNSUPPORTED_ENDPOINT_TYPE: "This endpoint type is not supported yet.",
 })
 
 

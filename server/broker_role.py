@@ -21,6 +21,8 @@ from prometheus_client import CollectorRegistry
 
 from broker.cache import MetadataCache
 from broker.client_view import ClientView
+from broker.kafka.admin_auto_create import AutoTopicCreator
+from broker.kafka.admin_log_api import LogDirs
 from broker.kafka.apis import KafkaApis
 from broker.kafka.client import KafkaClient
 from broker.kafka.server import KafkaServer
@@ -135,6 +137,7 @@ class BrokerRole:
             return None
         return (f"broker {self.config.node_id} is not serving yet: state {state.name} "
                 "(it serves once caught up with the metadata log and unfenced)"
+        self.auto_create: AutoTopicCreator | None = None
                 if state in (BrokerState.STARTING, BrokerState.RECOVERY)
                 else f"broker {self.config.node_id} is shutting down: state {state.name}")
 
@@ -158,10 +161,20 @@ class BrokerRole:
 
     async def bind(self, combined_admin: AdminServicer | None) -> None:
         """Open the Kafka listeners and the gRPC listeners (in combined mode the node's own
-        Admin servicer, backed by the real controller, serves the gRPC listeners too)."""
+        Admin servicer, backed by the real controller, serves the gRPC listeners too). The
+        Kafka listeners' admin APIs run the same admin operations as that servicer."""
+        if combined_admin is None:
+            voters = {vid: str(ep) for vid, ep in self.config.voters.items()}
+            self.admin = BrokerAdminServicer(self.node, self.cache, self.cluster_id, voters,
+                                             tls=self.config.controller_tls)
+        admin = combined_admin or self.admin
+        assert admin is not None
+        self.auto_create = AutoTopicCreator(admin.ops, self.config.auto_create_topics_enable)
         apis = KafkaApis(self.replicas,
                          ClientView(lambda: self.cache.image, self.replicas.fetchers.unreachable),
-                         self.cluster_id)
+                         self.cluster_id, admin=admin.ops, broker_id=self.config.node_id,
+                         log_dirs=LogDirs(self.logs, self._high_watermarks),
+                         auto_create=self.auto_create)
         for listener in self.kafka_listeners:
             tls = self.config.tls_for(listener.name)
             server = KafkaServer(
@@ -175,27 +188,21 @@ class BrokerRole:
                               f"({listener.name}): {exc}") from exc
             self.kafka_servers.append(server)
         if self.grpc_listeners:
-            await self._bind_grpc(combined_admin)
+            await self._bind_grpc(admin)
 
-    async def _bind_grpc(self, combined_admin: AdminServicer | None) -> None:
+    async def _bind_grpc(self, admin: AdminServicer) -> None:
         interceptors: list[grpc.aio.ServerInterceptor] = [ServingGate(self._not_serving)]
         authorizer = self.config.authorizer()
         if authorizer is not None:
             interceptors.insert(0, AuthorizingInterceptor(authorizer))
         self.server = grpc.aio.server(options=MESSAGE_SIZE_OPTIONS, interceptors=interceptors)
-        voters = {vid: str(ep) for vid, ep in self.config.voters.items()}
         broker_metadata_pb2_grpc.add_BrokerMetadataServicer_to_server(
             BrokerMetadataServicer(
                 self.cache, self.cluster_id, self.config.node_id,
                 controller_id=lambda: self.node.status().leader_id,
                 broker_state=lambda: self.state.name),
             self.server)
-        if combined_admin is None:
-            self.admin = BrokerAdminServicer(self.node, self.cache, self.cluster_id, voters,
-                                             tls=self.config.controller_tls)
-            add_admin_service(self.server, self.admin)
-        else:
-            add_admin_service(self.server, combined_admin)
+        add_admin_service(self.server, admin)
         raft_pb2_grpc.add_QuorumServicer_to_server(
             QuorumServicer(self.node, self.cluster_id, self.grpc_listeners[0].name), self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
@@ -277,3 +284,5 @@ class BrokerRole:
             await self.lifecycle.close()
         if self.admin is not None:
             await self.admin.close()
+        if self.auto_create is not None:
+            await self.auto_create.close()

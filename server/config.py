@@ -519,6 +519,12 @@ SOCKET_REQUEST_MAX_BYTES = _define_int(
     "socket.request.max.bytes", 104857600, 1,
     "A Kafka request larger than this closes its connection.",
 )
+AUTO_CREATE_TOPICS_ENABLE = _define(
+    "auto.create.topics.enable", ConfigType.BOOLEAN, "true", boolean,
+    "A Metadata request for a missing topic that allows auto-creation creates it with the "
+    "cluster's num.partitions and default.replication.factor.",
+    valid_values="true or false",
+)
 LOG_RETENTION_CHECK_INTERVAL_MS = _define_int(
     "log.retention.check.interval.ms", 300000, 1,
     "How often a broker deletes partition log segments past retention.ms or retention.bytes.",
@@ -791,6 +797,7 @@ class NodeConfig:
         return ROLE_CONTROLLER in self.process_roles
 
     @property
+    auto_create_topics_enable = AUTO_CREATE_TOPICS_ENABLE
     def is_broker(self) -> bool:
         return ROLE_BROKER in self.process_roles
 

@@ -5,6 +5,24 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.api import DataPlane, Request
+from broker.kafka.admin_auto_create import AutoTopicCreator
+from broker.kafka.admin_cluster_api import (
+    handle_alter_partition_reassignments,
+    handle_describe_cluster,
+    handle_elect_leaders,
+    handle_list_partition_reassignments,
+)
+from broker.kafka.admin_common import AdminBackend
+from broker.kafka.admin_configs_api import (
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
+from broker.kafka.admin_log_api import LogDirs, handle_delete_records, handle_describe_log_dirs
+from broker.kafka.admin_topics_api import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+)
 from broker.kafka.api_versions_api import handle_api_versions
 from broker.kafka.codec import DecodedRequest
 from broker.kafka.fetch_api import handle_fetch
@@ -41,15 +59,27 @@ class KafkaApis:
                 return await handle_produce(
                     self._data_plane, self._image(), context.listener, version, body
                 )
+        *,
+        admin: AdminBackend | None = None,
+        broker_id: int = -1,
+        log_dirs: LogDirs | None = None,
+        auto_create: AutoTopicCreator | None = None,
             case ApiKey.FETCH:
+        """`admin`: the admin operations (metadata/admin_ops.py) the admin APIs translate
+        onto; without it they are not served. `auto_create`: Metadata's auto topic creation."""
                 return await handle_fetch(
                     self._data_plane, self._image(), context.listener, version, body
                 )
+        self._admin = admin
+        self._broker_id = broker_id
+        self._log_dirs = log_dirs
+        self._auto_create = auto_create
             case ApiKey.LIST_OFFSETS:
                 return handle_list_offsets(self._data_plane, version, body)
             case ApiKey.METADATA:
                 return handle_metadata(
-                    self._image(), self._cluster_id, context.listener, version, body
+                    self._image(), self._cluster_id, context.listener, version, body,
+                    creator.create if creator is not None and creator.enabled else None,
                 )
             case ApiKey.API_VERSIONS:
                 return handle_api_versions(version, body)
@@ -58,3 +88,36 @@ class KafkaApis:
             case ApiKey.OFFSET_FOR_LEADER_EPOCH:
                 return handle_offset_for_leader_epoch(self._data_plane, version, body)
         raise UnsupportedApi(f"api key {request.api_key}")
+                creator = self._auto_create
+            case ApiKey.DELETE_RECORDS:
+                return await handle_delete_records(self._data_plane, version, body)
+            case ApiKey.DESCRIBE_CLUSTER:
+                return handle_describe_cluster(
+                    self._image(), self._cluster_id, context.listener, version, body)
+            case ApiKey.DESCRIBE_LOG_DIRS if self._log_dirs is not None:
+                return handle_describe_log_dirs(self._log_dirs, version, body)
+        if self._admin is not None:
+            return await self._handle_admin(self._admin, request)
+        raise UnsupportedApi(f"api key {request.api_key}")
+
+    async def _handle_admin(self, admin: AdminBackend, request: DecodedRequest) -> Reply:
+        """The admin APIs that are admin operations (metadata/admin_ops.py)."""
+        version, body = request.api_version, request.body
+        match request.api_key:
+            case ApiKey.CREATE_TOPICS:
+                return await handle_create_topics(admin, self._image(), version, body)
+            case ApiKey.DELETE_TOPICS:
+                return await handle_delete_topics(admin, version, body)
+            case ApiKey.CREATE_PARTITIONS:
+                return await handle_create_partitions(admin, version, body)
+            case ApiKey.DESCRIBE_CONFIGS:
+                return await handle_describe_configs(admin, self._broker_id, version, body)
+            case ApiKey.INCREMENTAL_ALTER_CONFIGS:
+                return await handle_incremental_alter_configs(
+                    admin, self._broker_id, version, body)
+            case ApiKey.ELECT_LEADERS:
+                return await handle_elect_leaders(admin, version, body)
+            case ApiKey.ALTER_PARTITION_REASSIGNMENTS:
+                return await handle_alter_partition_reassignments(admin, version, body)
+            case ApiKey.LIST_PARTITION_REASSIGNMENTS:
+                return await handle_list_partition_reassignments(admin, version, body)

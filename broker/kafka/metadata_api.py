@@ -1,9 +1,10 @@
 """Metadata (API 3, v0-12): brokers, cluster id, controller and topics from the broker's
-metadata image, as Kafka's KRaftMetadataCache answers it."""
+metadata image, as Kafka's KRaftMetadataCache answers it; missing topics may be auto-created
+(admin_auto_create.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from broker.kafka.codec import build, error_code, response_module
@@ -13,6 +14,7 @@ from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.records import NO_LEADER, Endpoint
+from metadata.topics import topic_name_error
 
 # Kafka's Topic.INTERNAL_TOPICS: clients hide them from listings and refuse to produce there.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -49,8 +51,10 @@ def node_endpoints(
 
 
 def handle_metadata(
-    image: MetadataImage, cluster_id: str, listener: str, version: int, request: Any
+    image: MetadataImage, cluster_id: str, listener: str, version: int, request: Any,
+    auto_create: Callable[[Sequence[str]], None] | None = None,
 ) -> Reply:
+    """`auto_create`: start creating missing topics (None: auto.create.topics.enable off)."""
     module = response_module(ApiKey.METADATA, version)
     brokers = []
     for broker_id in sorted(image.cluster.brokers):
@@ -65,9 +69,18 @@ def handle_metadata(
     # keeps answers stable.
     controller_id = brokers[0].node_id if brokers else NO_LEADER
 
+    requested = _requested_topics(image, version, request.topics)
+    # Kafka's rule: enabled on the broker, allowed by the request (v4+; implied before), and
+    # never for an all-topics request.
+    if auto_create is not None and request.topics and \
+            getattr(request, "allow_auto_topic_creation", True):
+        missing = [name for name, _, topic in requested if topic is None and name is not None
+                   and name not in INTERNAL_TOPICS and topic_name_error(name) is None]
+        if missing:
+            auto_create(missing)
     topics = [
         _topic(module, image, listener, version, name, topic_id, topic)
-        for name, topic_id, topic in _requested_topics(image, version, request.topics)
+        for name, topic_id, topic in requested
     ]
     return Reply(build(
         module, "MetadataResponse", throttle_time=NO_THROTTLE, brokers=tuple(brokers),
@@ -101,8 +114,11 @@ def _topic(
     name: str | None, topic_id: str | None, topic: TopicImage | None,
 ) -> Any:
     if topic is None:
-        # Auto-creation is a later issue: an unknown topic is an error, never created.
-        unknown = Errors.UNKNOWN_TOPIC_OR_PARTITION if name is not None else Errors.UNKNOWN_TOPIC_ID
+        # Also while it is being auto-created (a KRaft broker's answer); an illegal name is
+        # INVALID_TOPIC_EXCEPTION, as Kafka answers it.
+        unknown = Errors.UNKNOWN_TOPIC_ID if name is None else (
+            Errors.INVALID_TOPIC_EXCEPTION if topic_name_error(name) is not None
+            else Errors.UNKNOWN_TOPIC_OR_PARTITION)
         return build(
             module, "MetadataResponseTopic", error_code=error_code(unknown), name=name,
             topic_id=to_wire(topic_id) if topic_id else ZERO_UUID, is_internal=False,

@@ -20,6 +20,18 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    # Admin APIs (broker/kafka/admin_*.py).
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    DESCRIBE_CONFIGS = 32
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    DESCRIBE_CLUSTER = 60
 
 
 SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
@@ -36,3 +48,16 @@ SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
 def is_supported(api_key: int, api_version: int) -> bool:
     versions = SUPPORTED.get(api_key)
     return versions is not None and versions[0] <= api_version <= versions[1]
+    # Admin APIs: Kafka 3.9's ranges from the oldest version kio has a schema for (KIP-896's
+    # 4.0 floor or above); every version the tested clients pick is in them.
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),

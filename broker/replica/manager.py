@@ -23,6 +23,8 @@ from broker.api import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     NO_EPOCH,
+    DeleteRecordsPartition,
+    DeleteRecordsResult,
     DivergingEpoch,
     EpochEndPartition,
     EpochEndResult,
@@ -54,6 +56,9 @@ TopicPartition = tuple[str, int]
 APPLY_CHUNK = 64  # partitions applied at once; more continue in a task, turn by turn
 APPLY_TURN_S = 0.01  # how long one turn of that task may hold the event loop
 AllocateProducerId = Callable[[], Awaitable[int]]
+# How often a DeleteRecords waiting for followers to move their log start looks again: their
+# fetches report it, and nothing on that path wakes a waiter.
+DELETE_RECORDS_POLL_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -658,6 +663,76 @@ class ReplicaManager:
         self.records_truncated += removed
         if lost:
             self.records_lost += lost
+    # -- DeleteRecords ---------------------------------------------------------------------
+
+    async def delete_records(
+        self, timeout_ms: int, partitions: Sequence[DeleteRecordsPartition]
+    ) -> list[DeleteRecordsResult]:
+        """Kafka's ReplicaManager.deleteRecords: the leader moves its log start (never past
+        the high watermark), wakes its followers' parked fetches so they learn it at once,
+        and answers once every live replica's log start got there (DelayedDeleteRecords)."""
+        results: list[DeleteRecordsResult] = []
+        waiting: list[tuple[int, Partition, int]] = []
+        for index, request in enumerate(partitions):
+            result = self._delete_records(request)
+            if isinstance(result, DeleteRecordsResult):
+                results.append(result)
+            else:
+                results.append(DeleteRecordsResult(Errors.REQUEST_TIMED_OUT))
+                waiting.append((index, *result))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        while waiting:
+            still = []
+            for index, partition, offset in waiting:
+                if self.partitions.get((partition.topic, partition.partition)) is not partition \
+                        or not partition.is_leader:
+                    results[index] = DeleteRecordsResult(Errors.NOT_LEADER_OR_FOLLOWER)
+                elif (low := self._low_watermark(partition)) >= offset:
+                    results[index] = DeleteRecordsResult(low_watermark=low)
+                else:
+                    still.append((index, partition, offset))
+            waiting = still
+            if not waiting or loop.time() >= deadline:
+                break
+            await asyncio.sleep(min(DELETE_RECORDS_POLL_S, deadline - loop.time()))
+        return results
+
+    def _delete_records(
+        self, request: DeleteRecordsPartition
+    ) -> DeleteRecordsResult | tuple[Partition, int]:
+        """The leader's part: an error, or (partition, offset) to wait for."""
+        partition = self.partitions.get((request.topic, request.partition))
+        if partition is None:
+            return DeleteRecordsResult(self._missing_error(request.topic, request.partition))
+        if not partition.is_leader:
+            return DeleteRecordsResult(Errors.NOT_LEADER_OR_FOLLOWER)
+        policy = self.image.topic_setting(request.topic, "cleanup.policy")
+        policies = [policy] if isinstance(policy, str) else list(policy)
+        if "delete" not in policies:
+            return DeleteRecordsResult(Errors.POLICY_VIOLATION)
+        offset = partition.high_watermark if request.offset == -1 else request.offset
+        if offset < 0 or offset > partition.high_watermark:
+            return DeleteRecordsResult(Errors.OFFSET_OUT_OF_RANGE)
+        try:
+            partition.log.advance_start_offset(offset)
+        except OSError as exc:
+            log.error("cannot delete records of %s-%d: %s", request.topic, request.partition,
+                      exc)
+            return DeleteRecordsResult(Errors.KAFKA_STORAGE_ERROR)
+        self.waiters.notify(_leo_key((request.topic, request.partition)))
+        return partition, offset
+
+    def _low_watermark(self, partition: Partition) -> int:
+        """Kafka's Partition.lowWatermarkIfLeader: the smallest log start among the leader and
+        the followers on live brokers (-1 for one that has not fetched yet)."""
+        low = partition.log.start_offset
+        for replica, state in partition.followers.items():
+            registration = self.image.cluster.broker(replica)
+            if registration is not None and not registration.fenced:
+                low = min(low, state.log_start)
+        return low
+
             log.warning("LOST %d committed record(s) of %s-%d: truncated to offset %d below "
                         "the high watermark (%s; an unclean leader election)", lost,
                         partition.topic, partition.partition, offset, why)

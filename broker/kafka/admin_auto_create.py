@@ -1,0 +1,67 @@
+"""Auto topic creation through Metadata (Kafka's AutoTopicCreationManager in KRaft mode).
+
+A Metadata request that names a missing topic, allows auto-creation (v4+ field, implied
+before) and reaches a broker with `auto.create.topics.enable` makes the broker send CreateTopics
+for it with -1 partitions and -1 replicas (the cluster's `num.partitions` and
+`default.replication.factor`) through the admin operations, in the background. Metadata answers
+at once with UNKNOWN_TOPIC_OR_PARTITION for it, as a KRaft broker does; clients retry until the
+topic exists (its partitions then show LEADER_NOT_AVAILABLE until their leaders are known). A
+name already being created is not sent again. Internal topics are never created this way:
+their owners create them with their own settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+
+from broker.kafka.admin_common import AdminBackend, call_controller
+from kraft.errors import Errors, error_name
+from metadata.rpc import admin_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+CREATE_TIMEOUT_MS = 30_000
+
+
+class AutoTopicCreator:
+    def __init__(self, admin: AdminBackend, enabled: bool) -> None:
+        self.admin = admin
+        self.enabled = enabled
+        self.in_flight: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def create(self, names: Iterable[str]) -> None:
+        """Start creating the names not already being created; returns at once."""
+        fresh = [name for name in dict.fromkeys(names) if name not in self.in_flight]
+        if not fresh:
+            return
+        self.in_flight.update(fresh)
+        task = asyncio.ensure_future(self._create(fresh))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _create(self, names: list[str]) -> None:
+        request = pb.CreateTopicsRequest(topics=[
+            pb.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1)
+            for name in names])
+        try:
+            response = await call_controller(self.admin, "CreateTopics", request,
+                                             CREATE_TIMEOUT_MS)
+            if response.status.error_code != Errors.NONE:
+                log.warning("auto-creating %s failed: %s %s", names,
+                            error_name(response.status.error_code),
+                            response.status.error_message)
+            for result in response.topics:
+                if result.error_code not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
+                    log.warning("auto-creating topic %s failed: %s %s", result.name,
+                                error_name(result.error_code), result.error_message)
+        finally:
+            self.in_flight.difference_update(names)
+
+    async def close(self) -> None:
+        tasks, self._tasks = set(self._tasks), set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
