@@ -112,6 +112,7 @@ class BrokerRole:
         self.health = HealthServicer()
         self.lifecycle: BrokerLifecycleManager | None = None
         self.admin: AdminServicer | None = None
+        self.auto_create: AutoTopicCreator | None = None
         self._health_task: asyncio.Future[None] | None = None
         self.metrics.bind(self._sample)
 
@@ -137,7 +138,6 @@ class BrokerRole:
             return None
         return (f"broker {self.config.node_id} is not serving yet: state {state.name} "
                 "(it serves once caught up with the metadata log and unfenced)"
-        self.auto_create: AutoTopicCreator | None = None
                 if state in (BrokerState.STARTING, BrokerState.RECOVERY)
                 else f"broker {self.config.node_id} is shutting down: state {state.name}")
 
@@ -276,6 +276,8 @@ class BrokerRole:
         await self.health.enter_graceful_shutdown()
         for kafka in self.kafka_servers:
             await kafka.close()
+        if self.auto_create is not None:
+            await self.auto_create.close()
         await self.replicas.close()
         await self.logs.close()
         if self.server is not None:
@@ -284,5 +286,3 @@ class BrokerRole:
             await self.lifecycle.close()
         if self.admin is not None:
             await self.admin.close()
-        if self.auto_create is not None:
-            await self.auto_create.close()

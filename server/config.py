@@ -756,6 +756,7 @@ class NodeConfig:
     replica_fetch_backoff_ms = REPLICA_FETCH_BACKOFF_MS
     fetch_max_bytes = FETCH_MAX_BYTES
     socket_request_max_bytes = SOCKET_REQUEST_MAX_BYTES
+    auto_create_topics_enable = AUTO_CREATE_TOPICS_ENABLE
     log_retention_check_interval_ms = LOG_RETENTION_CHECK_INTERVAL_MS
     log_cleaner_enable = LOG_CLEANER_ENABLE
     log_cleaner_threads = LOG_CLEANER_THREADS
@@ -797,7 +798,6 @@ class NodeConfig:
         return ROLE_CONTROLLER in self.process_roles
 
     @property
-    auto_create_topics_enable = AUTO_CREATE_TOPICS_ENABLE
     def is_broker(self) -> bool:
         return ROLE_BROKER in self.process_roles
 

@@ -45,10 +45,21 @@ class KafkaApis:
         data_plane: DataPlane,
         metadata_image: Callable[[], MetadataImage],
         cluster_id: str,
+        *,
+        admin: AdminBackend | None = None,
+        broker_id: int = -1,
+        log_dirs: LogDirs | None = None,
+        auto_create: AutoTopicCreator | None = None,
     ) -> None:
+        """`admin`: the admin operations (metadata/admin_ops.py) the admin APIs translate
+        onto; without it they are not served. `auto_create`: Metadata's auto topic creation."""
         self._data_plane = data_plane
         self._image = metadata_image
         self._cluster_id = cluster_id
+        self._admin = admin
+        self._broker_id = broker_id
+        self._log_dirs = log_dirs
+        self._auto_create = auto_create
 
     async def handle(self, request: DecodedRequest, context: Request) -> Reply:
         """The reply to a decoded request. Produce reaches the data plane before this
@@ -59,24 +70,14 @@ class KafkaApis:
                 return await handle_produce(
                     self._data_plane, self._image(), context.listener, version, body
                 )
-        *,
-        admin: AdminBackend | None = None,
-        broker_id: int = -1,
-        log_dirs: LogDirs | None = None,
-        auto_create: AutoTopicCreator | None = None,
             case ApiKey.FETCH:
-        """`admin`: the admin operations (metadata/admin_ops.py) the admin APIs translate
-        onto; without it they are not served. `auto_create`: Metadata's auto topic creation."""
                 return await handle_fetch(
                     self._data_plane, self._image(), context.listener, version, body
                 )
-        self._admin = admin
-        self._broker_id = broker_id
-        self._log_dirs = log_dirs
-        self._auto_create = auto_create
             case ApiKey.LIST_OFFSETS:
                 return handle_list_offsets(self._data_plane, version, body)
             case ApiKey.METADATA:
+                creator = self._auto_create
                 return handle_metadata(
                     self._image(), self._cluster_id, context.listener, version, body,
                     creator.create if creator is not None and creator.enabled else None,
@@ -87,8 +88,6 @@ class KafkaApis:
                 return await handle_init_producer_id(self._data_plane, version, body)
             case ApiKey.OFFSET_FOR_LEADER_EPOCH:
                 return handle_offset_for_leader_epoch(self._data_plane, version, body)
-        raise UnsupportedApi(f"api key {request.api_key}")
-                creator = self._auto_create
             case ApiKey.DELETE_RECORDS:
                 return await handle_delete_records(self._data_plane, version, body)
             case ApiKey.DESCRIBE_CLUSTER:
@@ -121,3 +120,4 @@ class KafkaApis:
                 return await handle_alter_partition_reassignments(admin, version, body)
             case ApiKey.LIST_PARTITION_REASSIGNMENTS:
                 return await handle_list_partition_reassignments(admin, version, body)
+        raise UnsupportedApi(f"api key {request.api_key}")

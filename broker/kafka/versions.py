@@ -42,12 +42,6 @@ SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
-})
-
-
-def is_supported(api_key: int, api_version: int) -> bool:
-    versions = SUPPORTED.get(api_key)
-    return versions is not None and versions[0] <= api_version <= versions[1]
     # Admin APIs: Kafka 3.9's ranges from the oldest version kio has a schema for (KIP-896's
     # 4.0 floor or above); every version the tested clients pick is in them.
     ApiKey.CREATE_TOPICS: (2, 7),
@@ -61,3 +55,9 @@ def is_supported(api_key: int, api_version: int) -> bool:
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+})
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    versions = SUPPORTED.get(api_key)
+    return versions is not None and versions[0] <= api_version <= versions[1]

@@ -640,29 +640,6 @@ class ReplicaManager:
                                       error_message=str(exc))
         return ProducerIdAndEpoch(producer_id=producer_id, producer_epoch=0)
 
-    # -- the follower's side (called by the fetchers) --------------------------------------
-
-    def follower(self, tp: TopicPartition, leader: int) -> Partition | None:
-        """The partition if this broker still follows `leader` for it."""
-        partition = self.partitions.get(tp)
-        if partition is None or partition.is_leader or partition.leader != leader:
-            return None
-        return partition
-
-    def on_follower_append(self, partition: Partition, leader_hw: int) -> None:
-        before = partition.high_watermark
-        partition.follower_high_watermark(leader_hw)
-        tp = (partition.topic, partition.partition)
-        self.waiters.notify(_leo_key(tp))
-        if partition.high_watermark != before:
-            self.waiters.notify(_hw_key(tp))
-
-    def on_truncated(self, partition: Partition, offset: int, cut: tuple[int, int],
-                     why: str) -> None:
-        removed, lost = cut
-        self.records_truncated += removed
-        if lost:
-            self.records_lost += lost
     # -- DeleteRecords ---------------------------------------------------------------------
 
     async def delete_records(
@@ -733,6 +710,29 @@ class ReplicaManager:
                 low = min(low, state.log_start)
         return low
 
+    # -- the follower's side (called by the fetchers) --------------------------------------
+
+    def follower(self, tp: TopicPartition, leader: int) -> Partition | None:
+        """The partition if this broker still follows `leader` for it."""
+        partition = self.partitions.get(tp)
+        if partition is None or partition.is_leader or partition.leader != leader:
+            return None
+        return partition
+
+    def on_follower_append(self, partition: Partition, leader_hw: int) -> None:
+        before = partition.high_watermark
+        partition.follower_high_watermark(leader_hw)
+        tp = (partition.topic, partition.partition)
+        self.waiters.notify(_leo_key(tp))
+        if partition.high_watermark != before:
+            self.waiters.notify(_hw_key(tp))
+
+    def on_truncated(self, partition: Partition, offset: int, cut: tuple[int, int],
+                     why: str) -> None:
+        removed, lost = cut
+        self.records_truncated += removed
+        if lost:
+            self.records_lost += lost
             log.warning("LOST %d committed record(s) of %s-%d: truncated to offset %d below "
                         "the high watermark (%s; an unclean leader election)", lost,
                         partition.topic, partition.partition, offset, why)

@@ -7,7 +7,6 @@ topic auto-creates it."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,8 +24,8 @@ from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
-    ConfigSource,
     ConfigResource,
+    ConfigSource,
     NewPartitions,
     NewTopic,
 )
