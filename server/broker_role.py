@@ -57,6 +57,10 @@ def broker_listeners(config: NodeConfig) -> list[Listener]:
             if name not in config.controller_listener_names]
 
 
+class LogDirFailure(Exception):
+    """A log dir's I/O failed: the broker must stop (server/main.py exits with code 3)."""
+
+
 class BrokerRole:
     def __init__(
         self,
@@ -82,6 +86,8 @@ class BrokerRole:
                 enable=config.log_cleaner_enable, threads=config.log_cleaner_threads,
                 backoff_ms=config.log_cleaner_backoff_ms,
                 dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size))
+        self._log_dir_failure: LogDirFailure | None = None
+        self.logs.on_dir_failure = self._on_log_dir_failure
         inter_broker = config.inter_broker_listener_name
         assert inter_broker is not None  # a broker has a Kafka listener (checked at load)
         replica_config = ReplicaConfig(
@@ -122,7 +128,19 @@ class BrokerRole:
 
     @property
     def fatal_error(self) -> BaseException | None:
+        if self._log_dir_failure is not None:
+            return self._log_dir_failure
         return self.lifecycle.fatal_error if self.lifecycle is not None else None
+
+    def _on_log_dir_failure(self, directory: str, exc: BaseException) -> None:
+        """Kafka's answer when a broker's only log dir fails (KRaft without JBOD): stop. The
+        process exits, its liveness stream breaks, and the controller fences it and moves its
+        leaderships to ISR members within about a second; until then the dir's partitions
+        answer KAFKA_STORAGE_ERROR. Recovery checks the logs at the next start."""
+        self._log_dir_failure = LogDirFailure(
+            f"log directory {directory} failed ({exc}); the broker stops so that its "
+            "leaderships move to other replicas: fix the disk (free space, replace it) and "
+            "start the broker again")
 
     def _sample(self) -> BrokerSample:
         image = self.cache.image

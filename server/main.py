@@ -236,8 +236,8 @@ class Server:
             self.faults = FaultInjector(faults_dir, self.node, self.log.faults)
             self.faults.start()
             if self.broker is not None:
-                self.data_plane_faults = DataPlaneFaults(faults_dir,
-                                                         self.broker.replicas.fetchers)
+                self.data_plane_faults = DataPlaneFaults(
+                    faults_dir, self.broker.replicas.fetchers, self.broker.logs.faults)
                 self.data_plane_faults.start()
         set_status_source(lambda: (lambda s: (s.state, s.epoch))(self.node.status()))
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -339,7 +339,7 @@ async def serve(config: NodeConfig) -> int:
             pass
         if server.fatal_error is not None:
             log.critical("stopping: %s", server.fatal_error)
-            await server.stop(graceful=False)
+            await _stop(server, graceful=False)
             return 3
     # A stop that hangs must not keep the process (and its directory lock) alive: after the
     # bounded handover steps and a grace period the process exits anyway. What it had not
@@ -349,9 +349,20 @@ async def serve(config: NodeConfig) -> int:
     watchdog = threading.Timer(deadline_s, _exit_after_hung_stop, args=(deadline_s,))
     watchdog.daemon = True
     watchdog.start()
-    await server.stop(graceful=True)
+    stopped = await _stop(server, graceful=True)
     watchdog.cancel()
-    return 0
+    return 0 if stopped else 4
+
+
+async def _stop(server: Server, graceful: bool) -> bool:
+    """Stop the server; a stop that fails (say the last flush, on a full disk) is one line and
+    an exit code, not a traceback: what was not flushed is lost exactly as in a crash."""
+    try:
+        await server.stop(graceful=graceful)
+    except Exception as exc:
+        log.critical("the stop did not complete: %s", exc)
+        return False
+    return True
 
 
 def _exit_after_hung_stop(deadline_s: float) -> None:

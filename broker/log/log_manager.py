@@ -40,6 +40,7 @@ from broker.log.partition_log import (
     remove_deleted,
 )
 from kraft.log.base import FlushJob
+from kraft.log.segmented import LogFaults
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ DEFAULT_FLUSH_CHECK_INTERVAL_MS = 1_000
 METADATA_SYNC_CHUNK = 64
 
 HighWatermarks = Callable[[], Mapping[TopicPartition, int]]
+# Told once per log dir whose I/O failed: (the log dir, the error).
+DirFailureHandler = Callable[[str, BaseException], None]
 
 
 def _remove_all(paths: list[str]) -> None:
@@ -100,6 +103,12 @@ class LogManager:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        # Log dirs whose I/O failed (Kafka's LogDirFailureChannel): nothing in them is served.
+        self.offline_dirs: dict[str, str] = {}
+        self.on_dir_failure: DirFailureHandler | None = None
+        # Shared by every log; injected by tests and the chaos tool only (a full disk, slow
+        # fsyncs), as kraft.node.faults does for the metadata log.
+        self.faults = LogFaults()
         for directory in self._dirs:
             os.makedirs(directory, exist_ok=True)
             self._load_dir(directory)
@@ -154,6 +163,7 @@ class LogManager:
         self._counts[parent] = self._counts.get(parent, 0) + 1
         log.on_flush_due = self._flush_due
         log.on_metadata_unsynced = self._metadata_unsynced
+        log.use_faults(self.faults)
         if log.metadata_unsynced:
             self._metadata_unsynced(log)
 
@@ -162,6 +172,23 @@ class LogManager:
     @property
     def log_dirs(self) -> list[str]:
         return list(self._dirs)
+
+    def fail_dir(self, path: str, exc: BaseException) -> None:
+        """An I/O error under `path` (a log dir or a file or log in one): the whole log dir
+        is taken offline, as Kafka does, since nothing written to it since may be trusted.
+        The handler hears of each dir once."""
+        path = os.path.abspath(path)
+        directory = max((d for d in self._dirs if path == d or path.startswith(d + os.sep)),
+                        key=len, default=path)
+        if directory in self.offline_dirs:
+            return
+        self.offline_dirs[directory] = str(exc)
+        logger.critical("log directory %s failed: %s", directory, exc)
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(directory, exc)
+
+    def is_offline(self, log: PartitionLog) -> bool:
+        return bool(self.offline_dirs) and os.path.dirname(log.directory) in self.offline_dirs
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
@@ -186,9 +213,16 @@ class LogManager:
             if log.config != config:
                 log.update_config(config)
             return log
-        directory = min(self._dirs, key=self._partitions_in)
-        log = PartitionLog.open(os.path.join(directory, f"{topic}-{partition}"), topic_id,
-                                config)
+        online = [d for d in self._dirs if d not in self.offline_dirs]
+        if not online:
+            raise OSError(errno.EIO, f"every log dir is offline: {sorted(self.offline_dirs)}")
+        directory = min(online, key=self._partitions_in)
+        try:
+            log = PartitionLog.open(os.path.join(directory, f"{topic}-{partition}"), topic_id,
+                                    config)
+        except OSError as exc:
+            self.fail_dir(directory, exc)
+            raise
         self._attach(tp, log)
         return log
 
@@ -329,14 +363,17 @@ class LogManager:
                 if now >= next_retention:
                     next_retention = now + self._retention_interval_s
                     self.run_retention()
+                failed: list[tuple[str, OSError]] = []
                 if now >= next_hw:
                     next_hw = now + self._hw_interval_s
-                    await asyncio.to_thread(self.write_hw_checkpoints,
-                                            dict(self._high_watermarks()))
+                    failed += await asyncio.to_thread(self.write_hw_checkpoints,
+                                                      dict(self._high_watermarks()))
                 if now >= next_recovery:
                     next_recovery = now + self._recovery_interval_s
-                    await asyncio.to_thread(self.write_offset_checkpoints,
-                                            self._offset_snapshot())
+                    failed += await asyncio.to_thread(self.write_offset_checkpoints,
+                                                      self._offset_snapshot())
+                for directory, exc in failed:
+                    self.fail_dir(directory, exc)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -380,6 +417,8 @@ class LogManager:
             except Exception as exc:
                 logger.exception("cannot flush %s", log.directory)
                 self._fail_flush_waiters(tp, exc)
+                if isinstance(exc, OSError):
+                    self.fail_dir(log.directory, exc)
                 continue
             if job is not None:
                 jobs.append((tp, log, job))
@@ -400,6 +439,8 @@ class LogManager:
             except Exception as exc:
                 logger.exception("flushing %s failed", log.directory)
                 self._fail_flush_waiters(tp, exc)
+                if isinstance(exc, OSError):
+                    self.fail_dir(log.directory, exc)
                 continue
             self._wake_flush_waiters(tp, self._logs.get(tp))
 
@@ -423,6 +464,7 @@ class LogManager:
                 deleted += log.delete_old_segments(now, hw)
             except OSError as exc:
                 logger.error("retention of %s failed: %s", log.directory, exc)
+                self.fail_dir(log.directory, exc)
         return deleted
 
     def _offset_snapshot(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
@@ -440,23 +482,33 @@ class LogManager:
                 out.setdefault(os.path.dirname(log.directory), {})[tp] = value
         return out
 
-    def write_hw_checkpoints(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
-        """replication-offset-checkpoint in every log dir (blocking: a worker thread)."""
-        for directory, offsets in self._by_dir(high_watermarks).items():
-            checkpoints.write_offsets(
-                os.path.join(directory, checkpoints.REPLICATION_OFFSET_FILE), offsets)
+    def write_hw_checkpoints(
+        self, high_watermarks: Mapping[TopicPartition, int]
+    ) -> list[tuple[str, OSError]]:
+        """replication-offset-checkpoint in every online log dir (blocking: a worker thread);
+        returns the dirs whose write failed, for fail_dir on the event loop."""
+        return self._write_checkpoints(checkpoints.REPLICATION_OFFSET_FILE, high_watermarks)
 
     def write_offset_checkpoints(
         self, snapshot: tuple[Mapping[TopicPartition, int], Mapping[TopicPartition, int]]
-    ) -> None:
+    ) -> list[tuple[str, OSError]]:
         """recovery-point-offset-checkpoint and log-start-offset-checkpoint (blocking)."""
         recovery, starts = snapshot
-        for directory, offsets in self._by_dir(recovery).items():
-            checkpoints.write_offsets(
-                os.path.join(directory, checkpoints.RECOVERY_POINT_FILE), offsets)
-        for directory, offsets in self._by_dir(starts).items():
-            checkpoints.write_offsets(
-                os.path.join(directory, checkpoints.LOG_START_OFFSET_FILE), offsets)
+        return (self._write_checkpoints(checkpoints.RECOVERY_POINT_FILE, recovery)
+                + self._write_checkpoints(checkpoints.LOG_START_OFFSET_FILE, starts))
+
+    def _write_checkpoints(
+        self, name: str, offsets: Mapping[TopicPartition, int]
+    ) -> list[tuple[str, OSError]]:
+        failed: list[tuple[str, OSError]] = []
+        for directory, in_dir in self._by_dir(offsets).items():
+            if directory in self.offline_dirs:
+                continue
+            try:
+                checkpoints.write_offsets(os.path.join(directory, name), in_dir)
+            except OSError as exc:
+                failed.append((directory, exc))
+        return failed
 
     async def close(self) -> None:
         """Stop the background task, fsync and close every log, write the checkpoints and
@@ -503,12 +555,17 @@ class LogManager:
         self._doomed = []
         _remove_all(self._tombstones)
         self._tombstones = []
-        self.write_hw_checkpoints(hws)
-        self.write_offset_checkpoints(self._offset_snapshot())
+        unwritten = self.write_hw_checkpoints(hws)
+        unwritten += self.write_offset_checkpoints(self._offset_snapshot())
+        for directory, exc in unwritten:
+            logger.error("cannot write the checkpoints of %s: %s", directory, exc)
         if not failed:
+            # A dir whose I/O failed must be recovered in full at the next start.
+            bad = set(self.offline_dirs) | {directory for directory, _ in unwritten}
             for directory in self._dirs:
-                checkpoints.write_atomically(
-                    os.path.join(directory, checkpoints.CLEAN_SHUTDOWN_FILE), "")
+                if directory not in bad:
+                    checkpoints.write_atomically(
+                        os.path.join(directory, checkpoints.CLEAN_SHUTDOWN_FILE), "")
 
 
 def _run_jobs(jobs: Iterable[FlushJob]) -> None:

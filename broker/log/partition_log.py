@@ -74,7 +74,7 @@ from kraft.log._common import fsync_dir
 from kraft.log.base import CorruptRecordError, FlushJob, LogAppendError
 from kraft.log.codec import BatchHeader
 from kraft.log.recovery import RECOVERY_POINT_FILE
-from kraft.log.segmented import SegmentedLog, SegmentFlushJob, SegmentView
+from kraft.log.segmented import LogFaults, SegmentedLog, SegmentFlushJob, SegmentView
 
 __all__ = [
     "AppendError",
@@ -470,6 +470,10 @@ class PartitionLog:
     def epoch_entries(self) -> list[tuple[int, int]]:
         """(epoch, start offset) pairs of the epoch cache, oldest first."""
         return self._epochs.entries()
+
+    def use_faults(self, faults: LogFaults) -> None:
+        """Share the log manager's injected faults (tests and the chaos tool only)."""
+        self._log.faults = faults
 
     def update_config(self, config: LogConfig) -> None:
         """The topic's configs changed (they apply from the next append or retention run)."""

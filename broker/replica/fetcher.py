@@ -309,6 +309,8 @@ class ReplicaFetcher:
             except (AppendError, CorruptRecordError, ValueError) as exc:
                 log.error("cannot append what broker %d sent for %s-%d: %s", self.leader,
                           *tp, exc)
+                if isinstance(exc, AppendError) and exc.code == Errors.KAFKA_STORAGE_ERROR:
+                    manager.logs.fail_dir(partition.log.directory, exc)
                 self._back_off(state)
                 return
         if result.log_start_offset > partition.log.start_offset:

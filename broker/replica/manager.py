@@ -359,6 +359,8 @@ class ReplicaManager:
         if partition is None:
             return ProducePartitionResult(
                 self._missing_error(request.topic, request.partition)), None
+        if self.logs.is_offline(partition.log):
+            return ProducePartitionResult(Errors.KAFKA_STORAGE_ERROR), None
         min_isr = self._min_isr(request.topic)
         try:
             appended = partition.append_as_leader(request.records, acks, min_isr, now)
@@ -368,9 +370,12 @@ class ReplicaManager:
             return ProducePartitionResult(Errors.NOT_ENOUGH_REPLICAS,
                                           error_message=str(exc)), None
         except AppendError as exc:
+            if exc.code == Errors.KAFKA_STORAGE_ERROR:
+                self.logs.fail_dir(partition.log.directory, exc)
             return ProducePartitionResult(exc.code, error_message=exc.message), None
         except OSError as exc:
             log.error("cannot append to %s-%d: %s", *tp, exc)
+            self.logs.fail_dir(partition.log.directory, exc)
             return ProducePartitionResult(Errors.KAFKA_STORAGE_ERROR,
                                           error_message=str(exc)), None
         if not appended.duplicate:
@@ -489,6 +494,8 @@ class ReplicaManager:
                      partition: Partition | None) -> FetchPartitionResult | None:
         if partition is None:
             return FetchPartitionResult(self._missing_error(request.topic, request.partition))
+        if self.logs.is_offline(partition.log):
+            return FetchPartitionResult(Errors.KAFKA_STORAGE_ERROR)
         if request.topic_id is not None and request.topic_id != partition.log.topic_id:
             return FetchPartitionResult(Errors.INCONSISTENT_TOPIC_ID)
         fencing = self._check_epoch(request.current_leader_epoch, partition)
@@ -568,6 +575,7 @@ class ReplicaManager:
             return replace(base, error=Errors.OFFSET_OUT_OF_RANGE)
         except OSError as exc:
             log.error("cannot read %s-%d: %s", request.topic, request.partition, exc)
+            self.logs.fail_dir(log_.directory, exc)
             return FetchPartitionResult(Errors.KAFKA_STORAGE_ERROR)
         return replace(base, records=records)
 

@@ -188,6 +188,7 @@ class Campaign:
         data: tuple[dict[int, int], dict[int, dict[int, bytes]], dict[int, list[int]]] | None \
             = None
         crashes: list[dict[str, object]] = []
+        disk_stops = 0
         served: list[Served] = []
         index: CommittedIndex | None = None
         stop = threading.Event()
@@ -240,6 +241,7 @@ class Campaign:
             injector.check_crashes()
             crashes = [{"nodeId": c.node_id, "exitCode": c.exit_code, "atS": round(c.at_s, 2),
                         "logTail": c.log_tail} for c in injector.crashes]
+            disk_stops = injector.disk_stops
         finally:
             stop.set()  # on an error too: no thread keeps writing or faulting
             if injector is not None:
@@ -272,6 +274,7 @@ class Campaign:
             "writes": write_counts(self.writes),
             "recovery": {}, "liveness": self.liveness,
             "checks": [c.to_json() for c in self.checks], "crashes": crashes,
+            "brokerDiskStops": disk_stops,
             "snapshots": self._snapshots(), "data": self._data_counts(),
             "workDir": str(self.root), "replay": self.o.replay_command(),
         }

@@ -260,6 +260,10 @@ class Injector:
         self.records = [FaultRecord(f) for f in schedule]
         self.killed: set[int] = set()
         self.paused: set[int] = set()
+        # Brokers that stopped because disk-full took their log dir offline (as designed:
+        # server/broker_role.py); started again once their disk has room.
+        self.stopped_by_disk: set[int] = set()
+        self.disk_stops = 0
         self.crashes: list[Crash] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -310,7 +314,7 @@ class Injector:
             self._stop.wait(0.05)  # polling interval of a bounded wait
 
     def _busy(self, node_id: int) -> bool:
-        return node_id in self.killed or node_id in self.paused
+        return node_id in self.killed or node_id in self.paused or node_id in self.stopped_by_disk
 
     def _begin(self, record: FaultRecord) -> None:
         fault = record.fault
@@ -380,6 +384,10 @@ class Injector:
             for node, generation in self.files.remove(fault).items():
                 if node in record.generations:
                     record.generations[node][1] = generation
+            for node in record.targets:
+                if node in self.stopped_by_disk and not self.files.disk_full[node]:
+                    self.cluster.start(node)
+                    self.stopped_by_disk.discard(node)
         record.ended_s = self.now()
         self.say(f"{record.ended_s:8.2f} s  end   {fault.kind} on {record.targets}")
 
@@ -387,10 +395,18 @@ class Injector:
         """A node that exited without being killed is a finding; restart it so the
         campaign goes on (the checks fail on any crash)."""
         for node_id, node in self.cluster.nodes.items():
-            if node_id in self.killed or node.process is None or node.alive:
+            if node_id in self.killed or node_id in self.stopped_by_disk \
+                    or node.process is None or node.alive:
                 continue
-            crash = Crash(node_id, node.process.returncode, self.now(),
-                          self.cluster.logs(node_id)[-3000:])
+            tail = self.cluster.logs(node_id)[-3000:]
+            if (node.process.returncode == 3 and self.files.disk_full[node_id]
+                    and "the broker stops so that its leaderships move" in tail):
+                self.stopped_by_disk.add(node_id)
+                self.disk_stops += 1
+                self.say(f"{self.now():8.2f} s  broker {node_id} stopped: its full disk took "
+                         "the log dir offline (as designed); restarted when it has room")
+                continue
+            crash = Crash(node_id, node.process.returncode, self.now(), tail)
             self.crashes.append(crash)
             self.say(f"{crash.at_s:8.2f} s  NODE {node_id} EXITED by itself "
                      f"(code {crash.exit_code}); restarting it")
@@ -403,6 +419,7 @@ class Injector:
         that was done (campaign time)."""
         self.stop()
         with self._lock:
+            self._check_crashes()  # while the disk faults are still known
             cleared = self.files.clear()
             for record in self.records:
                 for node, span in record.generations.items():
@@ -410,8 +427,9 @@ class Injector:
                         span[1] = cleared[node]
             for node_id in sorted(self.paused):
                 self.cluster.signal(node_id, signal.SIGCONT)
-            for node_id in sorted(self.killed):
+            for node_id in sorted(self.killed | self.stopped_by_disk):
                 self.cluster.start(node_id)
+            self.stopped_by_disk.clear()
             self._check_crashes()
             healed = self.now()
             for record in self.records:

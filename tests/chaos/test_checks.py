@@ -39,6 +39,7 @@ from tests.chaos.committed import CommittedIndex, NodeLog, build_index, read_nod
 from tests.chaos.faults import (
     FaultFiles,
     FaultRecord,
+    Injector,
     confirm_file_fault,
     process_state,
     read_confirmations,
@@ -515,3 +516,55 @@ def test_broker_faults_target_brokers_only() -> None:
     faults = build_schedule(8, 300, [1, 2, 3], [4, 5, 6])
     broker_faults = [f for f in faults if f.kind in ("kill-broker", "pause-broker")]
     assert broker_faults and all(f.targets[0] in (4, 5, 6) for f in broker_faults)
+
+
+class _ExitedCluster:
+    """What the Injector touches of a ProcessCluster, with one broker that exited."""
+
+    def __init__(self, code: int, log: str) -> None:
+        process = SimpleNamespace(returncode=code)
+        self.nodes = {4: SimpleNamespace(process=process, alive=False)}
+        self.log = log
+        self.started: list[int] = []
+
+    def logs(self, node_id: int) -> str:
+        return self.log
+
+    def start(self, node_id: int) -> None:
+        self.started.append(node_id)
+        self.nodes[node_id].alive = True
+
+
+DISK_STOP = ("CRITICAL server: stopping: log directory /d failed (No space left on device); "
+             "the broker stops so that its leaderships move to other replicas")
+
+
+def test_a_broker_stopped_by_its_full_disk_is_restarted_when_the_disk_has_room(
+        tmp_path: Path) -> None:
+    """A full disk takes a broker's log dir offline and the broker stops (exit 3): the
+    design, not a crash. It is started again when the disk-full fault ends, not before."""
+    (tmp_path / "4").mkdir()
+    files = FaultFiles({4: tmp_path / "4"})
+    cluster = _ExitedCluster(3, DISK_STOP)
+    full = Fault(0, "disk-full", 0, 1, [4])
+    injector = Injector(cluster, [1, 2, 3], files, [full], 0.0, lambda line: None)  # type: ignore[arg-type]
+    record = injector.records[0]
+    injector._begin(record)
+    injector.check_crashes()
+    assert injector.crashes == [] and injector.stopped_by_disk == {4} and cluster.started == []
+    injector._end(record)
+    assert cluster.started == [4] and injector.stopped_by_disk == set()
+    assert injector.disk_stops == 1
+
+
+def test_any_other_exit_under_a_full_disk_is_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "4").mkdir()
+    files = FaultFiles({4: tmp_path / "4"})
+    for code, log in ((3, "stopping: something else"), (1, DISK_STOP)):
+        cluster = _ExitedCluster(code, log)
+        full = Fault(0, "disk-full", 0, 1, [4])
+        injector = Injector(cluster, [1, 2, 3], files, [full], 0.0, lambda line: None)  # type: ignore[arg-type]
+        injector._begin(injector.records[0])
+        injector.check_crashes()
+        assert [c.exit_code for c in injector.crashes] == [code] and cluster.started == [4]
+        files.clear()

@@ -190,55 +190,106 @@ def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(cluster)
     assert errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS, errors[0]
 
 
+class AcksAllStream:
+    """An idempotent acks=all producer writing 0, 1, 2, ... to one partition in a thread,
+    recording what was acknowledged at which offset."""
+
+    def __init__(self, cluster: ProcessCluster, topic: str) -> None:
+        self.topic = topic
+        self.acked: list[int] = []
+        self.acked_at: dict[int, int] = {}  # value -> the offset its delivery report gave
+        self.failed: list[KafkaError] = []
+        self._stop = threading.Event()
+        self._producer = producer(cluster, acks="all", **{"enable.idempotence": True,
+                                                          "message.timeout.ms": 60000})
+        self._thread = threading.Thread(target=self._produce)
+        self._thread.start()
+
+    def _delivered(self, err: KafkaError | None, msg: object) -> None:
+        if err is None:
+            value = int(msg.value())  # type: ignore[attr-defined]
+            self.acked.append(value)
+            self.acked_at[value] = msg.offset()  # type: ignore[attr-defined]
+        else:
+            self.failed.append(err)
+
+    def _produce(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            self._producer.produce(self.topic, value=str(i).encode(),
+                                   on_delivery=self._delivered)
+            self._producer.poll(0)
+            i += 1
+            if i % 50 == 0:
+                self._producer.poll(0.01)  # paces the stream (about 5,000 records/s at most)
+        self._producer.flush(60)
+
+    def wait_acked(self, more: int, what: str) -> None:
+        before = len(self.acked)
+        wait_for(lambda: len(self.acked) > before + more, WAIT_S, what)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(90)
+
+    def check_read_back(self, cluster: ProcessCluster) -> None:
+        """Every acknowledged record read back exactly once, at its offset, without gaps."""
+        assert not self.failed, self.failed[:3]
+        records = consume_all(cluster, self.topic, 0, max(self.acked) + 1)
+        values = [int(v) for _, v in records]
+        assert [o for o, _ in records] == list(range(len(records)))  # no gaps
+        assert len(values) == len(set(values)), "a record was written twice"
+        assert set(self.acked) <= set(values), "an acknowledged record was lost"
+        read_at = {int(v): o for o, v in records}
+        moved = {v: (o, read_at[v]) for v, o in self.acked_at.items() if read_at[v] != o}
+        assert not moved, f"acknowledged records read back elsewhere: {list(moved.items())[:3]}"
+
+
 def test_kill_9_of_the_partition_leader_loses_no_acknowledged_record(cluster) -> None:
     create_topic(cluster, "stream", 1, 3, "min.insync.replicas=2")
     leader = partitions_of(cluster, "stream")[0]["leader"]
-    acked: list[int] = []
-    acked_at: dict[int, int] = {}  # value -> the offset its delivery report gave
-    failed: list[KafkaError] = []
-    stop = threading.Event()
-    p = producer(cluster, acks="all", **{"enable.idempotence": True,
-                                         "message.timeout.ms": 60000})
-
-    def delivered(err: KafkaError | None, msg: object) -> None:
-        if err is None:
-            value = int(msg.value())  # type: ignore[attr-defined]
-            acked.append(value)
-            acked_at[value] = msg.offset()  # type: ignore[attr-defined]
-        else:
-            failed.append(err)
-
-    def produce() -> None:
-        i = 0
-        while not stop.is_set():
-            p.produce("stream", value=str(i).encode(), on_delivery=delivered)
-            p.poll(0)
-            i += 1
-            if i % 50 == 0:
-                p.poll(0.01)  # paces the stream (about 5,000 records/s at most)
-        p.flush(60)
-
-    thread = threading.Thread(target=produce)
-    thread.start()
-    wait_for(lambda: len(acked) > 500, WAIT_S, "acknowledged records before the kill")
+    stream = AcksAllStream(cluster, "stream")
+    stream.wait_acked(500, "acknowledged records before the kill")
     cluster.signal(leader, signal.SIGKILL)
     cluster.wait_exit(leader, 10)
-    before = len(acked)
-    wait_for(lambda: len(acked) > before + 500, WAIT_S, "acknowledged records on the new leader")
-    stop.set()
-    thread.join(90)
-    assert not failed, failed[:3]
-    new = partitions_of(cluster, "stream")[0]
-    assert new["leader"] not in (leader, -1)
-    end = max(acked) + 1
-    records = consume_all(cluster, "stream", 0, end)
-    values = [int(v) for _, v in records]
-    assert [o for o, _ in records] == list(range(len(records)))  # no gaps
-    assert len(values) == len(set(values)), "a record was written twice"
-    assert set(acked) <= set(values), "an acknowledged record was lost"
-    read_at = {int(v): o for o, v in records}
-    moved = {v: (o, read_at[v]) for v, o in acked_at.items() if read_at[v] != o}
-    assert not moved, f"acknowledged records read back at other offsets: {list(moved.items())[:3]}"
+    stream.wait_acked(500, "acknowledged records on the new leader")
+    stream.stop()
+    assert partitions_of(cluster, "stream")[0]["leader"] not in (leader, -1)
+    stream.check_read_back(cluster)
+
+
+def test_a_full_disk_stops_the_leaders_broker_and_loses_no_acknowledged_record(
+        make_cluster) -> None:  # type: ignore[no-untyped-def]
+    """Kafka's log-dir failure: a partition leader's disk fills up (the chaos tool's
+    `disk-full` fault file: every partition log write fails with ENOSPC), the broker takes
+    the dir offline and stops with one clear line, the controller moves the leadership, and
+    the acks=all stream goes on with nothing acknowledged lost; once the disk has room the
+    broker starts again, recovers its logs and rejoins the ISR."""
+    from harness.cluster import add_fault_dirs
+
+    cluster = make_cluster(**TIMINGS)
+    cluster.add_brokers(BROKERS)
+    faults = add_fault_dirs(cluster)
+    cluster.format()
+    cluster.start_all()
+    wait_for(lambda: cluster.leader(among=CONTROLLERS), WAIT_S, "an active controller")
+    cluster.wait_brokers_unfenced(BROKERS, WAIT_S)
+    create_topic(cluster, "full", 1, 3, "min.insync.replicas=2")
+    leader = partitions_of(cluster, "full")[0]["leader"]
+    stream = AcksAllStream(cluster, "full")
+    stream.wait_acked(500, "acknowledged records before the disk fills")
+    (faults[leader] / "disk-full").write_text("")
+    assert cluster.wait_exit(leader, WAIT_S) == 3
+    assert "log directory" in cluster.logs(leader)
+    assert "the broker stops so that its leaderships move" in cluster.logs(leader)
+    stream.wait_acked(500, "acknowledged records on the new leader")
+    assert partitions_of(cluster, "full")[0]["leader"] not in (leader, -1)
+    (faults[leader] / "disk-full").unlink()
+    cluster.start(leader)
+    wait_for(lambda: leader in partitions_of(cluster, "full")[0]["isr"], WAIT_S,
+             "the restarted broker back in the ISR")
+    stream.stop()
+    stream.check_read_back(cluster)
 
 
 def test_isr_follows_replica_lag_not_liveness(make_cluster) -> None:  # type: ignore[no-untyped-def]

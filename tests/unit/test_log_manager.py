@@ -14,7 +14,7 @@ from broker.log import checkpoints, log_manager
 from broker.log.config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
-from broker.records import build_batch
+from broker.records import AppendError, build_batch
 
 NOW = 1_700_000_000_000
 ID_A = "0b7e6f0e-0000-4000-8000-00000000000a"
@@ -345,3 +345,63 @@ def test_a_log_whose_creation_a_power_loss_undid_is_skipped_then_recreated(
     assert again.end_offset == 0 and again.topic_id == ID_A
     restarted.close_now()
     assert LogManager([str(tmp_path)], no_hws).get("t", 0) is not None
+
+
+# -- log dir failure (Kafka's LogDirFailureChannel) --------------------------------------------
+
+
+def test_a_failed_write_takes_its_log_dir_offline_once(tmp_path: Path) -> None:
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    manager = LogManager(dirs, no_hws)
+    told: list[tuple[str, str]] = []
+    manager.on_dir_failure = lambda directory, exc: told.append((directory, str(exc)))
+    first, second = (manager.get_or_create("t", p, ID_A, LogConfig()) for p in range(2))
+    assert os.path.dirname(first.directory) == dirs[0]
+    manager.faults.disk_full = True  # shared by every log: the next write fails with ENOSPC
+    with pytest.raises(AppendError) as failed:
+        first.append_as_leader(batch(), 0, NOW)
+    manager.fail_dir(first.directory, failed.value)
+    manager.fail_dir(os.path.join(dirs[0], "replication-offset-checkpoint"), OSError("again"))
+    assert [d for d, _ in told] == [dirs[0]]  # once per dir, whatever path failed in it
+    assert "No space left on device" in told[0][1]
+    assert manager.is_offline(first) and not manager.is_offline(second)
+    # New logs go to the dirs still online; with none left, creating one fails.
+    assert os.path.dirname(manager.get_or_create("t", 2, ID_A, LogConfig()).directory) \
+        == dirs[1]
+    manager.fail_dir(dirs[1], OSError("gone"))
+    with pytest.raises(OSError, match="every log dir is offline"):
+        manager.get_or_create("t", 3, ID_A, LogConfig())
+    manager.faults.disk_full = False
+    manager.close_now()
+    # Neither dir is marked clean: the next start recovers both in full.
+    assert not any(os.path.exists(os.path.join(d, checkpoints.CLEAN_SHUTDOWN_FILE))
+                   for d in dirs)
+
+
+def test_a_checkpoint_that_cannot_be_written_takes_its_dir_offline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    hws = {("t", 0): 0, ("t", 1): 0}
+    manager = LogManager(dirs, lambda: hws, hw_checkpoint_interval_ms=0)
+    for p in range(2):
+        manager.get_or_create("t", p, ID_A, LogConfig())
+    offline = asyncio.Event()
+    manager.on_dir_failure = lambda directory, exc: offline.set()
+    real = checkpoints.write_offsets
+
+    def full_disk_in_a(path: str, offsets: dict[tuple[str, int], int]) -> None:
+        if path.startswith(dirs[0] + os.sep):
+            raise OSError(28, "No space left on device")
+        real(path, offsets)
+
+    monkeypatch.setattr(checkpoints, "write_offsets", full_disk_in_a)
+
+    async def scenario() -> None:
+        manager.start()
+        await asyncio.wait_for(offline.wait(), 10)
+        await manager.close()
+
+    asyncio.run(scenario())
+    assert list(manager.offline_dirs) == [dirs[0]]
+    assert checkpoints.read_offsets(
+        os.path.join(dirs[1], checkpoints.REPLICATION_OFFSET_FILE)) == {("t", 1): 0}

@@ -6,6 +6,7 @@ OFFSET_OUT_OF_RANGE, and converge after failovers (reference/kafka-data-plane.md
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -594,3 +595,19 @@ def test_an_injected_partition_stops_replication_both_ways(tmp_path: Path) -> No
         assert leader.partition().followers[2].leo == -1  # the lost fetch counted for nothing
 
     run(tmp_path, scenario, live=True)
+
+
+def test_a_follower_whose_write_fails_takes_its_log_dir_offline(tmp_path: Path) -> None:
+    async def scenario(c: Cluster) -> None:
+        await c.nodes[1].produce(batch(3), acks=1)
+        follower = c.nodes[2]
+        failed: list[str] = []
+        follower.logs.on_dir_failure = lambda directory, exc: failed.append(directory)
+        follower.logs.faults.disk_full = True
+        await follower.pump()
+        assert failed == [os.path.dirname(follower.log().directory)]
+        assert follower.logs.is_offline(follower.log())
+        await follower.pump()  # the dir is reported once
+        assert len(failed) == 1
+
+    run(tmp_path, scenario, replicas=(1, 2))

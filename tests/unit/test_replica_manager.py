@@ -659,6 +659,28 @@ def test_consumer_fetch_waits_while_a_new_leaders_hw_is_below_its_epoch_start(
     run(tmp_path, scenario, replicas=(1, 2))
 
 
+def test_a_write_that_fails_takes_the_log_dir_offline(tmp_path: Path) -> None:
+    """An I/O error on an append takes the whole log dir offline (the broker then stops:
+    server/broker_role.py); nothing in it is served any more, even once the disk has room."""
+    async def scenario(c: Cluster) -> None:
+        leader = c.nodes[1]
+        failed: list[str] = []
+        leader.logs.on_dir_failure = lambda directory, exc: failed.append(directory)
+        assert (await leader.produce(batch(2), acks=1))[0].error == Errors.NONE
+        leader.logs.faults.disk_full = True
+        full = (await leader.produce(batch(1), acks=1))[0]
+        assert full.error == Errors.KAFKA_STORAGE_ERROR
+        assert failed == [os.path.dirname(leader.log().directory)]
+        leader.logs.faults.disk_full = False
+        assert (await leader.produce(batch(1), acks=1))[0].error == Errors.KAFKA_STORAGE_ERROR
+        assert (await leader.consume(0)).error == Errors.KAFKA_STORAGE_ERROR
+        assert (await leader.manager.fetch(follower_fetch(2, 2)))[0].error == \
+            Errors.KAFKA_STORAGE_ERROR
+        assert len(failed) == 1
+
+    run(tmp_path, scenario)
+
+
 def test_offset_for_leader_epoch(tmp_path: Path) -> None:
     async def scenario(c: Cluster) -> None:
         leader = c.nodes[1]
