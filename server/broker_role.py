@@ -21,6 +21,9 @@ from prometheus_client import CollectorRegistry
 
 from broker.cache import MetadataCache
 from broker.client_view import ClientView
+from broker.group.config import GroupConfig
+from broker.group.placement import OFFSETS_TOPIC
+from broker.group.storage import GroupStorage
 from broker.kafka.admin_auto_create import AutoTopicCreator
 from broker.kafka.admin_log_api import LogDirs
 from broker.kafka.apis import KafkaApis
@@ -47,7 +50,7 @@ from kraft.security.authorizer import AuthorizingInterceptor
 from kraft.security.tls import MESSAGE_SIZE_OPTIONS, add_port
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.loader import MetadataLoader
-from metadata.rpc import broker_pb2
+from metadata.rpc import admin_pb2, broker_pb2
 from server.config import Listener, NodeConfig
 
 
@@ -59,6 +62,19 @@ def broker_listeners(config: NodeConfig) -> list[Listener]:
 
 class LogDirFailure(Exception):
     """A log dir's I/O failed: the broker must stop (server/main.py exits with code 3)."""
+
+
+def group_config(config: NodeConfig) -> GroupConfig:
+    return GroupConfig(
+        offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+        offsets_topic_replication_factor=config.offsets_topic_replication_factor,
+        offsets_topic_segment_bytes=config.offsets_topic_segment_bytes,
+        offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
+        offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        min_session_timeout_ms=config.group_min_session_timeout_ms,
+        max_session_timeout_ms=config.group_max_session_timeout_ms,
+        max_size=config.group_max_size)
 
 
 class BrokerRole:
@@ -107,6 +123,9 @@ class BrokerRole:
             IsrUpdater(config.node_id, self._alter_partition, self._broker_epoch),
             allocate_producer_id=self.producer_ids.next_producer_id)
         loader.install(self.replicas)
+        self.groups = GroupStorage(self.replicas, group_config(config))
+        self.groups.create_topic = self._create_offsets_topic
+        self._group_admin: AdminServicer | None = None  # the combined node's own controller
         DataPlaneCollector(self.replicas, registry)
         self.listeners = broker_listeners(config)
         grpc_names = set(config.grpc_listener_names or ())
@@ -193,6 +212,8 @@ class BrokerRole:
                          self.cluster_id, admin=admin.ops, broker_id=self.config.node_id,
                          log_dirs=LogDirs(self.logs, self._high_watermarks),
                          auto_create=self.auto_create)
+        apis.groups = self.groups
+        self._group_admin = combined_admin
         for listener in self.kafka_listeners:
             tls = self.config.tls_for(listener.name)
             server = KafkaServer(
@@ -253,6 +274,7 @@ class BrokerRole:
         self.lifecycle.start()
         self.logs.start()
         self.replicas.start()
+        self.groups.start()
 
     async def _alter_partition(
         self, request: broker_pb2.AlterPartitionRequest
@@ -260,6 +282,24 @@ class BrokerRole:
         if self.lifecycle is None:
             raise RuntimeError("the broker lifecycle has not started")
         return await self.lifecycle.alter_partition(request)
+
+    async def _create_offsets_topic(self, partitions: int, replication_factor: int,
+                                    configs: dict[str, str]) -> tuple[int, str]:
+        """(error code, message) of asking the active controller for __consumer_offsets."""
+        admin = self._group_admin or self.admin
+        if admin is None:  # no gRPC listener: an Admin servicer of our own, to forward with
+            voters = {vid: str(ep) for vid, ep in self.config.voters.items()}
+            admin = self.admin = BrokerAdminServicer(self.node, self.cache, self.cluster_id,
+                                                     voters, tls=self.config.controller_tls)
+        response = await admin.ops.call("CreateTopics", admin_pb2.CreateTopicsRequest(topics=[
+            admin_pb2.CreatableTopic(
+                name=OFFSETS_TOPIC, num_partitions=partitions,
+                replication_factor=replication_factor,
+                configs=[admin_pb2.ConfigValue(name=k, value=v) for k, v in configs.items()])]))
+        if response.status.error_code:
+            return response.status.error_code, response.status.error_message
+        result = response.topics[0]
+        return result.error_code, result.error_message
 
     def _leader_endpoint(self) -> str | None:
         status = self.node.status()
@@ -296,6 +336,7 @@ class BrokerRole:
             await kafka.close()
         if self.auto_create is not None:
             await self.auto_create.close()
+        await self.groups.close()
         await self.replicas.close()
         await self.logs.close()
         if self.server is not None:

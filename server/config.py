@@ -525,6 +525,49 @@ AUTO_CREATE_TOPICS_ENABLE = _define(
     "cluster's num.partitions and default.replication.factor.",
     valid_values="true or false",
 )
+# The group coordinator (broker/group, docs/consumer-groups.md): Kafka's keys and defaults.
+OFFSETS_TOPIC_NUM_PARTITIONS = _define_int(
+    "offsets.topic.num.partitions", 50, 1,
+    "Partitions of __consumer_offsets, fixed when the topic is created on first use: a "
+    "group lives on partition abs(hash(group.id)) % this, so it must never change.",
+)
+OFFSETS_TOPIC_REPLICATION_FACTOR = _define_int(
+    "offsets.topic.replication.factor", 3, 1,
+    "Replication factor of __consumer_offsets. Not capped: while fewer brokers are "
+    "registered and unfenced the topic cannot be created and consumers see "
+    "COORDINATOR_NOT_AVAILABLE (set 1 for a one-broker cluster).",
+    hi=32767,
+)
+OFFSETS_TOPIC_SEGMENT_BYTES = _define_int(
+    "offsets.topic.segment.bytes", 104857600, 14,
+    "Segment size of __consumer_offsets (a topic config set when it is created).",
+)
+OFFSETS_COMMIT_TIMEOUT_MS = _define_int(
+    "offsets.commit.timeout.ms", 5000, 1,
+    "How long a group or offset write may wait for every ISR member before the client gets "
+    "COORDINATOR_NOT_AVAILABLE (REQUEST_TIMED_OUT on the append).",
+)
+OFFSET_METADATA_MAX_BYTES = _define_int(
+    "offset.metadata.max.bytes", 4096, 0,
+    "Longest metadata string a committed offset may carry (OFFSET_METADATA_TOO_LARGE above).",
+)
+GROUP_INITIAL_REBALANCE_DELAY_MS = _define_int(
+    "group.initial.rebalance.delay.ms", 3000, 0,
+    "A group leaving Empty waits this long for more members before its first generation, "
+    "again while members keep arriving, within the rebalance timeout (KIP-134).",
+)
+GROUP_MIN_SESSION_TIMEOUT_MS = _define_int(
+    "group.min.session.timeout.ms", 6000, 0,
+    "Shortest session.timeout.ms a member may join with (INVALID_SESSION_TIMEOUT below).",
+)
+GROUP_MAX_SESSION_TIMEOUT_MS = _define_int(
+    "group.max.session.timeout.ms", 1800000, 0,
+    "Longest session.timeout.ms a member may join with (INVALID_SESSION_TIMEOUT above).",
+)
+GROUP_MAX_SIZE = _define_int(
+    "group.max.size", 2147483647, 1,
+    "Most members a group may have; one more gets GROUP_MAX_SIZE_REACHED.",
+)
 LOG_RETENTION_CHECK_INTERVAL_MS = _define_int(
     "log.retention.check.interval.ms", 300000, 1,
     "How often a broker deletes partition log segments past retention.ms or retention.bytes.",
@@ -675,7 +718,6 @@ IGNORED_KAFKA_KEYS: Mapping[str, str] = MappingProxyType({
     "made in one event-loop turn share a batch, and group commit batches the rest",
     "delete.topic.enable": "",
     "eligible.leader.replicas.enable": "",
-    "group.initial.rebalance.delay.ms": "",
     "log.flush.interval.messages": "",
     "log.flush.interval.ms": "",
     "log.retention.hours": "",
@@ -684,7 +726,6 @@ IGNORED_KAFKA_KEYS: Mapping[str, str] = MappingProxyType({
     "num.io.threads": "",
     "num.network.threads": "",
     "num.recovery.threads.per.data.dir": "",
-    "offsets.topic.replication.factor": "",
     "share.coordinator.state.topic.min.isr": "",
     "share.coordinator.state.topic.replication.factor": "",
     "socket.receive.buffer.bytes": "",
@@ -757,6 +798,15 @@ class NodeConfig:
     fetch_max_bytes = FETCH_MAX_BYTES
     socket_request_max_bytes = SOCKET_REQUEST_MAX_BYTES
     auto_create_topics_enable = AUTO_CREATE_TOPICS_ENABLE
+    offsets_topic_num_partitions = OFFSETS_TOPIC_NUM_PARTITIONS
+    offsets_topic_replication_factor = OFFSETS_TOPIC_REPLICATION_FACTOR
+    offsets_topic_segment_bytes = OFFSETS_TOPIC_SEGMENT_BYTES
+    offsets_commit_timeout_ms = OFFSETS_COMMIT_TIMEOUT_MS
+    offset_metadata_max_bytes = OFFSET_METADATA_MAX_BYTES
+    group_initial_rebalance_delay_ms = GROUP_INITIAL_REBALANCE_DELAY_MS
+    group_min_session_timeout_ms = GROUP_MIN_SESSION_TIMEOUT_MS
+    group_max_session_timeout_ms = GROUP_MAX_SESSION_TIMEOUT_MS
+    group_max_size = GROUP_MAX_SIZE
     log_retention_check_interval_ms = LOG_RETENTION_CHECK_INTERVAL_MS
     log_cleaner_enable = LOG_CLEANER_ENABLE
     log_cleaner_threads = LOG_CLEANER_THREADS

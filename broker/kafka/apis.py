@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.api import DataPlane, Request
+from broker.group.storage import GroupStorage
 from broker.kafka.admin_auto_create import AutoTopicCreator
 from broker.kafka.admin_cluster_api import (
     handle_alter_partition_reassignments,
@@ -25,7 +26,20 @@ from broker.kafka.admin_topics_api import (
 )
 from broker.kafka.api_versions_api import handle_api_versions
 from broker.kafka.codec import DecodedRequest
+from broker.kafka.coordinator_api import handle_find_coordinator
 from broker.kafka.fetch_api import handle_fetch
+from broker.kafka.group_admin_api import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_list_groups,
+)
+from broker.kafka.group_membership_api import (
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_sync_group,
+)
+from broker.kafka.group_offsets_api import handle_offset_commit, handle_offset_fetch
 from broker.kafka.metadata_api import handle_metadata
 from broker.kafka.offsets_api import handle_list_offsets, handle_offset_for_leader_epoch
 from broker.kafka.produce_api import handle_produce
@@ -56,6 +70,9 @@ class KafkaApis:
         self._data_plane = data_plane
         self._image = metadata_image
         self._cluster_id = cluster_id
+        # The group coordinator, set by the broker role; without it the group APIs answer
+        # COORDINATOR_NOT_AVAILABLE.
+        self.groups: GroupStorage | None = None
         self._admin = admin
         self._broker_id = broker_id
         self._log_dirs = log_dirs
@@ -88,6 +105,27 @@ class KafkaApis:
                 return await handle_init_producer_id(self._data_plane, version, body)
             case ApiKey.OFFSET_FOR_LEADER_EPOCH:
                 return handle_offset_for_leader_epoch(self._data_plane, version, body)
+            case ApiKey.FIND_COORDINATOR:
+                return handle_find_coordinator(
+                    self.groups, self._image(), context.listener, version, body)
+            case ApiKey.JOIN_GROUP:
+                return await handle_join_group(self.groups, context, version, body)
+            case ApiKey.SYNC_GROUP:
+                return await handle_sync_group(self.groups, version, body)
+            case ApiKey.HEARTBEAT:
+                return handle_heartbeat(self.groups, version, body)
+            case ApiKey.LEAVE_GROUP:
+                return handle_leave_group(self.groups, version, body)
+            case ApiKey.OFFSET_COMMIT:
+                return await handle_offset_commit(self.groups, self._image(), version, body)
+            case ApiKey.OFFSET_FETCH:
+                return handle_offset_fetch(self.groups, version, body)
+            case ApiKey.LIST_GROUPS:
+                return handle_list_groups(self.groups, version, body)
+            case ApiKey.DESCRIBE_GROUPS:
+                return handle_describe_groups(self.groups, version, body)
+            case ApiKey.DELETE_GROUPS:
+                return await handle_delete_groups(self.groups, version, body)
             case ApiKey.DELETE_RECORDS:
                 return await handle_delete_records(self._data_plane, version, body)
             case ApiKey.DESCRIBE_CLUSTER:

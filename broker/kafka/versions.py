@@ -20,6 +20,17 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    # The group coordinator's APIs (broker/kafka/group_*_api.py, coordinator_api.py).
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    DELETE_GROUPS = 42
     # Admin APIs (broker/kafka/admin_*.py).
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -42,6 +53,18 @@ SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    # Group APIs: Kafka 3.9's ranges from the oldest version kio has a schema for;
+    # FindCoordinator stops at v4 (v5-6 add transactions' and share groups' errors).
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
     # Admin APIs: Kafka 3.9's ranges from the oldest version kio has a schema for (KIP-896's
     # 4.0 floor or above); every version the tested clients pick is in them.
     ApiKey.CREATE_TOPICS: (2, 7),

@@ -115,6 +115,9 @@ class ReplicaManager:
         # Like Kafka's broker, act on metadata only once caught up with the log: an old image
         # could make this broker lead a partition it no longer leads and take writes for it.
         self.active = False
+        # Told (topic-partition, leads it now, leader epoch) when this broker starts or stops
+        # leading a partition: the group coordinator loads and unloads its groups on it.
+        self.role_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
         fetchers.bind(self)
         isr.bind(self)
 
@@ -264,6 +267,7 @@ class ReplicaManager:
                 log.info("leading %s-%d in epoch %d from offset %d (ISR %s)", topic.name,
                          partition_id, registration.leader_epoch,
                          partition.leader_epoch_start_offset, list(registration.isr))
+                self._role_changed(tp, True, registration.leader_epoch)
             self.fetchers.remove(tp)
             self._after_leader_progress(partition, now)
             if (change := partition.recovery_change()) is not None:
@@ -272,6 +276,8 @@ class ReplicaManager:
             me = self.image.cluster.broker(self.broker_id)
             leaving = me is not None and me.in_controlled_shutdown and (
                 registration.leader < 0 or self.broker_id not in registration.isr)
+            if partition.is_leader:
+                self._role_changed(tp, False, registration.leader_epoch)
             if partition.make_follower(registration) or leaving:
                 self.fetchers.remove(tp)
                 # In its own controlled shutdown a broker stops fetching what it was moved
@@ -285,11 +291,20 @@ class ReplicaManager:
         self._applied.pop(tp, None)
         self.fetchers.remove(tp)
         partition = self.partitions.pop(tp)
+        if partition.is_leader:
+            self._role_changed(tp, False, partition.leader_epoch)
         partition.leader = -1
         self._notify(tp)
         if delete:
             self.logs.delete(*tp)
             log.info("deleted the replica of %s-%d", *tp)
+
+    def _role_changed(self, tp: TopicPartition, leader: bool, epoch: int) -> None:
+        for listener in self.role_listeners:
+            try:
+                listener(tp, leader, epoch)
+            except Exception:  # a listener's bug must not stop replication
+                log.exception("a leadership listener failed for %s-%d", *tp)
 
     def _log_config(self, topic: str) -> LogConfig:
         config = self._log_configs.get(topic)

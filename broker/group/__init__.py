@@ -1,0 +1,12 @@
+"""The group coordinator: Kafka's classic consumer-group protocol (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup), committed offsets, and the group inspection APIs, with group state
+and offsets kept in the internal, replicated `__consumer_offsets` topic.
+
+- placement.py: which `__consumer_offsets` partition holds a group (Java's String.hashCode).
+- records.py: Kafka's key/value formats of that topic (offset commits, group metadata).
+- model.py: a group and its members (pure data, no I/O).
+- coordinator.py: the state machine of every group on the partitions this broker leads.
+- offsets.py: OffsetCommit/OffsetFetch rules (part of the coordinator).
+- storage.py: the coordinator's log: appends through the replica manager (acks=all),
+  replay of a partition on becoming its leader, creation of the topic through the controller.
+"""

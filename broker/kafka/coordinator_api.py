@@ -1,0 +1,62 @@
+"""FindCoordinator (API 10, v0-4): the broker leading the group's `__consumer_offsets`
+partition (spec §2.1). No topic yet: ask the controller to create it and answer
+COORDINATOR_NOT_AVAILABLE, as Kafka does; the client asks again. Only group coordinators:
+transactions are not supported, so key type 1 (and share groups' 2) are INVALID_REQUEST."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.errors import GroupError
+from broker.group.placement import OFFSETS_TOPIC, partition_for
+from broker.group.storage import GroupStorage
+from broker.kafka.codec import build, error_code, response_module
+from broker.kafka.metadata_api import live_endpoint
+from broker.kafka.reply import NO_THROTTLE, Reply
+from broker.kafka.versions import ApiKey
+from metadata.image import MetadataImage
+
+GROUP_KEY_TYPE = 0
+_NOT_FOUND = (-1, "", -1)
+
+
+def find(groups: GroupStorage | None, image: MetadataImage, listener: str, key: str,
+         key_type: int) -> tuple[GroupError, str | None, tuple[int, str, int]]:
+    """(error, message, (node id, host, port)) for one key."""
+    if key_type != GROUP_KEY_TYPE:
+        return (GroupError.INVALID_REQUEST,
+                f"key type {key_type} is not supported: this broker coordinates consumer "
+                "groups only (key type 0)", _NOT_FOUND)
+    if groups is None:
+        return GroupError.COORDINATOR_NOT_AVAILABLE, None, _NOT_FOUND
+    topic = image.topic(OFFSETS_TOPIC)
+    if topic is None:
+        groups.ensure_topic()
+        return (GroupError.COORDINATOR_NOT_AVAILABLE,
+                f"{OFFSETS_TOPIC} is being created", _NOT_FOUND)
+    registration = topic.partition(partition_for(key, len(topic.partitions)))
+    endpoint = None if registration is None else \
+        live_endpoint(image, registration.leader, listener)
+    if registration is None or endpoint is None:
+        return GroupError.COORDINATOR_NOT_AVAILABLE, None, _NOT_FOUND
+    return GroupError.NONE, None, (registration.leader, endpoint.host, endpoint.port)
+
+
+def handle_find_coordinator(groups: GroupStorage | None, image: MetadataImage, listener: str,
+                            version: int, request: Any) -> Reply:
+    module = response_module(ApiKey.FIND_COORDINATOR, version)
+    key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
+    if version >= 4:
+        coordinators = []
+        for key in request.coordinator_keys:
+            error, message, (node, host, port) = find(groups, image, listener, key, key_type)
+            coordinators.append(build(
+                module, "Coordinator", key=key, node_id=node, host=host, port=port,
+                error_code=error_code(error), error_message=message))
+        return Reply(build(module, "FindCoordinatorResponse", throttle_time=NO_THROTTLE,
+                           coordinators=tuple(coordinators)))
+    error, message, (node, host, port) = find(groups, image, listener, request.key, key_type)
+    return Reply(build(
+        module, "FindCoordinatorResponse", throttle_time=NO_THROTTLE,
+        error_code=error_code(error), error_message=message, node_id=node, host=host,
+        port=port))

@@ -1,0 +1,106 @@
+"""OffsetCommit (API 8, v2-9) and OffsetFetch (API 9, v1-9, batched groups from v8), spec §4.
+Partitions of topics the metadata does not know are UNKNOWN_TOPIC_OR_PARTITION before the
+coordinator sees the commit, as Kafka's broker pre-check does."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from broker.group.errors import GroupError
+from broker.group.offsets import CommitPartition, FetchedOffset, commit_offsets, fetch_offsets
+from broker.group.records import NO_EXPIRY
+from broker.group.storage import GroupStorage
+from broker.kafka.codec import build, error_code, response_module
+from broker.kafka.reply import NO_THROTTLE, Reply, millis
+from broker.kafka.versions import ApiKey
+from metadata.image import MetadataImage
+
+GROUP_ID_NOT_FOUND_VERSION = 9
+BATCHED_FETCH_VERSION = 8
+
+
+def _known(image: MetadataImage, topic: str, partition: int) -> bool:
+    topic_image = image.topic(topic)
+    return topic_image is not None and topic_image.partition(partition) is not None
+
+
+async def handle_offset_commit(groups: GroupStorage | None, image: MetadataImage,
+                               version: int, request: Any) -> Reply:
+    asked = [(t.name, p) for t in request.topics for p in t.partitions]
+    results: list[int | None] = [
+        None if _known(image, topic, p.partition_index) else GroupError.UNKNOWN_TOPIC_OR_PARTITION
+        for topic, p in asked]
+    valid = [CommitPartition(topic, p.partition_index, p.committed_offset,
+                             getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+             for (topic, p), known in zip(asked, results, strict=True) if known is None]
+    if valid:
+        expire = NO_EXPIRY
+        retention = getattr(request, "retention_time", None)
+        if retention is not None and millis(retention) != -1:
+            expire = int(time.time() * 1000) + millis(retention)  # v2-4 RetentionTimeMs
+        if groups is None:
+            written: Iterable[int] = [GroupError.COORDINATOR_NOT_AVAILABLE] * len(valid)
+        else:
+            written = await commit_offsets(
+                groups.coordinator, request.group_id, request.generation_id_or_member_epoch,
+                request.member_id, getattr(request, "group_instance_id", None), valid,
+                expire_timestamp=expire,
+                group_id_not_found=version >= GROUP_ID_NOT_FOUND_VERSION)
+        answers = iter(written)
+        results = [r if r is not None else next(answers) for r in results]
+    module = response_module(ApiKey.OFFSET_COMMIT, version)
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, p), result in zip(asked, results, strict=True):
+        by_topic.setdefault(topic, []).append(build(
+            module, "OffsetCommitResponsePartition", partition_index=p.partition_index,
+            error_code=error_code(result if result is not None else GroupError.NONE)))
+    return Reply(build(module, "OffsetCommitResponse", throttle_time=NO_THROTTLE, topics=tuple(
+        build(module, "OffsetCommitResponseTopic", name=name, partitions=tuple(parts))
+        for name, parts in by_topic.items())))
+
+
+def _fetch(groups: GroupStorage | None, group_id: str | None,
+           topics: Any) -> tuple[GroupError, list[FetchedOffset]]:
+    partitions = None if topics is None else [
+        (t.name, index) for t in topics for index in t.partition_indexes]
+    if groups is None:
+        return GroupError.COORDINATOR_NOT_AVAILABLE, []
+    return fetch_offsets(groups.coordinator, group_id, partitions)
+
+
+def _topics(module: Any, topic_class: str, partition_class: str,
+            offsets: list[FetchedOffset]) -> tuple[Any, ...]:
+    by_topic: dict[str, list[Any]] = {}
+    for o in offsets:
+        by_topic.setdefault(o.topic, []).append(build(
+            module, partition_class, partition_index=o.partition, committed_offset=o.offset,
+            committed_leader_epoch=o.leader_epoch, metadata=o.metadata,
+            error_code=error_code(o.error)))
+    return tuple(build(module, topic_class, name=name, partitions=tuple(parts))
+                 for name, parts in by_topic.items())
+
+
+def handle_offset_fetch(groups: GroupStorage | None, version: int, request: Any) -> Reply:
+    module = response_module(ApiKey.OFFSET_FETCH, version)
+    if version >= BATCHED_FETCH_VERSION:
+        answers = []
+        for group in request.groups:
+            error, offsets = _fetch(groups, group.group_id, group.topics)
+            answers.append(build(
+                module, "OffsetFetchResponseGroup", group_id=group.group_id,
+                error_code=error_code(error),
+                topics=_topics(module, "OffsetFetchResponseTopics",
+                               "OffsetFetchResponsePartitions", offsets)))
+        return Reply(build(module, "OffsetFetchResponse", throttle_time=NO_THROTTLE,
+                           groups=tuple(answers)))
+    error, offsets = _fetch(groups, request.group_id, request.topics)
+    if version < 2 and error != GroupError.NONE:
+        # v1 has no group-level error: every partition asked carries it.
+        offsets = [FetchedOffset(t.name, index, error=error)
+                   for t in request.topics or () for index in t.partition_indexes]
+    return Reply(build(
+        module, "OffsetFetchResponse", throttle_time=NO_THROTTLE, error_code=error_code(error),
+        topics=_topics(module, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition",
+                       offsets)))
