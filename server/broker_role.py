@@ -31,6 +31,7 @@ from broker.kafka.client import KafkaClient
 from broker.kafka.server import KafkaServer
 from broker.kafka.tls import client_ssl_context, server_ssl_context
 from broker.lifecycle import AdvertisedListener, BrokerLifecycleManager
+from broker.log import cleaner_metrics
 from broker.log.cleaner import CleanerConfig
 from broker.log.log_manager import LogManager
 from broker.metrics import BrokerMetrics, BrokerSample
@@ -102,6 +103,7 @@ class BrokerRole:
                 enable=config.log_cleaner_enable, threads=config.log_cleaner_threads,
                 backoff_ms=config.log_cleaner_backoff_ms,
                 dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size))
+        cleaner_metrics.register(registry, self.logs.cleaner)
         self._log_dir_failure: LogDirFailure | None = None
         self.logs.on_dir_failure = self._on_log_dir_failure
         inter_broker = config.inter_broker_listener_name

@@ -13,8 +13,9 @@ import struct
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from broker.log import cleaner_swap
+from broker.log import cleaner_metrics, cleaner_swap
 from broker.log.cleaner import CLEANER_CHECKPOINT_FILE, CleanerConfig, LogCleaner
 from broker.log.cleaner_core import (
     CleanRules,
@@ -477,3 +478,21 @@ def test_topic_configs_resolve_and_validate() -> None:
     assert error is not None and "Value must be no more than 1" in error.message
     error = validate_topic_configs({"min.cleanable.dirty.ratio": "half"})
     assert error is not None and "DOUBLE" in error.message
+
+
+def test_the_metrics_report_the_cleaners_work(tmp_path: Path) -> None:
+    registry = CollectorRegistry()
+    log = open_log(tmp_path)
+    append(log, ("a", "1"), ("a", "2"), ("z", "active"))
+    c = cleaner(log)
+    cleaner_metrics.register(registry, c)
+    assert registry.get_sample_value("kraft_broker_log_cleaner_cleanings_total") == 0
+    clean(c)
+    assert registry.get_sample_value("kraft_broker_log_cleaner_cleanings_total") == 1
+    assert registry.get_sample_value("kraft_broker_log_cleaner_removed_records_total") == 1
+    read = registry.get_sample_value("kraft_broker_log_cleaner_read_bytes_total")
+    written = registry.get_sample_value("kraft_broker_log_cleaner_written_bytes_total")
+    assert read is not None and written is not None and 0 < written < read
+    last = registry.get_sample_value("kraft_broker_log_cleaner_last_clean_timestamp_seconds")
+    assert last is not None and last > NOW / 1000
+    log.close()
