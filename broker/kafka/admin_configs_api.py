@@ -1,6 +1,9 @@
-"""DescribeConfigs (API 32, v1-4) and IncrementalAlterConfigs (API 44, v0-1) on the admin
-operations: describes answer from this broker's metadata image, alters are forwarded to the
-active controller.
+"""DescribeConfigs (API 32, v1-4), IncrementalAlterConfigs (API 44, v0-1) and the legacy
+AlterConfigs (API 33, v0-2) on the admin operations: describes answer from this broker's
+metadata image, alters are forwarded to the active controller. AlterConfigs replaces a
+resource's whole set of dynamic configs: it becomes a SET of each key given and a DELETE of
+every other key the resource has in this broker's image (a change committed meanwhile and not
+yet seen here survives it; Kafka's controller applies the replacement against its own state).
 
 Before forwarding, the broker makes Kafka's local checks (ConfigAdminManager.preprocess): a
 resource named twice, a key named twice in one resource, a null value for SET/APPEND/SUBTRACT
@@ -12,7 +15,7 @@ CLIENT_METRICS, GROUP) are refused by the operations with INVALID_REQUEST.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker.kafka.admin_common import AdminBackend, call_controller, message, status_error
@@ -21,6 +24,7 @@ from broker.kafka.reply import NO_THROTTLE, Reply
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
 from metadata.configs import AlterConfigOp
+from metadata.image import ConfigResource, MetadataImage
 from metadata.records import ConfigResourceType
 from metadata.rpc import admin_pb2 as pb
 
@@ -90,6 +94,8 @@ def _entry(module: Any, entry: pb.ConfigEntry, synonyms: bool, documentation: bo
 # ---- IncrementalAlterConfigs ----
 
 def _alter_failure(resource: Any, counts: Counter[Key], broker_id: int) -> Failure | None:
+    """Kafka's local checks of an (Incremental)AlterConfigs resource; AlterConfigs' entries
+    are all SETs."""
     if counts[(resource.resource_type, resource.resource_name)] > 1:
         return Errors.INVALID_REQUEST, "Each resource must appear at most once."
     keys = Counter(c.name for c in resource.configs)
@@ -97,14 +103,46 @@ def _alter_failure(resource: Any, counts: Counter[Key], broker_id: int) -> Failu
     if duplicated:
         return Errors.INVALID_REQUEST, f"Error due to duplicate config keys: {duplicated}"
     for c in resource.configs:
-        if c.value is None and c.config_operation != AlterConfigOp.DELETE:
+        if c.value is None and getattr(c, "config_operation", AlterConfigOp.SET) \
+                != AlterConfigOp.DELETE:
             return Errors.INVALID_REQUEST, f"Null value not supported for : {c.name}"
     return _wrong_broker(resource.resource_type, resource.resource_name, broker_id)
 
 
+def _incremental(resource: Any) -> list[pb.AlterableConfig]:
+    return [pb.AlterableConfig(name=c.name, op=c.config_operation, value=c.value or "")
+            for c in resource.configs]
+
+
+def _replacing(image: MetadataImage) -> Callable[[Any], list[pb.AlterableConfig]]:
+    """AlterConfigs as incremental changes: SET what is given, DELETE the rest."""
+
+    def changes(resource: Any) -> list[pb.AlterableConfig]:
+        given = {c.name: c.value for c in resource.configs}
+        current = image.config(ConfigResource(resource.resource_type, resource.resource_name))
+        return [pb.AlterableConfig(name=name, op=pb.ALTER_CONFIG_OP_SET, value=value)
+                for name, value in given.items()] + [
+            pb.AlterableConfig(name=name, op=pb.ALTER_CONFIG_OP_DELETE)
+            for name in sorted(current) if name not in given]
+
+    return changes
+
+
 async def handle_incremental_alter_configs(admin: AdminBackend, broker_id: int, version: int,
                                            request: Any) -> Reply:
-    module = response_module(ApiKey.INCREMENTAL_ALTER_CONFIGS, version)
+    return await _alter(admin, broker_id, ApiKey.INCREMENTAL_ALTER_CONFIGS, version, request,
+                        _incremental, "IncrementalAlterConfigsResponse")
+
+
+async def handle_alter_configs(admin: AdminBackend, image: MetadataImage, broker_id: int,
+                               version: int, request: Any) -> Reply:
+    return await _alter(admin, broker_id, ApiKey.ALTER_CONFIGS, version, request,
+                        _replacing(image), "AlterConfigsResponse")
+
+
+async def _alter(admin: AdminBackend, broker_id: int, api_key: int, version: int, request: Any,
+                 changes: Callable[[Any], list[pb.AlterableConfig]], response_name: str) -> Reply:
+    module = response_module(api_key, version)
     counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     local: dict[int, Failure] = {}
     forwarded = []
@@ -114,9 +152,7 @@ async def handle_incremental_alter_configs(admin: AdminBackend, broker_id: int, 
             local[index] = failure
             continue
         forwarded.append(pb.AlterConfigsResource(
-            resource_type=r.resource_type, resource_name=r.resource_name,
-            configs=[pb.AlterableConfig(name=c.name, op=c.config_operation, value=c.value or "")
-                     for c in r.configs]))
+            resource_type=r.resource_type, resource_name=r.resource_name, configs=changes(r)))
     answered: Iterator[pb.AlterConfigsResourceResult] = iter(())
     whole: Failure | None = None
     if forwarded:
@@ -138,5 +174,5 @@ async def handle_incremental_alter_configs(admin: AdminBackend, broker_id: int, 
         responses.append(build(
             module, "AlterConfigsResourceResponse", error_code=error_code(code),
             error_message=text, resource_type=r.resource_type, resource_name=r.resource_name))
-    return Reply(build(module, "IncrementalAlterConfigsResponse", throttle_time=NO_THROTTLE,
+    return Reply(build(module, response_name, throttle_time=NO_THROTTLE,
                        responses=tuple(responses)))

@@ -15,6 +15,7 @@ from broker.kafka.admin_cluster_api import (
 )
 from broker.kafka.admin_common import AdminBackend
 from broker.kafka.admin_configs_api import (
+    handle_alter_configs,
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
@@ -152,6 +153,9 @@ class KafkaApis:
             case ApiKey.INCREMENTAL_ALTER_CONFIGS:
                 return await handle_incremental_alter_configs(
                     admin, self._broker_id, version, body)
+            case ApiKey.ALTER_CONFIGS:
+                return await handle_alter_configs(
+                    admin, self._image(), self._broker_id, version, body)
             case ApiKey.ELECT_LEADERS:
                 return await handle_elect_leaders(admin, version, body)
             case ApiKey.ALTER_PARTITION_REASSIGNMENTS:

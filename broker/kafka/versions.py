@@ -36,6 +36,7 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
@@ -71,6 +72,7 @@ SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.ELECT_LEADERS: (0, 2),

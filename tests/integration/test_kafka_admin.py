@@ -247,6 +247,19 @@ def test_kafka_python_admin_client(kadmin, admin: AdminClient) -> None:  # type:
         return by_name["k-topic"].get("retention.ms", {}).get("value")
 
     wait_for(lambda: retention() == "600000", WAIT_S, "kafka-python to see the altered config")
+    # The legacy AlterConfigs: kafka-python first reads the other modified keys and sends them
+    # along, since the request replaces the whole set.
+    kadmin.alter_configs([KConfigResource(ConfigResourceType.TOPIC, "k-topic",
+                                          configs={"segment.ms": "3600000"})], incremental=False)
+
+    def both() -> tuple[object, object]:
+        described = kadmin.describe_configs([KConfigResource(ConfigResourceType.TOPIC, "k-topic")])
+        [by_name] = described.values()
+        entries = by_name["k-topic"]
+        return (entries.get("segment.ms", {}).get("value"),
+                entries.get("retention.ms", {}).get("value"))
+
+    wait_for(lambda: both() == ("3600000", "600000"), WAIT_S, "the replaced configs")
 
     kadmin.create_partitions({"k-topic": KNewPartitions(4)})
     wait_led(admin, "k-topic", 4)

@@ -1,4 +1,4 @@
-"""DescribeConfigs and IncrementalAlterConfigs on the Kafka front (broker/kafka/
+"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs on the Kafka front (broker/kafka/
 admin_configs_api.py): the broker's local checks (Kafka's ConfigAdminManager.preprocess) and
 the answers of the admin operations, through the whole codec."""
 
@@ -12,6 +12,7 @@ from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
 from metadata.config_def import ConfigType
 from metadata.configs import AlterConfigOp, ConfigSource
+from metadata.image import ConfigResource
 from metadata.records import ConfigResourceType
 from tests.unit.test_kafka_admin_topics import TIMEOUT, AdminFront, creatable, run
 
@@ -131,5 +132,38 @@ def test_incremental_alter_refusals(tmp_path: Path) -> None:
         assert results[6][1] == \
             "Unexpected broker id, expected 1 or empty string, but received 3"
         assert front.image.topic_setting("t", "retention.ms") == 604800000
+
+    run(tmp_path, scenario)
+
+
+# ---- AlterConfigs (legacy: replaces the whole set) ----
+
+async def replace(front: AdminFront, version: int,
+                  *resources: tuple[int, str, dict[str, str | None]]) -> list[int]:
+    m = front.module(ApiKey.ALTER_CONFIGS, version)
+    response = await front.call(
+        ApiKey.ALTER_CONFIGS, version, validate_only=False, resources=tuple(
+            build(m, "AlterConfigsResource", resource_type=t, resource_name=n, configs=tuple(
+                build(m, "AlterableConfig", name=k, value=v) for k, v in configs.items()))
+            for t, n, configs in resources))
+    return [r.error_code for r in response.responses]
+
+
+def test_alter_configs_replaces_the_whole_set(tmp_path: Path) -> None:
+    async def scenario(front: AdminFront) -> None:
+        await topic(front)
+        assert await alter(front, (TOPIC, "t", [("retention.ms", AlterConfigOp.SET, "5000"),
+                                                ("segment.ms", AlterConfigOp.SET, "60000")])
+                           ) == [(Errors.NONE, None)]
+        assert await replace(front, 2, (TOPIC, "t", {"segment.ms": "70000",
+                                                     "cleanup.policy": "compact"})) == [
+            Errors.NONE]
+        own = dict(front.image.config(ConfigResource(TOPIC, "t")))
+        assert own == {"segment.ms": "70000", "cleanup.policy": "compact"}  # retention.ms gone
+        assert await replace(front, 0, (TOPIC, "t", {})) == [Errors.NONE]
+        assert dict(front.image.config(ConfigResource(TOPIC, "t"))) == {}
+        assert await replace(front, 1, (TOPIC, "t", {"retention.ms": None}),
+                             (TOPIC, "missing", {"retention.ms": "1"})) == [
+            Errors.INVALID_REQUEST, Errors.UNKNOWN_TOPIC_OR_PARTITION]
 
     run(tmp_path, scenario)

@@ -53,6 +53,7 @@ REQUEST_NAMES = {
     ApiKey.CREATE_PARTITIONS: "CreatePartitionsRequest",
     ApiKey.DESCRIBE_CONFIGS: "DescribeConfigsRequest",
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigsRequest",
+    ApiKey.ALTER_CONFIGS: "AlterConfigsRequest",
     ApiKey.DESCRIBE_CLUSTER: "DescribeClusterRequest",
     ApiKey.ELECT_LEADERS: "ElectLeadersRequest",
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignmentsRequest",
