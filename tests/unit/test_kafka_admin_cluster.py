@@ -13,7 +13,16 @@ import pytest
 from broker.kafka.codec import build
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
-from metadata.replication import ElectionType
+from metadata.replication import (
+    AlterPartitionData,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
+    BrokerState,
+    ElectionType,
+    alter_partition,
+    fence_broker,
+    unfence_broker,
+)
 from tests.unit.test_admin_service import broker_record, until
 from tests.unit.test_kafka_admin_topics import TIMEOUT, AdminFront, creatable, run
 
@@ -82,6 +91,49 @@ def test_elect_leaders_answers_per_partition(tmp_path: Path, version: int) -> No
             assert response.error_code == Errors.NONE
         everything = await elect(front, version, ElectionType.PREFERRED, None)
         assert everything.replica_election_results == ()  # nothing needed an election
+
+    run(tmp_path, scenario)
+
+
+async def report_isr(front: AdminFront, name: str, isr: tuple[int, ...]) -> None:
+    """What the partition leader's AlterPartition would do: set partition 0's ISR."""
+    topic_ = front.image.topic(name)
+    assert topic_ is not None
+    p = topic_.partitions[0]
+    request = AlterPartitionRequest(p.leader, front.image.cluster.brokers[p.leader].epoch, (
+        AlterPartitionTopic(topic_.topic_id, (AlterPartitionData(
+            0, p.leader_epoch, tuple(BrokerState(b) for b in isr), p.partition_epoch),)),))
+    await front.write(lambda image: alter_partition(image, request))
+
+
+def leader(front: AdminFront, name: str) -> int:
+    topic_ = front.image.topic(name)
+    assert topic_ is not None
+    return topic_.partitions[0].leader
+
+
+def test_elect_leaders_moves_leadership_back_and_elects_uncleanly(tmp_path: Path) -> None:
+    async def scenario(front: AdminFront) -> None:
+        await topic(front, "back", {0: (1, 2)})
+        await front.write(lambda image: fence_broker(image, 1))  # 2 takes over
+        await front.write(lambda image: unfence_broker(image, 1))
+        await report_isr(front, "back", (2, 1))
+        assert leader(front, "back") == 2
+        response = await elect(front, 2, ElectionType.PREFERRED, {"back": (0,)})
+        assert [(p.partition_id, p.error_code) for r in response.replica_election_results
+                for p in r.partition_result] == [(0, Errors.NONE)]
+        assert leader(front, "back") == 1
+
+        await topic(front, "lost", {0: (3, 4)})
+        await report_isr(front, "lost", (3,))
+        await front.write(lambda image: fence_broker(image, 3))  # no live ISR member left
+        assert leader(front, "lost") == -1
+        preferred = await elect(front, 2, ElectionType.PREFERRED, {"lost": (0,)})
+        assert preferred.replica_election_results[0].partition_result[0].error_code == \
+            Errors.PREFERRED_LEADER_NOT_AVAILABLE
+        unclean = await elect(front, 2, ElectionType.UNCLEAN, {"lost": (0,)})
+        assert unclean.replica_election_results[0].partition_result[0].error_code == Errors.NONE
+        assert leader(front, "lost") == 4  # an out-of-sync replica: records may be lost
 
     run(tmp_path, scenario)
 
