@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -122,12 +123,18 @@ class LogCleaner:
         self._high_watermarks = high_watermarks
         self._busy = busy
         self._checkpoints: dict[TopicPartition, int] = {}
+        self._checkpoints_dirty = False  # changed since the file was last written
+        self._write_lock = threading.Lock()
         self._horizons: dict[TopicPartition, int] = {}  # earliest tombstone horizon kept
         self._uncleanable: set[TopicPartition] = set()
         self._cleaning: set[TopicPartition] = set()
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._inflight: list[asyncio.Future[_Cleaned | None]] = []
+        # The log manager's: a swap reopened the log's files (its flush waiters may be
+        # answered: reopening synced them), and an I/O error in a swap (the log dir failed).
+        self.on_swapped: Callable[[TopicPartition], None] | None = None
+        self.on_dir_failure: Callable[[str, BaseException], None] | None = None
         for directory in log_dirs:
             self._checkpoints.update(checkpoints.read_offsets(
                 os.path.join(directory, CLEANER_CHECKPOINT_FILE)))
@@ -157,6 +164,8 @@ class LogCleaner:
                 for path, _ in cleaned.swaps if cleaned is not None else ():
                     discard(path)
         self._inflight = []
+        if self._checkpoints_dirty:
+            await asyncio.to_thread(self.write_checkpoints)
 
     def forget(self, tp: TopicPartition) -> None:
         """The log is gone (deleted topic): forget its checkpoint."""
@@ -322,7 +331,18 @@ class LogCleaner:
             self.stats.aborted += 1
             logger.info("dropped a cleaning of %s: %s", plan.log.directory, exc)
             return 0
+        except OSError as exc:
+            # The files of the log may be half swapped (recovery finishes the swap at the next
+            # start): nothing in its log dir is to be trusted, as for any failed write.
+            logger.error("swapping cleaned segments into %s failed: %s", plan.log.directory,
+                         exc)
+            if self.on_dir_failure is not None:
+                self.on_dir_failure(plan.log.directory, exc)
+            raise
+        if self.on_swapped is not None:
+            self.on_swapped(tp)
         self._checkpoints[tp] = cleaned.reached
+        self._checkpoints_dirty = True
         if cleaned.next_horizon_ms is None:
             self._horizons.pop(tp, None)
         else:
@@ -345,16 +365,19 @@ class LogCleaner:
         return self._checkpoints.get(tp)
 
     def write_checkpoints(self) -> None:
-        """cleaner-offset-checkpoint in every log dir (blocking)."""
-        logs = self._logs()
-        by_dir: dict[str, dict[TopicPartition, int]] = {d: {} for d in self._dirs}
-        for tp, offset in list(self._checkpoints.items()):
-            log = logs.get(tp)
-            if log is not None:
-                by_dir.setdefault(os.path.dirname(log.directory), {})[tp] = offset
-        for directory, offsets in by_dir.items():
-            checkpoints.write_offsets(os.path.join(directory, CLEANER_CHECKPOINT_FILE),
-                                      offsets)
+        """cleaner-offset-checkpoint in every log dir (blocking; one writer at a time: a
+        write from a cleaning and the one at stop may overlap)."""
+        with self._write_lock:
+            self._checkpoints_dirty = False
+            logs = self._logs()
+            by_dir: dict[str, dict[TopicPartition, int]] = {d: {} for d in self._dirs}
+            for tp, offset in list(self._checkpoints.items()):
+                log = logs.get(tp)
+                if log is not None:
+                    by_dir.setdefault(os.path.dirname(log.directory), {})[tp] = offset
+            for directory, offsets in by_dir.items():
+                checkpoints.write_offsets(os.path.join(directory, CLEANER_CHECKPOINT_FILE),
+                                          offsets)
 
 
 def _now_ms() -> int:

@@ -113,8 +113,10 @@ class LogManager:
             os.makedirs(directory, exist_ok=True)
             self._load_dir(directory)
         # Compaction of `cleanup.policy=compact` logs (broker/log/cleaner.py).
-        self.cleaner = LogCleaner(cleaner or CleanerConfig(), self._dirs, lambda: self._logs,
+        self.cleaner = LogCleaner(cleaner or CleanerConfig(), self._dirs, self._online_logs,
                                   high_watermarks, lambda tp: tp in self._flushing)
+        self.cleaner.on_swapped = lambda tp: self._wake_flush_waiters(tp, self._logs.get(tp))
+        self.cleaner.on_dir_failure = self.fail_dir
 
     def _load_dir(self, directory: str) -> None:
         hws = checkpoints.read_offsets(
@@ -186,6 +188,11 @@ class LogManager:
         logger.critical("log directory %s failed: %s", directory, exc)
         if self.on_dir_failure is not None:
             self.on_dir_failure(directory, exc)
+
+    def _online_logs(self) -> dict[TopicPartition, PartitionLog]:
+        if not self.offline_dirs:
+            return self._logs
+        return {tp: log for tp, log in self._logs.items() if not self.is_offline(log)}
 
     def is_offline(self, log: PartitionLog) -> bool:
         return bool(self.offline_dirs) and os.path.dirname(log.directory) in self.offline_dirs

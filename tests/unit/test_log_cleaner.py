@@ -7,9 +7,12 @@ checkpoint, the dedupe buffer bound and the configs."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import gzip
 import os
 import struct
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,7 @@ from broker.log.cleaner_core import (
     map_capacity,
 )
 from broker.log.config import LogConfig
+from broker.log.log_manager import LogManager
 from broker.log.partition_log import AppendError, PartitionLog
 from broker.records import (
     CODEC_MASK,
@@ -496,3 +500,81 @@ def test_the_metrics_report_the_cleaners_work(tmp_path: Path) -> None:
     last = registry.get_sample_value("kraft_broker_log_cleaner_last_clean_timestamp_seconds")
     assert last is not None and last > NOW / 1000
     log.close()
+
+
+# -- in the log manager ------------------------------------------------------------------------
+
+
+def manager_with_log(tmp_path: Path, hws: dict[tuple[str, int], int],
+                     backoff_ms: int = 3_600_000) -> tuple[LogManager, PartitionLog]:
+    manager = LogManager([str(tmp_path)], lambda: hws,
+                         cleaner=CleanerConfig(backoff_ms=backoff_ms))
+    log = manager.get_or_create("orders", 0, TOPIC_ID, COMPACT)
+    append(log, ("a", "1"), ("a", "2"), ("z", "active"))
+    hws[TP] = log.end_offset
+    return manager, log
+
+
+async def until(condition: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
+    """Poll `condition` on the event loop until it holds (the background task's work)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def test_the_log_managers_task_runs_the_cleaner_and_close_stops_it(tmp_path: Path) -> None:
+    hws: dict[tuple[str, int], int] = {}
+    manager, _ = manager_with_log(tmp_path, hws)
+
+    async def run() -> None:
+        manager.start()
+        manager.cleaner.wake()  # instead of the hour's backoff
+        await until(lambda: manager.cleaner.stats.passes == 1, "a cleaning")
+        await manager.close()
+
+    asyncio.run(run())
+    reopened = LogManager([str(tmp_path)], lambda: {})
+    again = reopened.get("orders", 0)
+    assert again is not None and again.end_offset == 3
+    assert [offset for offset, _, _ in records(again)] == [1, 2]
+    assert reopened.cleaner.checkpoint(TP) == 2
+    reopened.close_now()
+
+
+def test_a_failed_swap_takes_the_log_dir_offline(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    hws: dict[tuple[str, int], int] = {}
+    manager, _ = manager_with_log(tmp_path, hws)
+
+    def failing_install(swap: str, old_paths: list[str]) -> None:
+        raise OSError(errno.EIO, "Input/output error (injected)")
+
+    monkeypatch.setattr(cleaner_swap, "install", failing_install)
+    assert asyncio.run(manager.cleaner.clean_round()) == 0
+    assert str(tmp_path) in manager.offline_dirs
+    assert manager.cleaner.plans(NOW) == []  # an offline dir's logs are not cleaned
+    monkeypatch.undo()
+    manager.close_now()
+    # The swap was committed before the failure: the next start finishes it.
+    reopened = LogManager([str(tmp_path)], lambda: {})
+    again = reopened.get("orders", 0)
+    assert again is not None and [offset for offset, _, _ in records(again)] == [1, 2]
+    reopened.close_now()
+
+
+def test_a_flush_waiter_is_answered_after_a_swap(tmp_path: Path) -> None:
+    hws: dict[tuple[str, int], int] = {}
+    manager, log = manager_with_log(tmp_path, hws)
+
+    async def run() -> None:
+        waiter = asyncio.ensure_future(manager.wait_flushed("orders", 0, log.end_offset))
+        await asyncio.sleep(0)  # one loop turn: the task starts and registers (not a timing
+        # wait; the manager is not started, so no flush round can answer it)
+        assert not waiter.done()
+        assert await manager.cleaner.clean_round() == 1
+        assert waiter.done()  # reopening the files synced them: answered at the swap
+        await waiter
+
+    asyncio.run(run())
+    manager.close_now()
