@@ -324,6 +324,20 @@ def is_filler(header: RecordBatchHeader) -> bool:
             and not header.attributes & CONTROL_BIT)
 
 
+def trim_filler(data: bytes, offset: int) -> bytes:
+    """`data` (batches read from the batch holding `offset`) with a first batch that is a
+    filler starting below `offset` made to start at `offset`: fillers merge the removed
+    batches of a run, so, unlike Kafka's gaps, one may straddle an original batch boundary
+    where a follower's log ends."""
+    if len(data) < HEADER_SIZE or int.from_bytes(data[:8], "big", signed=True) >= offset:
+        return data
+    header = parse_header(data)
+    if not is_filler(header):
+        return data
+    return (_filler(offset, header.next_offset, header.partition_leader_epoch)
+            + data[header.size:])
+
+
 def _assemble(
     base_offset: int, epoch: int, attributes: int, last_offset_delta: int,
     base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,

@@ -645,7 +645,10 @@ class PartitionLog:
             raise OffsetOutOfRange(offset, self._start_offset, end)
         if offset >= end or offset >= max_offset:
             return b""
-        return self._log.read(offset, max_bytes, max_offset, min_one_batch)
+        data = self._log.read(offset, max_bytes, max_offset, min_one_batch)
+        # A compacted range's filler may start below `offset` (a lagging follower's log end
+        # inside it): it is served from `offset`, as Kafka's batch boundaries would be.
+        return cleaner_core.trim_filler(data, offset)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp ≥ `timestamp_ms` (Kafka's

@@ -90,12 +90,7 @@ def _plain(blob: bytes) -> bytes:
 
 def headers(log: PartitionLog, start: int = 0) -> list[tuple[int, int, int]]:
     """(base offset, last offset, record count) of every batch read from `start`."""
-    data = log.read(start, 1 << 30, log.end_offset)
-    out = []
-    for frame in scan_batches(data):
-        header = parse_header(data, frame.position)
-        out.append((header.base_offset, header.last_offset, header.records_count))
-    return out
+    return headers_of(log.read(start, 1 << 30, log.end_offset))
 
 
 def cleaner(log: PartitionLog, hw: int | None = None,
@@ -578,3 +573,33 @@ def test_a_flush_waiter_is_answered_after_a_swap(tmp_path: Path) -> None:
 
     asyncio.run(run())
     manager.close_now()
+
+
+def test_a_lagging_follower_inside_a_merged_filler_fetches_from_its_end(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=1000, cleanup_policy=("compact",))
+    leader = open_log(tmp_path / "leader", config)
+    append(leader, ("a", "1"), ("a", "2"), ("a", "3"), ("a", "4"), ("b", "1"), ("a", "5"))
+    follower = open_log(tmp_path / "follower", config)
+    follower.append_as_follower(leader.read(0, 1, 2), NOW)  # offsets 0 and 1, as sent
+    follower.append_as_follower(leader.read(1, 1, 2), NOW)
+    assert follower.end_offset == 2
+    leader._log.roll()  # the six batches below the active segment
+    append(leader, ("z", "active"))
+    clean(cleaner(leader))
+    assert headers(leader)[0] == (0, 3, 0)  # one filler for the four removed batches
+    data = leader.read(follower.end_offset, 1 << 20, leader.end_offset)
+    assert headers_of(data)[0] == (2, 3, 0)  # served from the follower's end
+    follower.append_as_follower(data, NOW)
+    assert follower.end_offset == leader.end_offset == 7
+    assert records(follower, 2) == records(leader) == [(4, b"b", b"1"), (5, b"a", b"5"),
+                                                       (6, b"z", b"active")]
+    leader.close()
+    follower.close()
+
+
+def headers_of(data: bytes) -> list[tuple[int, int, int]]:
+    out = []
+    for frame in scan_batches(data):
+        header = parse_header(data, frame.position)
+        out.append((header.base_offset, header.last_offset, header.records_count))
+    return out
