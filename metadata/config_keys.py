@@ -161,6 +161,22 @@ def validate_configs(
         error = validate_value(keys[name], value)
         if error is not None:
             return error
+    if resource_type == ConfigResourceType.TOPIC:
+        return _compaction_lags(configs)
+    return None
+
+
+def _compaction_lags(configs: Mapping[str, str]) -> ControllerApiError | None:
+    """Kafka's LogConfig.validateValues: min.compaction.lag.ms may not exceed
+    max.compaction.lag.ms (a key not set counts as its default)."""
+    lags = []
+    for name in ("min.compaction.lag.ms", "max.compaction.lag.ms"):
+        key = TOPIC_CONFIGS[name]
+        lags.append(int(key.parse(configs.get(name, key.default or "0"))))
+    if lags[0] > lags[1]:
+        return ControllerApiError(
+            Errors.INVALID_CONFIG, "conflict topic config setting min.compaction.lag.ms "
+            f"({lags[0]}) > max.compaction.lag.ms ({lags[1]})")
     return None
 
 

@@ -477,6 +477,11 @@ def test_topic_configs_resolve_and_validate() -> None:
     assert error is not None and "Value must be no more than 1" in error.message
     error = validate_topic_configs({"min.cleanable.dirty.ratio": "half"})
     assert error is not None and "DOUBLE" in error.message
+    error = validate_topic_configs({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
+    assert error is not None and error.code == Errors.INVALID_CONFIG
+    assert error.message == ("conflict topic config setting min.compaction.lag.ms (10) > "
+                             "max.compaction.lag.ms (5)")
+    assert validate_topic_configs({"min.compaction.lag.ms": "10"}) is None
 
 
 def test_the_metrics_report_the_cleaners_work(tmp_path: Path) -> None:
