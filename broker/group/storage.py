@@ -171,7 +171,7 @@ class GroupStorage:
         try:
             code, message = await self.create_topic(
                 config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
-                {"cleanup.policy": "compact", "compression.type": "producer",
+                {"cleanup.policy": "compact",
                  "segment.bytes": str(config.offsets_topic_segment_bytes)})
         except Exception as exc:  # the controller unreachable, a timeout: ask again later
             code, message = Errors.UNKNOWN_SERVER_ERROR, f"{type(exc).__name__}: {exc}"

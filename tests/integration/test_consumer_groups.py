@@ -1,0 +1,282 @@
+"""Consumer groups end to end with clients this project did not write: one controller and three
+brokers as real processes (one cluster for the module); confluent-kafka (librdkafka) and
+kafka-python consumers subscribe in groups, commit, restart and resume from the committed
+offsets; both libraries' admin clients list, describe and delete groups; a group of three
+consumers keeps consuming across a kill -9 of its coordinator's broker with no committed offset
+lost (the coordinator's state lives in the replicated __consumer_offsets topic)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness.cluster import ProcessCluster, wait_for
+
+BROKERS = [2, 3, 4]
+WAIT_S = 60
+SETTINGS = {
+    "internal.test.hooks.enable": "false",
+    "broker.session.timeout.ms": "1500",
+    "broker.heartbeat.interval.ms": "150",
+    "group.initial.rebalance.delay.ms": "100",
+    "offsets.topic.num.partitions": "6",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    root: Path = tmp_path_factory.mktemp("consumer-groups")
+    cluster = ProcessCluster(root, 1, dict(SETTINGS))
+    try:
+        cluster.add_brokers(BROKERS)
+        cluster.format()
+        cluster.start_all()
+        wait_for(lambda: cluster.leader(among={1}), WAIT_S, "an active controller")
+        cluster.wait_brokers_unfenced(BROKERS, WAIT_S)
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: ProcessCluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": cluster.bootstrap_servers()})
+
+
+def create_topic(admin: AdminClient, topic: str, partitions: int) -> None:
+    admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(timeout=WAIT_S)
+
+    def led() -> bool:
+        found = admin.list_topics(topic, timeout=10).topics.get(topic)
+        return (found is not None and found.error is None
+                and len(found.partitions) == partitions
+                and all(p.leader >= 0 for p in found.partitions.values()))
+
+    wait_for(led, WAIT_S, f"{topic} to have leaders")
+
+
+def produce(cluster: ProcessCluster, topic: str, count: int, partitions: int,
+            start: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers(), "acks": "all",
+                         "linger.ms": 5})
+    for i in range(start, start + count):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % partitions)
+    assert producer.flush(WAIT_S) == 0
+
+
+def ck_consumer(cluster: ProcessCluster, group: str, **settings: object) -> CKConsumer:
+    return CKConsumer({"bootstrap.servers": cluster.bootstrap_servers(), "group.id": group,
+                       "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                       **settings})
+
+
+def poll_values(consumer: CKConsumer, count: int) -> list[bytes]:
+    """`count` record values (errors other than end-of-partition fail the test)."""
+    out: list[bytes] = []
+    deadline = time.monotonic() + WAIT_S
+    while len(out) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error() is not None:
+            assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+            continue
+        out.append(message.value())
+    assert len(out) == count, f"read {len(out)} of {count} records"
+    return out
+
+
+def test_confluent_consumer_commits_and_a_restarted_consumer_resumes(
+        cluster: ProcessCluster, admin: AdminClient) -> None:
+    create_topic(admin, "orders", 3)
+    produce(cluster, "orders", 60, 3)
+    first = ck_consumer(cluster, "billing")
+    first.subscribe(["orders"])
+    seen = poll_values(first, 30)
+    committed = first.commit(asynchronous=False)
+    assert committed is not None and all(tp.error is None for tp in committed)
+    first.close()  # LeaveGroup: the group goes Empty, its offsets stay
+
+    second = ck_consumer(cluster, "billing")
+    second.subscribe(["orders"])
+    rest = poll_values(second, 30)
+    positions = second.committed([TopicPartition("orders", p) for p in range(3)],
+                                 timeout=WAIT_S)
+    second.close()
+    assert sorted(seen + rest) == sorted(f"v{i}".encode() for i in range(60)), \
+        "the restarted consumer resumed at the committed offsets: nothing twice, nothing lost"
+    # What the first consumer committed (a partition it never read has no offset: -1001).
+    assert sum(max(tp.offset, 0) for tp in positions) == 30
+
+
+def test_kafka_python_consumer_commits_and_a_restarted_consumer_resumes(
+        cluster: ProcessCluster, admin: AdminClient) -> None:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
+
+    create_topic(admin, "payments", 2)
+    produce(cluster, "payments", 40, 2)
+
+    def read(count: int) -> list[bytes]:
+        consumer = KafkaConsumer(
+            "payments", bootstrap_servers=cluster.bootstrap_servers(), group_id="ledger",
+            enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=count)
+        out: list[bytes] = []
+        deadline = time.monotonic() + WAIT_S
+        while len(out) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500, max_records=count - len(out)).values():
+                out.extend(r.value for r in records)
+        consumer.commit()
+        committed = [consumer.committed(KTopicPartition("payments", p)) for p in range(2)]
+        consumer.close()
+        assert len(out) == count
+        assert sum(c or 0 for c in committed) >= count
+        return out
+
+    seen = read(20) + read(20)
+    assert sorted(seen) == sorted(f"v{i}".encode() for i in range(40))
+
+
+def test_admin_clients_list_describe_and_delete_groups(
+        cluster: ProcessCluster, admin: AdminClient) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    create_topic(admin, "audit", 1)
+    produce(cluster, "audit", 5, 1)
+    active = ck_consumer(cluster, "auditors")
+    active.subscribe(["audit"])
+    poll_values(active, 5)
+    active.commit(asynchronous=False)
+
+    def described_state(group: str) -> str:
+        return str(admin.describe_consumer_groups([group])[group].result(timeout=WAIT_S)
+                   .state.name)
+
+    wait_for(lambda: described_state("auditors") == "STABLE", WAIT_S, "auditors stable")
+    description = admin.describe_consumer_groups(["auditors"])["auditors"].result(WAIT_S)
+    assert len(description.members) == 1
+    assert description.members[0].assignment.topic_partitions == [TopicPartition("audit", 0)]
+    listed = {g.group_id: g for g in admin.list_consumer_groups().result(timeout=WAIT_S).valid}
+    assert {"auditors", "billing", "ledger"} <= set(listed)
+    assert listed["billing"].state.name == "EMPTY"
+
+    # A non-empty group cannot be deleted; an empty one goes with its offsets.
+    refused = admin.delete_consumer_groups(["auditors"])["auditors"]
+    with pytest.raises(KafkaException) as info:
+        refused.result(timeout=WAIT_S)
+    assert info.value.args[0].code() == KafkaError.NON_EMPTY_GROUP
+    admin.delete_consumer_groups(["billing"])["billing"].result(timeout=WAIT_S)
+    offsets = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions("billing", [TopicPartition("orders", 0)])])["billing"]
+    assert [tp.offset for tp in offsets.result(timeout=WAIT_S).topic_partitions] == [-1001]
+
+    kadmin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers())
+    try:
+        names = {group["group_id"] for group in kadmin.list_groups()}
+        assert "auditors" in names and "ledger" in names and "billing" not in names
+        described = kadmin.describe_groups(["auditors"])["auditors"]
+        assert (described["group_state"], described["protocol_data"]) == ("Stable", "range")
+        committed = kadmin.list_group_offsets({"ledger": None})["ledger"]
+        assert sum(meta.offset for meta in committed.values()) == 40
+        error = kadmin.delete_groups(["ledger"])["ledger"]
+        assert getattr(error, "errno", 0) == 0, error
+        assert "ledger" not in {group["group_id"] for group in kadmin.list_groups()}
+    finally:
+        kadmin.close()
+        active.close()
+
+
+class GroupMember(threading.Thread):
+    """A confluent-kafka consumer in a group, committing what it read after every poll."""
+
+    def __init__(self, cluster: ProcessCluster, group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = ck_consumer(cluster, group, **{"session.timeout.ms": 10000,
+                                                       "heartbeat.interval.ms": 500})
+        self.consumer.subscribe([topic])
+        self.seen: set[tuple[int, int]] = set()
+        self.acknowledged: dict[int, int] = {}  # partition -> offset the broker confirmed
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        dirty = False  # read more than the broker has confirmed as committed
+        try:
+            while not self.stop.is_set():
+                messages = self.consumer.consume(100, timeout=0.2)
+                read = [m for m in messages if m.error() is None]
+                self.seen.update((m.partition(), m.offset()) for m in read)
+                dirty = dirty or bool(read)
+                if not dirty:
+                    continue
+                try:
+                    for tp in self.consumer.commit(asynchronous=False) or []:
+                        if tp.error is None:
+                            self.acknowledged[tp.partition] = max(
+                                tp.offset, self.acknowledged.get(tp.partition, -1))
+                    dirty = False
+                except KafkaException as exc:  # a rebalance or a coordinator moving: again
+                    self.errors.append(str(exc))
+        finally:
+            self.consumer.close()
+
+
+def test_a_group_of_three_consumes_across_a_kill_of_its_coordinator(
+        cluster: ProcessCluster, admin: AdminClient) -> None:
+    topic, group, partitions = "clicks", f"dashboards-{uuid.uuid4().hex[:6]}", 6
+    create_topic(admin, topic, partitions)
+    produce(cluster, topic, 600, partitions)
+    members = [GroupMember(cluster, group, topic) for _ in range(3)]
+    for member in members:
+        member.start()
+
+    def seen() -> set[tuple[int, int]]:
+        return set().union(*(m.seen for m in members))
+
+    wait_for(lambda: len(seen()) == 600, WAIT_S, "the group to read the first 600 records")
+    description = admin.describe_consumer_groups([group])[group].result(timeout=WAIT_S)
+    assert description.state.name == "STABLE" and len(description.members) == 3
+    coordinator = description.coordinator.id
+    before = {}
+    for member in members:
+        for partition, offset in member.acknowledged.items():
+            before[partition] = max(offset, before.get(partition, -1))
+
+    cluster.kill(coordinator)
+    produce(cluster, topic, 600, partitions, start=600)
+    wait_for(lambda: len(seen()) == 1200, WAIT_S, "the group to read the next 600 records")
+
+    def committed() -> dict[int, int]:
+        result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
+            group, [TopicPartition(topic, p) for p in range(partitions)])])[group]
+        return {tp.partition: tp.offset for tp in result.result(timeout=WAIT_S).topic_partitions}
+
+    last: list[dict[int, int]] = [{}]
+
+    def all_committed() -> bool:
+        last[0] = committed()
+        return all(last[0].get(p) == 200 for p in range(partitions))
+
+    wait_for(all_committed, WAIT_S, "every partition's committed offset at its end")
+    after = last[0]
+    assert all(after[p] >= offset for p, offset in before.items()), (before, after)
+    for member in members:
+        member.stop.set()
+    for member in members:
+        member.join(timeout=WAIT_S)
+    cluster.start(coordinator)
+    cluster.wait_brokers_unfenced(BROKERS, WAIT_S)
