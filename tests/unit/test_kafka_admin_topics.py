@@ -88,6 +88,7 @@ class AdminFront:
     async def close(self) -> None:
         await self.creator.close()
         await self.ops.close()
+        await self.controller.close()
         await self.node.stop()
 
     @property
