@@ -2,8 +2,9 @@
 LogCleaner and LogCleanerManager; the rewriting itself is broker/log/cleaner_core.py, the
 crash-safe swap broker/log/cleaner_swap.py).
 
-Every `log.cleaner.backoff.ms` the cleaner picks the dirtiest logs (at most
-`log.cleaner.threads` at a time) and cleans each in a worker thread, off the event loop:
+The cleaner picks the dirtiest logs (at most `log.cleaner.threads` at a time) and cleans each
+in a worker thread, off the event loop, and again while some log is due; when none is, it
+waits `log.cleaner.backoff.ms`:
 * the cleanable range of a log ends at its active segment, at the segment holding the high
   watermark (nothing uncommitted is compacted) and at the first segment whose largest
   timestamp is younger than `min.compaction.lag.ms`;
@@ -174,17 +175,21 @@ class LogCleaner:
         self._uncleanable.discard(tp)
 
     async def _run(self) -> None:
+        """As Kafka's CleanerThread: clean while some log is due, back off when none is."""
         assert self._wake is not None
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.config.backoff_ms / 1000)
             self._wake.clear()
+            cleaned = 0
             try:
-                await self.clean_round()
+                cleaned = await self.clean_round()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 logger.exception("log cleaner round failed; retrying after the backoff")
+            if cleaned:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.config.backoff_ms / 1000)
 
     async def clean_round(self, now_ms: int | None = None) -> int:
         """Clean the dirtiest logs, `log.cleaner.threads` at a time; logs cleaned."""
