@@ -168,6 +168,14 @@ class LogCleaner:
         if self._checkpoints_dirty:
             await asyncio.to_thread(self.write_checkpoints)
 
+    def truncated(self, tp: TopicPartition, end: int) -> None:
+        """The log was cut to `end`: what is appended from there on is dirty (Kafka's
+        LogCleanerManager.updateCheckpoints on truncation)."""
+        offset = self._checkpoints.get(tp)
+        if offset is not None and offset > end:
+            self._checkpoints[tp] = end
+            self._checkpoints_dirty = True
+
     def forget(self, tp: TopicPartition) -> None:
         """The log is gone (deleted topic): forget its checkpoint."""
         self._checkpoints.pop(tp, None)

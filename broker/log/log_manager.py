@@ -164,6 +164,8 @@ class LogManager:
         parent = os.path.dirname(log.directory)
         self._counts[parent] = self._counts.get(parent, 0) + 1
         log.on_flush_due = self._flush_due
+        log.on_truncated = lambda log, end: self.cleaner.truncated((log.topic, log.partition),
+                                                                   end)
         log.on_metadata_unsynced = self._metadata_unsynced
         log.use_faults(self.faults)
         if log.metadata_unsynced:

@@ -226,6 +226,9 @@ class PartitionLog:
         self._closed = False
         # Called when the flush policy (or a roll) wants a flush job soon: the LogManager's.
         self.on_flush_due: Callable[[PartitionLog], None] | None = None
+        # Called with the new log end after a truncation: the LogManager's (the cleaner's
+        # checkpoint must not stay above it, as in Kafka).
+        self.on_truncated: Callable[[PartitionLog, int], None] | None = None
         self._rebuild(load_epochs=True)
 
     # -- opening ---------------------------------------------------------------------------
@@ -725,6 +728,8 @@ class PartitionLog:
         if self._start_offset > base:
             self._start_offset = base
         self._rebuild()
+        if self.on_truncated is not None:
+            self.on_truncated(self, base)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at `offset` (a follower far behind its leader's
@@ -735,6 +740,8 @@ class PartitionLog:
         self._start_offset = offset
         self._epochs.clear()
         self._rebuild()
+        if self.on_truncated is not None:
+            self.on_truncated(self, offset)
 
     def advance_start_offset(self, offset: int) -> None:
         """Move the log start offset up to `offset` (DeleteRecords, or a follower learning its

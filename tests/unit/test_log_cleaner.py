@@ -608,3 +608,17 @@ def headers_of(data: bytes) -> list[tuple[int, int, int]]:
         header = parse_header(data, frame.position)
         out.append((header.base_offset, header.last_offset, header.records_count))
     return out
+
+
+def test_a_truncation_below_the_checkpoint_makes_the_rest_dirty(tmp_path: Path) -> None:
+    hws: dict[tuple[str, int], int] = {}
+    manager, log = manager_with_log(tmp_path, hws)
+    append(log, ("b", "1"), ("y", "active"))
+    hws[TP] = log.end_offset
+    assert asyncio.run(manager.cleaner.clean_round()) == 1
+    assert manager.cleaner.checkpoint(TP) == 4
+    log.truncate_to(3)  # a follower cut back to its new leader's log
+    assert manager.cleaner.checkpoint(TP) == 3
+    log.truncate_fully_and_start_at(2)
+    assert manager.cleaner.checkpoint(TP) == 2
+    manager.close_now()
