@@ -556,9 +556,13 @@ class LogManager:
         for log in self._logs.values():
             try:
                 log.close()
-            except Exception:
+            except Exception as exc:
                 failed = True
-                logger.exception("closing %s failed", log.directory)
+                if self.is_offline(log):  # expected: its dir failed; said once already
+                    logger.warning("closing %s (its log dir is offline): %s", log.directory,
+                                   exc)
+                else:
+                    logger.exception("closing %s failed", log.directory)
         for log in self._doomed:
             self._tombstones.append(log.delete())
         self._doomed = []

@@ -398,9 +398,10 @@ class Injector:
             if node_id in self.killed or node_id in self.stopped_by_disk \
                     or node.process is None or node.alive:
                 continue
-            tail = self.cluster.logs(node_id)[-3000:]
+            log = self.cluster.logs(node_id)
+            tail = log[-3000:]
             if (node.process.returncode == 3 and self.files.disk_full[node_id]
-                    and "the broker stops so that its leaderships move" in tail):
+                    and "the broker stops so that its leaderships move" in log[-20000:]):
                 self.stopped_by_disk.add(node_id)
                 self.disk_stops += 1
                 self.say(f"{self.now():8.2f} s  broker {node_id} stopped: its full disk took "
