@@ -668,8 +668,8 @@ def test_random_histories_keep_every_latest_record_and_nothing_else_moves(
         assert log.end_offset == len(written)
         kept = records(log)
         assert [offset for offset, _, _ in kept] == sorted({o for o, _, _ in kept})
-        for offset, key, value in kept:
-            assert written[offset] == (key, value)
+        for offset, stored_key, stored_value in kept:
+            assert written[offset] == (stored_key, stored_value)
         offsets = {offset for offset, _, _ in kept}
         assert set(latest.values()) <= offsets
         # With a dirty ratio of 0 the last pass cleaned all but the active segment.
