@@ -1,19 +1,27 @@
 """Log compaction end to end: one controller and two brokers as real processes, a compacted
 topic (replication factor 2, tiny segments, a cleaner that looks every 100 ms) written by
-confluent-kafka with every key many times; once the cleaners ran, both libraries read back
-only the latest value per key, at its original offset, and the follower's files hold the same
-(each replica compacts on its own). A keyless record is refused with INVALID_RECORD."""
+confluent-kafka with every key many times and one key deleted; once the cleaners ran, both
+libraries read back only the latest record per key (the tombstone too), at its original
+offset, and the follower's files hold no removed record either (each replica compacts on its
+own). A keyless record is refused with INVALID_RECORD."""
 
 from __future__ import annotations
 
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from kafka import KafkaConsumer  # type: ignore[import-untyped]
 from kafka import TopicPartition as KafkaPythonTopicPartition
 
@@ -54,23 +62,40 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
         cluster.stop_all()
 
 
-def produce_rounds(cluster: ProcessCluster) -> None:
+Written = dict[int, tuple[bytes, bytes | None]]
+Read = list[tuple[int, bytes, bytes | None]]
+
+
+def produce_rounds(cluster: ProcessCluster) -> Written:
+    """A key written then deleted (a tombstone), then every key once a round; (key, value)
+    by the offset each delivery report gave."""
     p = Producer({"bootstrap.servers": cluster.bootstrap_servers(), "acks": "all",
                   "enable.idempotence": True, "linger.ms": 0})
+    written: Written = {}
+
+    def delivered(error: KafkaError | None, message: Message) -> None:
+        assert error is None, error
+        written[message.offset() or 0] = (message.key() or b"", message.value())
+
+    p.produce(TOPIC, key=b"gone", value=b"x", partition=0, on_delivery=delivered)
+    p.produce(TOPIC, key=b"gone", value=None, partition=0, on_delivery=delivered)
     for round_ in range(ROUNDS):
         for key in range(KEYS):
-            p.produce(TOPIC, key=f"k{key}".encode(), value=f"r{round_}".encode(), partition=0)
+            p.produce(TOPIC, key=f"k{key}".encode(), value=f"r{round_}".encode(), partition=0,
+                      on_delivery=delivered)
         assert p.flush(30) == 0
     assert p.flush(30) == 0
+    assert sorted(written) == list(range(2 + KEYS * ROUNDS))
+    return written
 
 
-def read_confluent(cluster: ProcessCluster) -> list[tuple[int, bytes, bytes]]:
+def read_confluent(cluster: ProcessCluster) -> Read:
     """(offset, key, value) of every record up to the end of the partition."""
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers(),
                          "group.id": f"reader-{uuid.uuid4()}", "enable.auto.commit": False,
                          "enable.partition.eof": True})
     consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    out: list[tuple[int, bytes, bytes]] = []
+    out: Read = []
     deadline = time.monotonic() + WAIT_S
     try:
         while time.monotonic() < deadline:
@@ -82,52 +107,54 @@ def read_confluent(cluster: ProcessCluster) -> list[tuple[int, bytes, bytes]]:
                 if error.code() == KafkaError._PARTITION_EOF:
                     return out
                 raise KafkaException(error)
-            out.append((message.offset() or 0, message.key() or b"", message.value() or b""))
+            out.append((message.offset() or 0, message.key() or b"", message.value()))
     finally:
         consumer.close()
     raise AssertionError(f"no end of partition within {WAIT_S} s; read {len(out)}")
 
 
-def early_rounds(records: Sequence[tuple[int, bytes | None, bytes]]) -> list[int]:
-    """Offsets of values from the first half of the rounds, which compaction removes."""
-    return [offset for offset, _, value in records if int(value[1:]) < ROUNDS // 2]
+def removable(records: Read) -> list[int]:
+    """Offsets of records compaction removes: the first rounds' values and the deleted
+    key's value (its tombstone stays for delete.retention.ms, a day)."""
+    return [offset for offset, key, value in records
+            if value is not None and (value == b"x" or int(value[1:]) < ROUNDS // 2)]
 
 
-def check_compacted(records: list[tuple[int, bytes, bytes]]) -> None:
-    """The latest value of every key at the offset the producer got (offsets never move),
-    every record where it was written, in offset order, none of the first rounds."""
-    latest = {key: (offset, value) for offset, key, value in records}
-    assert latest == {f"k{key}".encode(): ((ROUNDS - 1) * KEYS + key, f"r{ROUNDS - 1}".encode())
-                      for key in range(KEYS)}
+def check_compacted(records: Read, written: Written) -> None:
+    """Every record read is the one written at its offset (offsets never move), in offset
+    order; every key's latest record is there (the tombstone too); the removable are not."""
     for offset, key, value in records:
-        assert (key, value) == (f"k{offset % KEYS}".encode(), f"r{offset // KEYS}".encode())
+        assert written[offset] == (key, value), offset
     offsets = [offset for offset, _, _ in records]
-    assert offsets == sorted(set(offsets)) and len(offsets) < KEYS * ROUNDS
-    assert not early_rounds(records)
+    assert offsets == sorted(set(offsets)) and len(offsets) < len(written)
+    latest = {key: offset for offset, (key, _) in sorted(written.items())}
+    assert set(latest.values()) <= set(offsets)
+    assert (1, b"gone", None) in records
+    assert not removable(records)
 
 
-def files_of(cluster: ProcessCluster, broker: int) -> list[tuple[int, bytes | None, bytes]]:
+def files_of(cluster: ProcessCluster, broker: int) -> Read:
     """(offset, key, value) of the records in a broker's segment files of the partition."""
     directory = Path(cluster.root) / f"node-{broker}" / f"{TOPIC}-0"
-    out: list[tuple[int, bytes | None, bytes]] = []
+    out: Read = []
     for base, path in list_segments(directory):
         size = os.path.getsize(path)
         for header, blob in read_batches(SegmentFile(base, base, size, path)):
             for record in batch_records(header, blob) or ():
-                out.append((record.offset, record.key, record.value or b""))
+                out.append((record.offset, record.key or b"", record.value))
     return out
 
 
 def test_a_compacted_topic_keeps_the_latest_value_per_key(cluster: ProcessCluster) -> None:
-    produce_rounds(cluster)
-    found: list[list[tuple[int, bytes, bytes]]] = []
+    written = produce_rounds(cluster)
+    found: list[Read] = []
 
     def compacted() -> bool:
         found[:] = [read_confluent(cluster)]
-        return not early_rounds(found[0])
+        return not removable(found[0])
 
     wait_for(compacted, WAIT_S, "the cleaner to remove the first rounds")
-    check_compacted(found[0])
+    check_compacted(found[0], written)
 
     # kafka-python reads across the removed ranges too (the cleaners may have gone on since:
     # the same rules, not the same list).
@@ -135,18 +162,18 @@ def test_a_compacted_topic_keeps_the_latest_value_per_key(cluster: ProcessCluste
                              enable_auto_commit=False, consumer_timeout_ms=5000)
     consumer.assign([KafkaPythonTopicPartition(TOPIC, 0)])
     consumer.seek(KafkaPythonTopicPartition(TOPIC, 0), 0)
-    seen = []
+    seen: Read = []
     for message in consumer:
         seen.append((message.offset, message.key, message.value))
-        if message.offset == KEYS * ROUNDS - 1:
+        if message.offset == len(written) - 1:
             break
     consumer.close()
-    check_compacted(seen)
+    check_compacted(seen, written)
 
-    # Both replicas compact on their own: neither's files hold the first rounds any more.
+    # Both replicas compact on their own: neither's files hold a removable record any more.
     for broker in BROKERS:
         def cleaned(broker: int = broker) -> bool:
-            return not early_rounds(files_of(cluster, broker))
+            return not removable(files_of(cluster, broker))
 
         wait_for(cleaned, WAIT_S, f"broker {broker}'s cleaner")
 
