@@ -344,9 +344,10 @@ class LogCleaner:
             self.stats.aborted += 1
             logger.info("dropped a cleaning of %s: %s", plan.log.directory, exc)
             return 0
-        except OSError as exc:
+        except (OSError, CorruptRecordError) as exc:
             # The files of the log may be half swapped (recovery finishes the swap at the next
-            # start): nothing in its log dir is to be trusted, as for any failed write.
+            # start) or its segments failed to open again: nothing in its log dir is to be
+            # trusted, as for any failed write.
             logger.error("swapping cleaned segments into %s failed: %s", plan.log.directory,
                          exc)
             if self.on_dir_failure is not None:
