@@ -53,6 +53,7 @@ class GroupStorage:
         self._wakeup = asyncio.Event()
         self._creating: asyncio.Task[None] | None = None
         self._create_failed_at = -CREATE_RETRY_MS
+        self._last_create_error = ""
         replicas.role_listeners.append(self._on_role)
 
     # ---- lifecycle --------------------------------------------------------------------------
@@ -180,7 +181,11 @@ class GroupStorage:
                      config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
             return
         self._create_failed_at = self._now_ms()
-        log.warning("cannot create %s yet: %s (%s)", OFFSETS_TOPIC, _name(code), message)
+        why = f"{_name(code)} ({message})"
+        # Once per reason: clients keep asking while it lasts (e.g. too few brokers for the RF).
+        (log.warning if why != self._last_create_error else log.debug)(
+            "cannot create %s yet: %s; consumers see COORDINATOR_NOT_AVAILABLE", OFFSETS_TOPIC, why)
+        self._last_create_error = why
 
 
 def _name(code: int) -> str:
