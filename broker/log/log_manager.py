@@ -570,8 +570,8 @@ class LogManager:
         self._tombstones = []
         unwritten = self.write_hw_checkpoints(hws)
         unwritten += self.write_offset_checkpoints(self._offset_snapshot())
-        for directory, exc in unwritten:
-            logger.error("cannot write the checkpoints of %s: %s", directory, exc)
+        for directory, error in unwritten:
+            logger.error("cannot write the checkpoints of %s: %s", directory, error)
         if not failed:
             # A dir whose I/O failed must be recovered in full at the next start.
             bad = set(self.offline_dirs) | {directory for directory, _ in unwritten}
