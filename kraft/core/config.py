@@ -35,6 +35,11 @@ class RaftConfig:
     # starts a pre-vote after a random delay below this bound instead of waiting out the fetch
     # timeout; the jitter keeps two followers from splitting the vote. Pre-vote keeps it safe.
     fast_failover_jitter_ms: int = 50
+    # A leader answers every Fetch within its max wait (a long poll); a voter whose Fetch to
+    # its leader is still unanswered this long after that has evidence of a hung leader (a
+    # stopped process, a frozen host) and acts as on a refused connection. Pauses shorter than
+    # this margin (GC, a busy event loop) depose nobody; pre-vote keeps acting on it safe.
+    hung_leader_margin_ms: int = 400
     _frozen_voters: Mapping[int, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -54,6 +59,8 @@ class RaftConfig:
             raise ValueError("retry_backoff_ms and fetch_max_wait_ms must be >= 0")
         if self.fast_failover_jitter_ms < 0:
             raise ValueError("fast_failover_jitter_ms must be >= 0")
+        if self.hung_leader_margin_ms < 0:
+            raise ValueError("hung_leader_margin_ms must be >= 0")
 
     @property
     def is_voter(self) -> bool:

@@ -278,9 +278,12 @@ class RaftCore:
             rpc_fetch_snapshot.handle_response(self, entry, response, now)
         self._poll(now)
 
-    def handle_failure(self, correlation_id: int, now: int, unreachable: bool = False) -> None:
+    def handle_failure(
+        self, correlation_id: int, now: int, unreachable: bool = False, timed_out: bool = False
+    ) -> None:
         """A request got no answer. `unreachable` says the connection was refused or reset —
-        the peer's process is gone — as opposed to a timeout, which may just be slowness."""
+        the peer's process is gone; `timed_out` that the driver gave up at the request's
+        timeout, as `poll` would have (a voter's Fetch: the leader may be hung)."""
         self._now = now
         entry = self.connections.complete(correlation_id)
         if entry is None:
@@ -289,6 +292,8 @@ class RaftCore:
         if unreachable:
             rpc_fetch.on_unreachable(self, entry, now)
             rpc_vote.on_unreachable(self, entry, now)
+        elif timed_out:
+            rpc_fetch.on_timeout(self, entry, now)
         self._poll(now)
 
     def on_log_flushed(self, now: int) -> None:
@@ -406,6 +411,10 @@ class RaftCore:
         a voter re-grants the vote it already gave, and a pre-vote changes nothing."""
         if isinstance(request, VoteRequest):
             return min(self.config.request_timeout_ms, self.config.election_timeout_ms // 4)
+        if isinstance(request, FetchRequest) and self.config.is_voter:
+            # Answered within its max wait by a live leader: later is evidence (on_timeout).
+            return min(self.config.request_timeout_ms,
+                       request.max_wait_ms + self.config.hung_leader_margin_ms)
         return self.config.request_timeout_ms
 
     def reply_later(self, token: int, response: Response) -> None:

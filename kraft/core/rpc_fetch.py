@@ -317,12 +317,27 @@ def on_unreachable(core: HandlerContext, entry: InFlight, now: int) -> None:
 
 
 def on_timeout(core: HandlerContext, entry: InFlight, now: int) -> None:
-    """An observer whose fetch to the leader timed out asks the bootstrap servers instead."""
+    """A fetch to the leader timed out. An observer asks the bootstrap servers instead. A
+    voter's Fetch times out at the leader's max wait plus `hung_leader_margin_ms` (a live
+    leader answers a long poll by then): the leader is hung, and the voter acts as on a
+    confirmed refusal — it grants pre-votes and stands after a short random delay rather than
+    the whole fetch timeout. A leader that is only slow is safe twice over: a pre-vote wins
+    only if a majority saw no answer either, and the first answer makes the leader live
+    again."""
     state = core.quorum.state
-    if (
+    if not (
         isinstance(state, FollowerState)
-        and not core.config.is_voter
         and entry.destination == state.leader_id
         and isinstance(entry.request, FetchRequest | FetchSnapshotRequest)
     ):
+        return
+    if not core.config.is_voter:
         state.fetch_from_bootstrap = True
+        return
+    if isinstance(entry.request, FetchRequest) and state.leader_live:
+        log.info("no answer from leader %d to a fetch within its max wait + %d ms: it may "
+                 "be hung", state.leader_id, core.config.hung_leader_margin_ms)
+        state.leader_live = False
+        state.confirming_unreachable = False
+        jitter = core.rng.randrange(core.config.fast_failover_jitter_ms + 1)
+        state.fetch_deadline = min(state.fetch_deadline, now + jitter)

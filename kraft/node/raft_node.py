@@ -547,12 +547,11 @@ class RaftNode:
             return
         self._guarded(lambda core: core.handle_response(correlation_id, response, monotonic_ms()))
 
-    def _on_failure(self, correlation_id: int, unreachable: bool) -> None:
+    def _on_failure(self, correlation_id: int, unreachable: bool, timed_out: bool) -> None:
         if self._stopped:
             return
-        self._guarded(
-            lambda core: core.handle_failure(correlation_id, monotonic_ms(), unreachable)
-        )
+        self._guarded(lambda core: core.handle_failure(
+            correlation_id, monotonic_ms(), unreachable, timed_out))
 
     def _guarded(self, step: Callable[[RaftCore], object]) -> None:
         """Every entry into the core goes through here. A broken invariant, or a failed write

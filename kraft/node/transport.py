@@ -113,7 +113,7 @@ class RaftTransport:
     def __init__(
         self,
         on_response: Callable[[int, Response], None],
-        on_failure: Callable[[int, bool], None],
+        on_failure: Callable[[int, bool, bool], None],  # (correlation id, unreachable, timed out)
         tls: TlsConfig | None = None,
     ) -> None:
         self.tls = tls  # the peers' controller listener is SSL
@@ -133,7 +133,7 @@ class RaftTransport:
         timeout = out.timeout_ms / 1000
         if out.destination in self.blocked:
             await asyncio.sleep(timeout)
-            self._on_failure(out.correlation_id, False)
+            self._on_failure(out.correlation_id, False, True)
             return
         stub = self._stub(out.endpoint)
         try:
@@ -154,14 +154,15 @@ class RaftTransport:
                 self._recreate(out.endpoint, stub)
             log.debug("%s to %s failed%s: %s %s", type(out.request).__name__, out.endpoint,
                       " (unreachable)" if unreachable else "", exc.code().name, exc.details())
-            self._on_failure(out.correlation_id, unreachable)
+            timed_out = exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            self._on_failure(out.correlation_id, unreachable, timed_out)
             return
         except TimeoutError:
             log.debug("Fetch to %s timed out after %.3f s", out.endpoint, timeout)
-            self._on_failure(out.correlation_id, False)
+            self._on_failure(out.correlation_id, False, True)
             return
         if out.destination in self.blocked:
-            self._on_failure(out.correlation_id, False)  # cut while in flight: lost
+            self._on_failure(out.correlation_id, False, False)  # cut while in flight: lost
             return
         self._on_response(out.correlation_id, convert.response_from_pb(reply))
 

@@ -9,7 +9,7 @@ import pytest
 
 from kraft.core import rpc_fetch, rpc_fetch_snapshot
 from kraft.core.connections import Connections, InFlight
-from kraft.core.messages import FetchRequest, FetchSnapshotRequest
+from kraft.core.messages import FetchRequest, FetchSnapshotRequest, VoteRequest
 from kraft.core.quorum import QuorumState
 from kraft.core.raft import RaftCore
 from kraft.core.states import FollowerState
@@ -81,7 +81,22 @@ def test_split_majority_seed_1139_elects_on_the_majority_side(
 ) -> None:
     # A pre-vote round lasts one election timeout; before the fix an unanswered Vote waited
     # the whole request timeout, so one lost message lost the round, and the majority side
-    # cycled Follower -> Prospective -> Follower for 20 s.
+    # cycled Follower -> Prospective -> Follower for 20 s. The seed was found before voters'
+    # fetches timed out at the leader's max wait + hung_leader_margin_ms, which changes its
+    # course: fetches keep the request timeout here, and a timed-out one is no evidence.
+    def vote_rule_only(self: RaftCore, request: object) -> int:
+        if isinstance(request, VoteRequest):
+            return min(self.config.request_timeout_ms, self.config.election_timeout_ms // 4)
+        return self.config.request_timeout_ms
+
+    def observers_only(core: RaftCore, entry: InFlight, now: int) -> None:
+        if core.config.is_voter:
+            return
+        rpc_fetch_on_timeout(core, entry, now)
+
+    rpc_fetch_on_timeout = rpc_fetch.on_timeout
+    monkeypatch.setattr(RaftCore, "_timeout_for", vote_rule_only)
+    monkeypatch.setattr(rpc_fetch, "on_timeout", observers_only)
     assert run_seed("split_majority", 1139).ok
     monkeypatch.setattr(
         RaftCore, "_timeout_for", lambda self, request: self.config.request_timeout_ms

@@ -137,9 +137,11 @@ class Harness:
         self.core.handle_response(out.correlation_id, response, self.now)
         self.collect()
 
-    def fail(self, out: OutboundRequest, unreachable: bool = False) -> None:
+    def fail(self, out: OutboundRequest, unreachable: bool = False,
+             timed_out: bool = False) -> None:
         self.outbox.remove(out)
-        self.core.handle_failure(out.correlation_id, self.now, unreachable=unreachable)
+        self.core.handle_failure(out.correlation_id, self.now, unreachable=unreachable,
+                                 timed_out=timed_out)
         self.collect()
 
     def advance(self, ms: int) -> None:

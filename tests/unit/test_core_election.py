@@ -366,17 +366,62 @@ def test_refused_connection_to_the_leader_starts_a_pre_vote_within_the_jitter() 
     h.run_until(lambda: bool(h.sent(VoteRequest, to=1)), limit_ms=4 * h.config.retry_backoff_ms)
 
 
-def test_timed_out_fetch_does_not_shortcut_the_fetch_timeout() -> None:
+def test_a_failed_fetch_that_is_not_a_refusal_does_not_shortcut_the_fetch_timeout() -> None:
     h = Harness(2, persisted=ElectionState(EPOCH, leader_id=1), request_timeout_ms=5000)
     fetch = h.only(FetchRequest, to=1)
     h.advance_to(100)
     h.respond(fetch, fetch_response(1, EPOCH, high_watermark=0))
     h.advance_to(200)
     h.fail(h.only(FetchRequest, to=1), unreachable=False)
-    h.advance_to(2099)
+    h.run_until(lambda: bool(h.sent(FetchRequest, to=1)))  # after the retry backoff
+    h.respond(h.only(FetchRequest, to=1), fetch_response(1, EPOCH, high_watermark=0))
+    h.advance_to(1500)
+    assert (h.state, h.sent(VoteRequest)) == ("Follower", [])
+
+
+def test_a_fetch_unanswered_past_the_max_wait_and_the_margin_means_a_hung_leader() -> None:
+    """A live leader answers a long poll within its max wait: a voter still waiting
+    `hung_leader_margin_ms` later stands after the fast-failover jitter, not the whole fetch
+    timeout, and grants pre-votes meanwhile."""
+    h = Harness(3, persisted=ElectionState(EPOCH, leader_id=1), fast_failover_jitter_ms=50,
+                hung_leader_margin_ms=400)
+    h.respond(h.only(FetchRequest, to=1), fetch_response(1, EPOCH, high_watermark=0))
+    sent_at = h.now
+    fetch = h.only(FetchRequest, to=1)
+    assert fetch.request.max_wait_ms == 500
+    pre = vote_request(2, EPOCH, 0, 0, pre_vote=True, voter_id=3)
+    h.advance_to(sent_at + 899)
     assert h.state == "Follower"
-    h.advance_to(2100 + 250)  # fetch timeout + its jitter (below election.timeout / 4)
-    assert h.state == "Prospective"
+    refused = h.deliver(pre)
+    assert isinstance(refused, VoteResponse) and not refused.vote_granted
+    h.advance_to(sent_at + 900)
+    granted = h.deliver(pre)
+    assert isinstance(granted, VoteResponse) and granted.vote_granted
+    h.run_until(lambda: h.state != "Follower", limit_ms=50)
+    assert (h.state, h.epoch) == ("Prospective", EPOCH)
+    assert h.now - sent_at <= 900 + 50 < h.config.fetch_timeout_ms
+
+
+def test_a_fetch_the_driver_timed_out_is_the_same_evidence() -> None:
+    """The node's transport gives up on the Fetch at its timeout before the core's own poll
+    does: that report counts like the core's expiry (found with a SIGSTOPped leader)."""
+    h = Harness(3, persisted=ElectionState(EPOCH, leader_id=1), fast_failover_jitter_ms=0)
+    h.respond(h.only(FetchRequest, to=1), fetch_response(1, EPOCH, high_watermark=0))
+    fetch = h.only(FetchRequest, to=1)
+    h.now += 500 + h.config.hung_leader_margin_ms - 1  # the driver's timer fired a bit early
+    h.fail(fetch, timed_out=True)
+    assert (h.state, h.epoch) == ("Prospective", EPOCH)
+
+
+def test_a_slow_leader_that_answers_within_the_margin_is_never_deposed() -> None:
+    """GC-like pauses: every fetch answered 850 ms after it was sent (max wait 500 + 350)."""
+    h = Harness(2, persisted=ElectionState(EPOCH, leader_id=1), fast_failover_jitter_ms=0,
+                hung_leader_margin_ms=400)
+    for _ in range(20):
+        fetch = h.only(FetchRequest, to=1)
+        h.advance(850)
+        h.respond(fetch, fetch_response(1, EPOCH, high_watermark=0))
+    assert (h.state, h.epoch, h.sent(VoteRequest)) == ("Follower", EPOCH, [])
 
 
 def test_follower_with_unreachable_leader_grants_pre_votes() -> None:
@@ -459,10 +504,12 @@ def test_partitioned_voter_rejoining_cannot_disturb_a_stable_leader() -> None:
     net = three_nodes()
     f3 = net[3]
     net.isolated.add(3)
-    deadline = f3.core.state.fetch_deadline
+    # Back just before its unanswered fetch (max wait + margin) makes it stand.
+    net.run_until(lambda: f3.core.connections.has_in_flight(FetchRequest))
+    deadline = f3.core.connections.next_deadline(net.now)
     net.run_until(lambda: net.now >= deadline - 10)
     assert f3.state == "Follower"
-    net.isolated.clear()  # back just as its fetch timeout runs out
+    net.isolated.clear()
     seen = {n: len(net[n].outputs) for n in (1, 2, 3)}
     net.run(net.now + 6000)
     pre_votes = [

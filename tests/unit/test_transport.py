@@ -77,8 +77,9 @@ class Outcomes:
         self.items[correlation_id] = response
         self.changed.set()
 
-    def failure(self, correlation_id: int, unreachable: bool) -> None:
-        self.items[correlation_id] = "unreachable" if unreachable else "failed"
+    def failure(self, correlation_id: int, unreachable: bool, timed_out: bool) -> None:
+        self.items[correlation_id] = (
+            "unreachable" if unreachable else "timed out" if timed_out else "failed")
         self.changed.set()
 
     async def get(self, correlation_id: int, within_s: float = PROMPT_S) -> Response | str:
@@ -246,7 +247,7 @@ async def test_fetches_share_one_stream_and_get_their_own_answers() -> None:
 async def test_a_missed_deadline_replaces_the_stream_and_drops_the_late_answer() -> None:
     async with wired() as w:
         w.transport.send(fetch(1, w.endpoint, offset=SLOW_OFFSET, timeout_ms=100))
-        assert await w.outcomes.get(1) == "failed"
+        assert await w.outcomes.get(1) == "timed out"  # evidence of a hung leader (the core)
         w.transport.send(fetch(2, w.endpoint, offset=20))
         assert high_watermark(await w.outcomes.get(2)) == 20  # not the slow request's 666
         assert w.leader.streams == 2
@@ -444,7 +445,7 @@ async def test_a_blocked_peer_looks_like_a_timeout() -> None:
     async with wired() as w:
         w.transport.blocked = frozenset({1})
         w.transport.send(fetch(1, w.endpoint, offset=10, timeout_ms=50))
-        assert await w.outcomes.get(1) == "failed"
+        assert await w.outcomes.get(1) == "timed out"
         assert w.leader.streams == 0
 
 
