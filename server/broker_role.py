@@ -72,6 +72,8 @@ def group_config(config: NodeConfig) -> GroupConfig:
         offsets_topic_segment_bytes=config.offsets_topic_segment_bytes,
         offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
         offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        offsets_retention_minutes=config.offsets_retention_minutes,
+        offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
         initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
         min_session_timeout_ms=config.group_min_session_timeout_ms,
         max_session_timeout_ms=config.group_max_session_timeout_ms,

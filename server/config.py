@@ -551,6 +551,15 @@ OFFSET_METADATA_MAX_BYTES = _define_int(
     "offset.metadata.max.bytes", 4096, 0,
     "Longest metadata string a committed offset may carry (OFFSET_METADATA_TOO_LARGE above).",
 )
+OFFSETS_RETENTION_MINUTES = _define_int(
+    "offsets.retention.minutes", 10080, 1,
+    "Committed offsets of a group Empty this long (of a simple group: not committed for this "
+    "long) are deleted, and the group with them when nothing is left.",
+)
+OFFSETS_RETENTION_CHECK_INTERVAL_MS = _define_int(
+    "offsets.retention.check.interval.ms", 600000, 1,
+    "How often a coordinator looks for expired committed offsets.",
+)
 GROUP_INITIAL_REBALANCE_DELAY_MS = _define_int(
     "group.initial.rebalance.delay.ms", 3000, 0,
     "A group leaving Empty waits this long for more members before its first generation, "
@@ -803,6 +812,8 @@ class NodeConfig:
     offsets_topic_segment_bytes = OFFSETS_TOPIC_SEGMENT_BYTES
     offsets_commit_timeout_ms = OFFSETS_COMMIT_TIMEOUT_MS
     offset_metadata_max_bytes = OFFSET_METADATA_MAX_BYTES
+    offsets_retention_minutes = OFFSETS_RETENTION_MINUTES
+    offsets_retention_check_interval_ms = OFFSETS_RETENTION_CHECK_INTERVAL_MS
     group_initial_rebalance_delay_ms = GROUP_INITIAL_REBALANCE_DELAY_MS
     group_min_session_timeout_ms = GROUP_MIN_SESSION_TIMEOUT_MS
     group_max_session_timeout_ms = GROUP_MAX_SESSION_TIMEOUT_MS

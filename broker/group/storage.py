@@ -23,6 +23,7 @@ from broker.group.config import GroupConfig
 from broker.group.coordinator import NEVER, GroupCoordinator
 from broker.group.placement import OFFSETS_TOPIC
 from broker.group.records import Records
+from broker.group.retention import expire, purge_deleted_topics
 from broker.log.partition_log import OffsetOutOfRange
 from broker.records import HEADER_SIZE, Record, build_batch, decode_records, parse_header
 from broker.replica.manager import ReplicaManager, TopicPartition
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 LOAD_CHUNK_BYTES = 1 << 20  # bytes read per turn while loading, between event-loop yields
 CREATE_RETRY_MS = 1000  # after a failed creation, FindCoordinator asks again no sooner
+PURGE_INTERVAL_S = 5.0  # how soon the offsets of a deleted topic go
 CreateTopic = Callable[[int, int, dict[str, str]], Awaitable[tuple[int, str]]]
 
 
@@ -50,6 +52,7 @@ class GroupStorage:
         self._now_ms = now_ms
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._timer: asyncio.Task[None] | None = None
+        self._cleanup: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
         self._creating: asyncio.Task[None] | None = None
         self._create_failed_at = -CREATE_RETRY_MS
@@ -60,9 +63,11 @@ class GroupStorage:
 
     def start(self) -> None:
         self._timer = asyncio.ensure_future(self._run_timers())
+        self._cleanup = asyncio.ensure_future(self._run_cleanup())
 
     async def close(self) -> None:
-        tasks = [t for t in (self._timer, self._creating, *self._loads.values()) if t is not None]
+        tasks = [t for t in (self._timer, self._cleanup, self._creating, *self._loads.values())
+                 if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -153,6 +158,37 @@ class GroupStorage:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(wait_s, 1.0) + 0.001):
                     await self._wakeup.wait()
+
+    async def _run_cleanup(self) -> None:
+        """Offsets of deleted topics go within PURGE_INTERVAL_S; expired offsets every
+        offsets.retention.check.interval.ms."""
+        retention_ms = self.config.offsets_retention_minutes * 60_000
+        interval_ms = self.config.offsets_retention_check_interval_ms
+        next_expiry = self._now_ms() + interval_ms
+        missing_before: set[str] = set()
+        while True:
+            await asyncio.sleep(min(PURGE_INTERVAL_S, interval_ms / 1000))
+            try:
+                names = set(self.replicas.image.topics.by_name)
+                committed = {topic for group in self.coordinator.groups.values()
+                             for topic, _ in group.offsets}
+                # Gone in two checks in a row: a commit for a topic this broker's data plane
+                # has not applied yet (the front's image may be newer) is not a deleted one.
+                missing = committed - names if names else set()
+                gone = missing & missing_before
+                missing_before = missing
+                if gone:
+                    purged = await purge_deleted_topics(
+                        self.coordinator, frozenset(committed - gone).__contains__)
+                    log.info("removed %d committed offset(s) of deleted topics %s", purged,
+                             sorted(gone))
+                if self._now_ms() >= next_expiry:
+                    next_expiry = self._now_ms() + interval_ms
+                    expired = await expire(self.coordinator, retention_ms)
+                    if expired:
+                        log.info("removed %d expired committed offset(s)", expired)
+            except Exception:  # a bug must not end the cleanup for good
+                log.exception("the committed offsets' cleanup failed; trying again")
 
     # ---- the topic --------------------------------------------------------------------------
 
