@@ -13,7 +13,7 @@ class GroupConfig:
     offsets_topic_replication_factor: int = 3
     offsets_topic_segment_bytes: int = 104857600
     offsets_commit_timeout_ms: int = 5000
-    offsets_retention_minutes: int = 10080
+    offsets_retention_minutes: int = 10080  # 7 days
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
     initial_rebalance_delay_ms: int = 3000
