@@ -10,8 +10,11 @@ so the ISRs it follows shrink by replica lag and grow back after SIGCONT, kills 
 controller with
 SIGKILL, shows the new leader, how long the election took and that it holds the metadata,
 restarts the old leader, stops broker 5 with SIGTERM (controlled shutdown: its leaderships move
-first), restarts it and restores the preferred leaders, inspects a controller's metadata log and
-snapshots with `kraft-snapshot`, and stops everything with SIGTERM. Node logs are in
+first), restarts it and restores the preferred leaders, runs a consumer group of two librdkafka
+consumers over the topic while the broker coordinating the group is killed (SIGKILL) and
+restarted (the group keeps reading, its committed offsets survive in __consumer_offsets),
+inspects a controller's metadata log and snapshots with `kraft-snapshot`, and stops everything
+with SIGTERM. Node logs are in
 ./demo-data/logs.
 """
 
@@ -22,11 +25,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import grpc
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
@@ -85,6 +90,81 @@ def produce(topic: str, count: int, start: int = 0, partitions: list[int] | None
     if producer.flush(60) or failed:
         raise SystemExit(f"produce failed: {failed[:3]}")
     print(f"produced {count} records to {topic} (acks=all, idempotent), all acknowledged")
+
+
+class GroupReader(threading.Thread):
+    """One consumer of a group: subscribes, counts what it reads, commits after each poll."""
+
+    def __init__(self, group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer({"bootstrap.servers": KAFKA_BOOTSTRAP, "group.id": group,
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "session.timeout.ms": 10000})
+        self.consumer.subscribe([topic])
+        self.read = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        dirty = False
+        try:
+            while not self.stop.is_set():
+                got = [m for m in self.consumer.consume(200, timeout=0.2) if m.error() is None]
+                self.read += len(got)
+                dirty = dirty or bool(got)
+                if dirty:
+                    try:
+                        self.consumer.commit(asynchronous=False)
+                        dirty = False
+                    except Exception:  # the coordinator moving: commit again next round
+                        pass
+        finally:
+            self.consumer.close()
+
+
+def describe_group(admin: AdminClient, group: str) -> object:
+    return admin.describe_consumer_groups([group])[group].result(timeout=30)
+
+
+def group_demo(start: object, processes: dict[int, subprocess.Popen[bytes]],
+               all_unfenced: object) -> None:
+    """A consumer group reading `orders` while its coordinator's broker is killed and
+    restarted: it keeps reading, and what it committed survives."""
+    group, topic = "demo-group", "orders"
+    admin = AdminClient({"bootstrap.servers": KAFKA_BOOTSTRAP})
+    readers = [GroupReader(group, topic) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    total = 3600
+    wait_until(lambda: sum(r.read for r in readers) >= total, "the group to read the topic", 90)
+    description = describe_group(admin, group)
+    coordinator = description.coordinator.id  # type: ignore[attr-defined]
+    print(f"group {group}: {description.state.name}, {len(description.members)} members, "  # type: ignore[attr-defined]
+          f"coordinator broker {coordinator}; read {sum(r.read for r in readers)} records")
+    banner(f"kill -9 of broker {coordinator}, the group's coordinator, while 1,200 more "
+           "records arrive")
+    processes[coordinator].send_signal(signal.SIGKILL)
+    processes[coordinator].wait()
+    killed_at = time.monotonic()
+    produce(topic, 1200, start=total)
+    wait_until(lambda: sum(r.read for r in readers) >= total + 1200,
+               "the group to read the new records", 90)
+    print(f"the group read all {total + 1200} records "
+          f"{time.monotonic() - killed_at:.1f} s after the kill (producing included)")
+    description = describe_group(admin, group)
+    print(f"group {group}: {description.state.name}, coordinator now broker "  # type: ignore[attr-defined]
+          f"{description.coordinator.id}")  # type: ignore[attr-defined]
+    banner(f"Broker {coordinator} restarts and rejoins")
+    start(coordinator)  # type: ignore[operator]
+    wait_until(all_unfenced, f"broker {coordinator} to be unfenced", 60)
+    for reader in readers:
+        reader.stop.set()
+    for reader in readers:
+        reader.join(timeout=30)
+    committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, p) for p in range(6)])])[group].result(timeout=30)
+    offsets = {tp.partition: tp.offset for tp in committed.topic_partitions}
+    print(f"committed offsets per partition: {offsets} (sum {sum(offsets.values())}: "
+          f"every record read and committed)")
 
 
 def consume_counts(topic: str, partitions: int) -> dict[int, int]:
@@ -279,6 +359,10 @@ def main() -> int:
         counts = consume_counts("orders", 6)
         print(f"after it all, the topic still holds {sum(counts.values())} records "
               f"(3,600 produced, acks=all): per partition {counts}")
+
+        banner("A consumer group: two librdkafka consumers subscribe to orders (the first "
+               "FindCoordinator creates __consumer_offsets)")
+        group_demo(start, processes, all_unfenced)
 
         log_dir = DATA / "controller-1" / METADATA_PARTITION_DIR
         banner(f"kraft-snapshot verify {log_dir.relative_to(ROOT)}")
