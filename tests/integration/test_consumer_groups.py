@@ -7,6 +7,8 @@ lost (the coordinator's state lives in the replicated __consumer_offsets topic).
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import threading
 import time
 import uuid
@@ -198,6 +200,59 @@ def test_admin_clients_list_describe_and_delete_groups(
     finally:
         kadmin.close()
         active.close()
+
+
+def test_a_static_member_restarting_within_its_session_causes_no_rebalance(
+        cluster: ProcessCluster, admin: AdminClient) -> None:
+    create_topic(admin, "static", 2)
+    produce(cluster, "static", 20, 2)
+    assignments: dict[str, list[list[int]]] = {"a": [], "b": []}
+
+    def member(name: str) -> CKConsumer:
+        consumer = ck_consumer(cluster, "statics", **{"group.instance.id": name,
+                                                     "session.timeout.ms": 30000})
+
+        def on_assign(_c: object, partitions: list[TopicPartition]) -> None:
+            assignments[name].append(sorted(tp.partition for tp in partitions))
+
+        consumer.subscribe(["static"], on_assign=on_assign)
+        return consumer
+
+    a, b = member("a"), member("b")
+    wait_for(lambda: [c.poll(0.1) for c in (a, b)] and all(assignments.values())
+             and sorted(assignments["a"][-1] + assignments["b"][-1]) == [0, 1],
+             WAIT_S, "both static members assigned")
+    before = admin.describe_consumer_groups(["statics"])["statics"].result(WAIT_S)
+    a.close()  # a static member sends no LeaveGroup: the group stays Stable
+    again = member("a")
+    wait_for(lambda: [c.poll(0.1) for c in (again, b)] and len(assignments["a"]) == 2,
+             WAIT_S, "the restarted member's assignment")
+    after = admin.describe_consumer_groups(["statics"])["statics"].result(WAIT_S)
+    assert assignments["a"][1] == assignments["a"][0], "it got its old assignment back"
+    assert len(assignments["b"]) == 1, "the other member saw no rebalance"
+    assert after.state.name == "STABLE" and len(after.members) == 2
+    assert {m.group_instance_id for m in after.members} == {"a", "b"}
+    assert {m.member_id for m in after.members} != {m.member_id for m in before.members}
+    again.close()
+    b.close()
+
+
+def test_kcat_balanced_consumer_commits_and_resumes(
+        cluster: ProcessCluster, admin: AdminClient) -> None:
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat is not installed")
+    create_topic(admin, "kcat-topic", 2)
+    produce(cluster, "kcat-topic", 10, 2)
+    # No -o: kcat would start every assigned partition there, committed offsets or not.
+    command = [kcat, "-b", cluster.bootstrap_servers(), "-G", "kcat-group",
+               "-X", "auto.offset.reset=earliest", "-e", "-q", "-f", "%s\n", "kcat-topic"]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=WAIT_S)
+    assert sorted(first.stdout.split()) == sorted(f"v{i}" for i in range(10)), first.stderr
+    produce(cluster, "kcat-topic", 4, 2, start=10)
+    second = subprocess.run(command, capture_output=True, text=True, timeout=WAIT_S)
+    assert sorted(second.stdout.split()) == sorted(f"v{i}" for i in range(10, 14)), \
+        second.stderr
 
 
 class GroupMember(threading.Thread):
