@@ -48,6 +48,16 @@ def handle_request(core: HandlerContext, req: VoteRequest, now: int) -> VoteResp
     up_to_date = (req.last_offset_epoch, req.last_offset) >= (log.last_epoch, log.end_offset)
     state = core.quorum.state
     granted = state.can_grant_vote(req.replica_id, up_to_date, req.pre_vote)
+    if (
+        granted and req.pre_vote and isinstance(state, ProspectiveState)
+        and core.local_id is not None and req.replica_id > core.local_id
+        and (req.last_offset_epoch, req.last_offset) == (log.last_epoch, log.end_offset)
+    ):
+        # Two voters that lost their leader at the same moment stand together, and if each
+        # granted the other's pre-vote they would split the real vote and wait out an
+        # election timeout. Of two equally up-to-date prospective voters the lower id goes
+        # first; refusing a pre-vote is always safe, and the other one's vote follows.
+        granted = False
     if granted and not req.pre_vote and isinstance(state, UnattachedState | ProspectiveState):
         # Durable before the reply leaves: the driver persists election state first, and a
         # re-granted vote whose first write was never confirmed is written again.

@@ -46,7 +46,7 @@ def test_the_checks_catch_leadership_announced_before_the_epochs_first_batch(
 
     monkeypatch.setattr(ListenerContext, "_maybe_announce_leader", eager)
     caught = 0
-    for seed in range(8, 18):
+    for seed in range(8, 28):
         try:
             run_seed(seed)
         except SimViolation as exc:

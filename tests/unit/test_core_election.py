@@ -413,6 +413,29 @@ def test_a_fetch_the_driver_timed_out_is_the_same_evidence() -> None:
     assert (h.state, h.epoch) == ("Prospective", EPOCH)
 
 
+def _prospective_after_a_hung_leader(local_id: int) -> Harness:
+    h = Harness(local_id, persisted=ElectionState(EPOCH, leader_id=1), fast_failover_jitter_ms=0)
+    h.respond(h.only(FetchRequest, to=1), fetch_response(1, EPOCH, high_watermark=0))
+    h.fail(h.only(FetchRequest, to=1), timed_out=True)
+    assert h.state == "Prospective"
+    return h
+
+
+def test_of_two_voters_standing_at_once_the_lower_id_goes_first() -> None:
+    """Both survivors of a hung leader stand within the jitter: if each granted the other's
+    pre-vote they would split the vote (seen once in 20 SIGSTOP trials, 2.7 s)."""
+    higher = _prospective_after_a_hung_leader(3)
+    granted = higher.deliver(vote_request(2, EPOCH, 0, 0, pre_vote=True, voter_id=3))
+    assert isinstance(granted, VoteResponse) and granted.vote_granted
+    lower = _prospective_after_a_hung_leader(2)
+    refused = lower.deliver(vote_request(3, EPOCH, 0, 0, pre_vote=True, voter_id=2))
+    assert isinstance(refused, VoteResponse) and not refused.vote_granted
+    assert lower.state == "Prospective"  # its own round goes on
+    # A higher id with a longer log is granted: the tie-break only orders equals.
+    ahead = lower.deliver(vote_request(3, EPOCH, EPOCH, 5, pre_vote=True, voter_id=2))
+    assert isinstance(ahead, VoteResponse) and ahead.vote_granted
+
+
 def test_a_slow_leader_that_answers_within_the_margin_is_never_deposed() -> None:
     """GC-like pauses: every fetch answered 850 ms after it was sent (max wait 500 + 350)."""
     h = Harness(2, persisted=ElectionState(EPOCH, leader_id=1), fast_failover_jitter_ms=0,

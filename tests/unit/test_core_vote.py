@@ -31,7 +31,9 @@ def node_log():
 
 
 def in_state(name: str) -> Harness:
-    """Node 1 (node 4 for the observer cases) in the named state of epoch 5."""
+    """Node 1 (node 4 for the observer cases) in the named state of epoch 5. The prospective
+    one is node 3: of two equally up-to-date prospective voters the lower id goes first, so
+    the candidate (node 2) is the lower one here (test_core_election covers the tie-break)."""
     if name == "unattached":
         h = Harness(1, persisted=ElectionState(EPOCH), log=node_log())
     elif name == "voted-for-3":
@@ -41,7 +43,7 @@ def in_state(name: str) -> Harness:
         h = Harness(1, persisted=ElectionState(EPOCH, leader_id=9), log=node_log())
         assert h.leader_id == 9
     elif name == "prospective":
-        h = Harness(1, persisted=ElectionState(EPOCH), log=node_log())
+        h = Harness(3, persisted=ElectionState(EPOCH), log=node_log())
         h.run_until(lambda: h.state == "Prospective")
     elif name == "candidate":
         h = Harness(1, persisted=ElectionState(EPOCH, voted_id=1), log=node_log())
