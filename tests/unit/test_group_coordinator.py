@@ -386,3 +386,71 @@ def test_protocol_selection_takes_the_most_voted_common_protocol() -> None:
         await h.advance(2 * DELAY)
         assert {t.result().protocol_name for t in (a, b, c)} == {"roundrobin"}
     run(body)
+
+
+def test_a_static_member_that_misses_a_rebalance_keeps_its_place() -> None:
+    async def body(h: Harness) -> None:  # scenario 22: static members are not dropped
+        a = h.join(instance="i-a", client="a")
+        b = h.join(instance="i-b", client="b", session=60000)  # down, within its session
+        await h.advance(2 * DELAY)
+        a_id, b_id = a.result().member_id, b.result().member_id
+        leader = a.result().leader
+        await h.coordinator.sync_group("g", 1, leader, None, None, None,
+                                       {a_id: b"pa", b_id: b"pb"})
+        newcomer = await h.join_new(client="c")  # a rebalance b does not take part in
+        rejoin = h.join(a_id, instance="i-a", client="a")
+        await h.advance(REBALANCE)
+        result = rejoin.result()
+        assert result.generation == 2 and newcomer.result().generation == 2
+        assert b_id in h.coordinator.groups["g"].members, "the static member was kept"
+        listed = result.members or newcomer.result().members
+        assert {m for m, _, _ in listed} == {a_id, b_id, newcomer.result().member_id}
+    run(body)
+
+
+def test_a_second_process_with_the_same_instance_id_fences_the_first() -> None:
+    async def body(h: Harness) -> None:  # scenario 23
+        first = h.join(instance="dup", client="p1")
+        await h.advance(DELAY)
+        old = first.result().member_id
+        await h.coordinator.sync_group("g", 1, old, "dup", None, None, {old: b"x"})
+        second = await h.join(instance="dup", client="p2")
+        assert second.error == 0 and second.member_id != old
+        assert h.coordinator.heartbeat("g", old, "dup", 1) == 82
+        assert (await h.coordinator.sync_group("g", 1, old, "dup", None, None, {})).error == 82
+        assert (await h.join(old, instance="dup", client="p1")).error == 82
+    run(body)
+
+
+def test_a_static_rejoin_during_completing_rebalance_forces_a_new_one() -> None:
+    async def body(h: Harness) -> None:  # KAFKA-9801
+        a = h.join(instance="i-a", client="a")
+        b = h.join(instance="i-b", client="b")
+        await h.advance(2 * DELAY)
+        assert h.coordinator.groups["g"].state is GroupState.COMPLETING_REBALANCE
+        restarted = h.join(instance="i-b", client="b")  # b restarted before syncing
+        await h.settle()
+        assert h.coordinator.groups["g"].state is GroupState.PREPARING_REBALANCE
+        assert b.result().generation == 1
+        h.join(a.result().member_id, instance="i-a", client="a")
+        await h.settle()
+        assert restarted.result().generation == 2
+    run(body)
+
+
+def test_a_reload_mid_rebalance_comes_back_at_the_last_persisted_generation() -> None:
+    async def body(h: Harness) -> None:  # scenario 26
+        a, b = await stable_group(h, 2)
+        h.join(h.coordinator.groups["g"].leader_id or "")  # the leader rejoins: preparing
+        await h.settle()
+        records = list(h.log.records[0])
+        h.coordinator.unload(0)
+        h.coordinator.begin_loading(0)
+        h.coordinator.finish_loading(0, records)
+        group = h.coordinator.groups["g"]
+        assert (group.state, group.generation, set(group.members)) == \
+            (GroupState.STABLE, 1, {a, b})
+        rejoin_a, rejoin_b = h.join(a), h.join(b)  # members rejoin: a new generation
+        await h.settle()
+        assert rejoin_a.result().generation == rejoin_b.result().generation == 2
+    run(body)
