@@ -6,7 +6,10 @@ and offsets kept in the internal, replicated `__consumer_offsets` topic.
 - records.py: Kafka's key/value formats of that topic (offset commits, group metadata).
 - model.py: a group and its members (pure data, no I/O).
 - coordinator.py: the state machine of every group on the partitions this broker leads.
+- loader.py: the replay of a partition into groups when this broker starts leading it.
 - offsets.py: OffsetCommit/OffsetFetch rules (part of the coordinator).
+- admin.py: ListGroups, DescribeGroups, DeleteGroups; retention.py: expiry of offsets.
+- config.py, errors.py: Kafka's settings and error codes of the group protocol.
 - storage.py: the coordinator's log: appends through the replica manager (acks=all),
   replay of a partition on becoming its leader, creation of the topic through the controller.
 """

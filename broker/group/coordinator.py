@@ -1,6 +1,7 @@
 """GroupCoordinator: Kafka's classic group state machine (GroupCoordinator.scala) for the groups
 of the `__consumer_offsets` partitions this broker leads (reference kafka-groups-and-admin.md
-§2-§3). Offsets are offsets.py's; the inspection APIs are admin.py's.
+§2-§3). Offsets are offsets.py's, the inspection APIs admin.py's, expiry retention.py's, the
+replay of a partition loader.py's.
 
 No sockets and no clock of its own: requests come in as calls, the time is `now_ms()`, timers
 are deadlines that `tick()` fires (a driver calls it at `next_deadline()`; unit tests advance a
@@ -21,21 +22,10 @@ from typing import Protocol
 
 from broker.group.config import GroupConfig
 from broker.group.errors import GroupError, append_error
+from broker.group.loader import replay
 from broker.group.model import Group, GroupState, JoinResult, Member, SyncResult
 from broker.group.placement import partition_for
-from broker.group.records import (
-    GroupKey,
-    GroupValue,
-    MemberValue,
-    OffsetKey,
-    OffsetValue,
-    RecordFormatError,
-    Records,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
-    group_record,
-)
+from broker.group.records import GroupKey, GroupValue, MemberValue, Records, group_record
 
 log = logging.getLogger(__name__)
 
@@ -96,60 +86,12 @@ class GroupCoordinator:
         """Replay the partition's records (log order) into its groups (spec §2.2)."""
         if self.partitions.get(partition) is not PartitionStatus.LOADING:
             return  # leadership moved on while the log was read
-        offsets: dict[str, dict[tuple[str, int], OffsetValue]] = {}
-        values: dict[str, GroupValue | None] = {}
-        skipped = 0
-        for key_bytes, value_bytes in records:
-            try:
-                key = decode_key(key_bytes)
-                if isinstance(key, OffsetKey):
-                    group_offsets = offsets.setdefault(key.group, {})
-                    if value_bytes is None:
-                        group_offsets.pop((key.topic, key.partition), None)
-                    else:
-                        group_offsets[(key.topic, key.partition)] = \
-                            decode_offset_value(value_bytes)
-                elif isinstance(key, GroupKey):
-                    values[key.group] = (None if value_bytes is None
-                                         else decode_group_value(value_bytes))
-            except RecordFormatError as exc:
-                skipped += 1
-                log.warning("skipping an undecodable record of __consumer_offsets-%d: %s",
-                            partition, exc)
-        now = self.now_ms()
-        for group_id in set(offsets) | set(values):
-            value = values.get(group_id)
-            group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
-                continue  # deleted
-            group = self._restore(group_id, value, now)
-            group.offsets = group_offsets
-            self.groups[group_id] = group
+        groups, skipped = replay(records, self.now_ms(), f"__consumer_offsets-{partition}")
+        self.groups.update(groups)
         self.partitions[partition] = PartitionStatus.ACTIVE
-        log.info("loaded __consumer_offsets-%d: %d group(s)%s", partition,
-                 sum(1 for g in self.groups if self.partition_of(g) == partition),
+        log.info("loaded __consumer_offsets-%d: %d group(s)%s", partition, len(groups),
                  f", {skipped} record(s) skipped" if skipped else "")
         self.on_deadline_set()
-
-    def _restore(self, group_id: str, value: GroupValue | None, now: int) -> Group:
-        group = Group(group_id)
-        if value is None:
-            return group  # offsets only: a simple group
-        group.generation = value.generation
-        group.protocol_type = value.protocol_type or None
-        group.protocol_name = value.protocol
-        group.leader_id = value.leader
-        group.state_timestamp = value.current_state_timestamp
-        for m in value.members:
-            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                            m.rebalance_timeout, m.session_timeout, value.protocol_type,
-                            [(value.protocol or "", m.subscription)], m.assignment)
-            member.heartbeat_deadline = now + m.session_timeout  # a fresh session
-            group.members[m.member_id] = member
-            if m.group_instance_id is not None:
-                group.static_members[m.group_instance_id] = m.member_id
-        group.state = S.STABLE if group.members else S.EMPTY
-        return group
 
     def unload(self, partition: int) -> None:
         """This broker no longer leads the partition: its groups die, parked requests end
