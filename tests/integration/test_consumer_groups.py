@@ -316,9 +316,16 @@ def test_a_group_of_three_consumes_across_a_kill_of_its_coordinator(
     wait_for(lambda: len(seen()) == 1200, WAIT_S, "the group to read the next 600 records")
 
     def committed() -> dict[int, int]:
-        result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
+        # A fresh admin client: librdkafka's AdminClient keeps waiting for a coordinator
+        # connection to a killed broker instead of looking the coordinator up again.
+        fresh = AdminClient({"bootstrap.servers": cluster.bootstrap_servers()})
+        result = fresh.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
             group, [TopicPartition(topic, p) for p in range(partitions)])])[group]
-        return {tp.partition: tp.offset for tp in result.result(timeout=WAIT_S).topic_partitions}
+        try:
+            listed = result.result(timeout=10).topic_partitions
+        except (KafkaException, TimeoutError):  # a lookup racing the leadership change
+            return {}
+        return {tp.partition: tp.offset for tp in listed}
 
     last: list[dict[int, int]] = [{}]
 
@@ -326,7 +333,12 @@ def test_a_group_of_three_consumes_across_a_kill_of_its_coordinator(
         last[0] = committed()
         return all(last[0].get(p) == 200 for p in range(partitions))
 
-    wait_for(all_committed, WAIT_S, "every partition's committed offset at its end")
+    try:
+        wait_for(all_committed, WAIT_S, "every partition's committed offset at its end")
+    except AssertionError as exc:
+        errors = [m.errors[-3:] for m in members]
+        raise AssertionError(f"{exc}: committed {last[0]}, the members' last errors {errors}, "
+                             f"their last commits {[m.acknowledged for m in members]}") from None
     after = last[0]
     assert all(after[p] >= offset for p, offset in before.items()), (before, after)
     for member in members:
