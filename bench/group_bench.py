@@ -57,7 +57,8 @@ def spread(values: list[float], digits: int = 3) -> dict[str, Any]:
 
 class Member(threading.Thread):
     """A group member polling in its own thread; it records its assignments and commits
-    what it read after each poll (again next round if a commit failed)."""
+    what it read after each poll, asynchronously, so a commit waiting for a coordinator never
+    holds up consuming (the commit callback records the acknowledged ones)."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, heartbeat_ms: int) -> None:
         super().__init__(daemon=True)
@@ -65,7 +66,7 @@ class Member(threading.Thread):
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
             "auto.offset.reset": "latest", "heartbeat.interval.ms": heartbeat_ms,
-            "session.timeout.ms": 10000})
+            "session.timeout.ms": 10000, "on_commit": self._on_commit})
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         self.current: set[int] = set()
         self.stop = threading.Event()
@@ -80,24 +81,26 @@ class Member(threading.Thread):
     def _on_revoke(self, _consumer: Any, _partitions: list[TopicPartition]) -> None:
         self.current = set()
 
+    def _on_commit(self, error: Any, _partitions: list[TopicPartition]) -> None:
+        if error is None:
+            self.commits.append(time.time())
+
     def run(self) -> None:
-        dirty = False
         try:
             while not self.stop.is_set():
+                read = False
                 for message in self.consumer.consume(500, timeout=0.05):
                     if message.error() is not None:
                         continue
-                    dirty = True
+                    read = True
                     produced = float(message.value().decode())
                     if produced > self.mark and message.partition() not in self.first_after:
                         self.first_after[message.partition()] = time.time()
-                if dirty:
+                if read:
                     try:
-                        self.consumer.commit(asynchronous=False)
-                        self.commits.append(time.time())
-                        dirty = False
+                        self.consumer.commit(asynchronous=True)
                     except KafkaException:
-                        pass  # no coordinator yet, or a rebalance: again next round
+                        pass  # no assignment at this moment (a rebalance): next round
         finally:
             self.consumer.close()
 
