@@ -36,7 +36,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.log_bench import machine
-from harness.cluster import ProcessCluster, wait_for
+from harness.cluster import ProcessCluster, run_cli, wait_for
 
 BROKERS = [2, 3, 4]
 PARTITIONS = 6
@@ -149,6 +149,20 @@ def recovered(members: list[Member], killed: float) -> bool:
     return len(seen) == PARTITIONS and any(t > killed for m in members for t in m.commits)
 
 
+def preferred_leaders(cluster: ProcessCluster, topic: str) -> bool:
+    """Ask for preferred elections (every partition); True once the topic's leaders are."""
+    endpoint = cluster.nodes[1].endpoint
+    run_cli("server.admin_cli", "--bootstrap-server", endpoint, "leaders", "elect",
+            "--election-type", "preferred", "--all-topic-partitions")
+    out = run_cli("server.admin_cli", "--bootstrap-server", endpoint, "topics", "describe",
+                  "--topic", topic, "--json")
+    if out.returncode != 0:
+        return False
+    described = json.loads(out.stdout)
+    described = described[0] if isinstance(described, list) else described
+    return all(p["leader"] == p["replicas"][0] for p in described["partitions"])
+
+
 def coordinator_of(bootstrap: str, group: str) -> int | None:
     """The group's coordinator broker (None while a lookup races a leadership change). A fresh
     admin client each time: a long-lived one keeps asking a broker killed by a trial."""
@@ -196,13 +210,14 @@ def failover_trials(cluster: ProcessCluster, topic: str,
     for member in members:
         member.start()
     out: dict[str, list[float]] = {"first_commit_s": [], "first_record_s": [],
-                                   "all_partitions_s": []}
+                                   "all_partitions_s": [], "rebalances": []}
     try:
         for _ in range(args.trials):
             wait_for(lambda: stable_with(members), WAIT_S, "3 members with assignments")
             coordinator = wait_for(lambda: coordinator_of(bootstrap, group), WAIT_S,
                                    "the group's coordinator")
             killed = time.time()
+            assignments = sum(len(m.assigned) for m in members)
             for member in members:
                 member.mark = killed
                 member.first_after = {}
@@ -218,8 +233,13 @@ def failover_trials(cluster: ProcessCluster, topic: str,
                 min(t for m in members for t in m.commits if t > killed) - killed)
             out["first_record_s"].append(min(firsts) - killed)
             out["all_partitions_s"].append(max(per_partition.values()) - killed)
+            # Members that got a new assignment (a rebalance) across the coordinator's kill.
+            out["rebalances"].append(sum(len(m.assigned) for m in members) - assignments)
             cluster.start(coordinator)
             cluster.wait_brokers_unfenced(BROKERS, WAIT_S)
+            # Back to the preferred leaders, so every trial kills a broker that leads its
+            # share of the topic (else the restarted broker leads nothing of it).
+            wait_for(lambda: preferred_leaders(cluster, topic), WAIT_S, "preferred leaders")
     finally:
         feeder.stop.set()
         for member in members:
@@ -289,7 +309,8 @@ def summarize(results: dict[str, Any], heartbeat_ms: int) -> list[str]:
         f"heartbeat interval: {spread(beyond)} (target <= {TARGETS['rebalance_beyond_s']})",
     ]
     for name, values in results["failover"].items():
-        lines.append(f"failover {name}: {spread(values)} (target <= {TARGETS['failover_s']})")
+        target = "" if name == "rebalances" else f" (target <= {TARGETS['failover_s']})"
+        lines.append(f"failover {name}: {spread(values)}{target}")
     return lines
 
 
