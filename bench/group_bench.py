@@ -12,8 +12,10 @@ confluent-kafka (librdkafka) consumers in this process, which is not a server's:
 * **Coordinator failover**: the same group consuming a topic fed at --rate records/s; kill -9
   of the broker coordinating the group; from the kill to (a) the first commit the new
   coordinator acknowledges, (b) the first record produced after the kill that the group
-  consumes, (c) every partition consuming such a record. The broker is restarted between
-  trials.
+  consumes, (c) every partition consuming such a record; and how many members got a new
+  assignment across the kill (a rebalance). Members commit asynchronously, so a commit that
+  waits for a coordinator never holds up consuming. The broker is restarted between trials and
+  the preferred leaders restored, so every trial kills a broker leading its share of the topic.
 * **OffsetCommit latency**: one consumer (assign only, a simple group) commits one offset
   synchronously, paced at --commit-rate per second for --commit-seconds: p50 / p99 / max.
 """
