@@ -254,8 +254,14 @@ class ReplicaManager:
             if stale is not None and stale.topic_id != topic.topic_id:
                 # The name now belongs to a new topic: the old data must never be served.
                 self.logs.delete(topic.name, partition_id)
-            log_ = self.logs.get_or_create(topic.name, partition_id, topic.topic_id,
-                                           self._log_config(topic.name))
+            try:
+                log_ = self.logs.get_or_create(topic.name, partition_id, topic.topic_id,
+                                               self._log_config(topic.name))
+            except OSError as exc:
+                # Its log dir failed (get_or_create took it offline, and the broker stops):
+                # the replica stays offline, as Kafka's does, and the metadata goes on.
+                log.error("cannot create the log of %s-%d: %s", topic.name, partition_id, exc)
+                return
             log_.update_config(self._log_config(topic.name))
             checkpoint = self.logs.high_watermark_checkpoint(topic.name, partition_id)
             partition = Partition(log_, self.broker_id, checkpoint or 0)

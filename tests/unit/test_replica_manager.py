@@ -681,6 +681,23 @@ def test_a_write_that_fails_takes_the_log_dir_offline(tmp_path: Path) -> None:
     run(tmp_path, scenario)
 
 
+def test_a_new_replica_on_an_offline_log_dir_stays_offline_and_the_metadata_goes_on(
+        tmp_path: Path) -> None:
+    """Found by the chaos campaign: after a full disk took the dir offline, a metadata update
+    that gave the broker a new replica made get_or_create raise into the Raft listener,
+    which stopped the node with that error instead of the log dir's."""
+    async def scenario(c: Cluster) -> None:
+        node = c.nodes[2]
+        node.logs.fail_dir(node.log().directory, OSError(28, "No space left on device"))
+        c.create_topic(topic="later", topic_id="0b7e6f0e-0000-4000-8000-0000000000cc")
+        c.publish()
+        assert ("later", 0) not in node.manager.partitions
+        assert node.logs.get("later", 0) is None
+        assert ("later", 0) in c.nodes[1].manager.partitions  # the others carry on
+
+    run(tmp_path, scenario)
+
+
 def test_offset_for_leader_epoch(tmp_path: Path) -> None:
     async def scenario(c: Cluster) -> None:
         leader = c.nodes[1]
