@@ -13,7 +13,7 @@ from typing import Any
 
 from broker.api import DataPlane, ProducePartition, ProducePartitionResult
 from broker.kafka.codec import build, error_code, response_module
-from broker.kafka.metadata_api import node_endpoints
+from broker.kafka.metadata_api import INTERNAL_TOPICS, node_endpoints
 from broker.kafka.reply import NO_THROTTLE, Reply, millis
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
@@ -61,9 +61,14 @@ async def handle_produce(
     for topic, index, records in entries:
         if acks not in VALID_ACKS:
             error = Errors.INVALID_REQUIRED_ACKS
+        elif topic in INTERNAL_TOPICS:
+            error = Errors.INVALID_TOPIC_EXCEPTION  # only the broker writes there (Kafka's rule)
         else:
             error = check_batch(records, version)
-        if error != Errors.NONE:
+        if error == Errors.INVALID_TOPIC_EXCEPTION:
+            results.append(ProducePartitionResult(
+                error=error, error_message=f"Cannot append to internal topic {topic}"))
+        elif error != Errors.NONE:
             results.append(ProducePartitionResult(error=error))
         else:
             results.append(None)

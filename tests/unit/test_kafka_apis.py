@@ -183,20 +183,21 @@ def test_metadata_by_topic_id() -> None:
 # ---- Produce ----
 
 
-def produce(front: Front, version: int, acks: int, batches: dict[int, bytes | None]) -> Reply:
+def produce(front: Front, version: int, acks: int, batches: dict[int, bytes | None],
+            topic: str = "t") -> Reply:
     module = request_module(ApiKey.PRODUCE, version)
     partitions = tuple(build(module, "PartitionProduceData", index=i, records=r)
                        for i, r in batches.items())
     return front.reply(
         ApiKey.PRODUCE, version, transactional_id=None, acks=acks,
         timeout=datetime.timedelta(milliseconds=1500),
-        topic_data=(build(module, "TopicProduceData", name="t", partition_data=partitions),),
+        topic_data=(build(module, "TopicProduceData", name=topic, partition_data=partitions),),
     )
 
 
-def produce_errors(front: Front, version: int, acks: int, batches: dict[int, bytes | None]
-                   ) -> dict[int, tuple[int, int]]:
-    reply = produce(front, version, acks, batches)
+def produce_errors(front: Front, version: int, acks: int, batches: dict[int, bytes | None],
+                   topic: str = "t") -> dict[int, tuple[int, int]]:
+    reply = produce(front, version, acks, batches, topic)
     frame = encode_response(1, reply.response)
     _, response = decode_response(ApiKey.PRODUCE, version, frame[4:])
     return {p.index: (p.error_code, p.base_offset)
@@ -229,6 +230,14 @@ def test_produce_checks_the_batch_before_the_data_plane() -> None:
     assert produce_errors(front, 3, -1, {0: truncated})[0][0] == Errors.CORRUPT_MESSAGE
     assert not front.plane.calls
     assert produce_errors(front, 7, -1, {0: zstd}) == {0: (0, 0)}  # zstd is fine from v7
+
+
+def test_clients_cannot_produce_to_internal_topics() -> None:
+    """Kafka's ReplicaManager: only the broker itself appends to __consumer_offsets."""
+    front = Front()
+    answer = produce_errors(front, 9, -1, {0: batch_header()}, topic="__consumer_offsets")
+    assert answer == {0: (Errors.INVALID_TOPIC_EXCEPTION, -1)}
+    assert not front.plane.calls
 
 
 def test_produce_with_invalid_acks_fails_every_partition() -> None:
