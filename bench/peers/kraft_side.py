@@ -219,8 +219,8 @@ def config_write(stub: arpc.AdminStub, counter: list[int]) -> Write:
 class MetadataCluster:
     """Three controllers with the metadata layer on (as controller_bench runs them)."""
 
-    def __init__(self, root: Path) -> None:
-        self.cluster = Cluster(root)
+    def __init__(self, root: Path, cluster: Cluster | None = None) -> None:
+        self.cluster = cluster or Cluster(root)
         self.counter = [0]
         self.cluster_id = ""
 
@@ -233,10 +233,10 @@ class MetadataCluster:
     def stop(self) -> None:
         self.cluster.kill_all()
 
-    async def target(self) -> Target:
+    async def target(self, name: str = "kraft Admin API") -> Target:
         """The Admin API: one config change per request to the active controller."""
         endpoint = await leader_endpoint(self.cluster)
-        return _grpc_target("kraft Admin API", endpoint,
+        return _grpc_target(name, endpoint,
                             lambda channel: config_write(arpc.AdminStub(channel), self.counter),
                             lambda: cluster_cpu(self.cluster))
 
