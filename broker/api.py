@@ -150,6 +150,7 @@ class Request:
     listener: str = ""
     peer: str = ""
     api_version: int = 0
+    principal: str = "User:ANONYMOUS"  # the client certificate's (kraft.security.principal)
     extra: dict[str, object] = field(default_factory=dict)
 
 

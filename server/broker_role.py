@@ -215,7 +215,7 @@ class BrokerRole:
                          ClientView(lambda: self.cache.image, self.replicas.fetchers.unreachable),
                          self.cluster_id, admin=admin.ops, broker_id=self.config.node_id,
                          log_dirs=LogDirs(self.logs, self._high_watermarks),
-                         auto_create=self.auto_create)
+                         auto_create=self.auto_create, authorizer=self.config.authorizer())
         apis.groups = self.groups
         self._group_admin = combined_admin
         for listener in self.kafka_listeners:

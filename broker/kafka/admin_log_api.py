@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from broker.api import DataPlane, DeleteRecordsPartition
+from broker.api import DataPlane, DeleteRecordsPartition, DeleteRecordsResult
 from broker.kafka.admin_common import timeout_ms
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.reply import NO_THROTTLE, Reply
@@ -96,10 +96,15 @@ def _disk(directory: str) -> tuple[int, int]:
     return usage.total, usage.free
 
 
-async def handle_delete_records(data_plane: DataPlane, version: int, request: Any) -> Reply:
+async def handle_delete_records(data_plane: DataPlane, version: int, request: Any,
+                                refused: int | None = None) -> Reply:
+    """`refused`: the error every partition gets instead (the client may not Delete)."""
     asked = [DeleteRecordsPartition(t.name, p.partition_index, p.offset)
              for t in request.topics for p in t.partitions]
-    results = await data_plane.delete_records(timeout_ms(request), asked) if asked else []
+    if refused is not None:
+        results = [DeleteRecordsResult(error=refused)] * len(asked)
+    else:
+        results = await data_plane.delete_records(timeout_ms(request), asked) if asked else []
     module = response_module(ApiKey.DELETE_RECORDS, version)
     by_topic: dict[str, list[Any]] = {}
     for partition, result in zip(asked, results, strict=True):

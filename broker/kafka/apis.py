@@ -26,6 +26,7 @@ from broker.kafka.admin_topics_api import (
     handle_delete_topics,
 )
 from broker.kafka.api_versions_api import handle_api_versions
+from broker.kafka.authorization import AuthorizedAdmin, allowed
 from broker.kafka.codec import DecodedRequest
 from broker.kafka.coordinator_api import handle_find_coordinator
 from broker.kafka.fetch_api import handle_fetch
@@ -47,6 +48,8 @@ from broker.kafka.produce_api import handle_produce
 from broker.kafka.producer_id_api import handle_init_producer_id
 from broker.kafka.reply import Reply
 from broker.kafka.versions import ApiKey
+from kraft.errors import Errors
+from kraft.security.authorizer import Authorizer
 from metadata.image import MetadataImage
 
 
@@ -65,6 +68,7 @@ class KafkaApis:
         broker_id: int = -1,
         log_dirs: LogDirs | None = None,
         auto_create: AutoTopicCreator | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         """`admin`: the admin operations (metadata/admin_ops.py) the admin APIs translate
         onto; without it they are not served. `auto_create`: Metadata's auto topic creation."""
@@ -78,6 +82,7 @@ class KafkaApis:
         self._broker_id = broker_id
         self._log_dirs = log_dirs
         self._auto_create = auto_create
+        self._authorizer = authorizer  # broker/kafka/authorization.py says what it checks
 
     async def handle(self, request: DecodedRequest, context: Request) -> Reply:
         """The reply to a decoded request. Produce reaches the data plane before this
@@ -126,17 +131,32 @@ class KafkaApis:
             case ApiKey.DESCRIBE_GROUPS:
                 return handle_describe_groups(self.groups, version, body)
             case ApiKey.DELETE_GROUPS:
-                return await handle_delete_groups(self.groups, version, body)
+                return await handle_delete_groups(
+                    self.groups, version, body,
+                    refused=self._refusal(context, "DeleteGroups",
+                                          Errors.GROUP_AUTHORIZATION_FAILED))
             case ApiKey.DELETE_RECORDS:
-                return await handle_delete_records(self._data_plane, version, body)
+                return await handle_delete_records(
+                    self._data_plane, version, body,
+                    refused=self._refusal(context, "DeleteRecords",
+                                          Errors.TOPIC_AUTHORIZATION_FAILED))
             case ApiKey.DESCRIBE_CLUSTER:
                 return handle_describe_cluster(
                     self._image(), self._cluster_id, context.listener, version, body)
             case ApiKey.DESCRIBE_LOG_DIRS if self._log_dirs is not None:
                 return handle_describe_log_dirs(self._log_dirs, version, body)
         if self._admin is not None:
-            return await self._handle_admin(self._admin, request)
+            admin: AdminBackend = self._admin if self._authorizer is None else AuthorizedAdmin(
+                self._admin, self._authorizer, context.principal, context.peer)
+            return await self._handle_admin(admin, request)
         raise UnsupportedApi(f"api key {request.api_key}")
+
+    def _refusal(self, context: Request, what: str, code: int) -> int | None:
+        """`code` when an authorizer is set and the client may not Delete, else None."""
+        if self._authorizer is None or allowed(self._authorizer, context.principal, "Delete",
+                                               what, context.peer):
+            return None
+        return code
 
     async def _handle_admin(self, admin: AdminBackend, request: DecodedRequest) -> Reply:
         """The admin APIs that are admin operations (metadata/admin_ops.py)."""

@@ -62,12 +62,17 @@ def handle_describe_groups(groups: GroupStorage | None, version: int, request: A
 
 
 async def handle_delete_groups(groups: GroupStorage | None, version: int,
-                               request: Any) -> Reply:
+                               request: Any, refused: int | None = None) -> Reply:
+    """`refused`: the error every group gets instead (the client may not Delete)."""
     module = response_module(ApiKey.DELETE_GROUPS, version)
     results = []
     for group_id in request.groups_names:
-        error = GroupError.COORDINATOR_NOT_AVAILABLE if groups is None else \
-            await delete_group(groups.coordinator, group_id)
+        if refused is not None:
+            error: int = refused
+        elif groups is None:
+            error = GroupError.COORDINATOR_NOT_AVAILABLE
+        else:
+            error = await delete_group(groups.coordinator, group_id)
         results.append(build(module, "DeletableGroupResult", group_id=group_id,
                              error_code=error_code(error)))
     return Reply(build(module, "DeleteGroupsResponse", throttle_time=NO_THROTTLE,

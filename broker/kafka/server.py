@@ -36,6 +36,7 @@ from broker.kafka.codec import (
 )
 from broker.kafka.reply import Reply
 from broker.kafka.versions import is_supported
+from kraft.security.principal import tls_peer_principal
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class _HandlerFailed(Exception):
 @dataclass(slots=True)
 class _Connection:
     peer: str
+    principal: str
     writer: asyncio.StreamWriter
     in_flight: asyncio.Semaphore
     # Replies in request order; a done future for answers known at once.
@@ -131,7 +133,10 @@ class KafkaServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
-        conn = _Connection(peer, writer, asyncio.Semaphore(self._max_in_flight))
+        ssl_object = writer.get_extra_info("ssl_object")
+        principal = tls_peer_principal(
+            ssl_object.getpeercert() if ssl_object is not None else None)
+        conn = _Connection(peer, principal, writer, asyncio.Semaphore(self._max_in_flight))
         responder = asyncio.create_task(self._respond(conn))
         reading = asyncio.create_task(self._read(reader, conn))
         try:
@@ -235,7 +240,7 @@ class KafkaServer:
             ) from None
         context = Request(
             client_id=request.client_id, listener=self.listener, peer=conn.peer,
-            api_version=request.api_version,
+            api_version=request.api_version, principal=conn.principal,
         )
         return request.correlation_id, asyncio.ensure_future(
             self._handler.handle(request, context)

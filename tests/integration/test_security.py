@@ -138,7 +138,39 @@ def test_mutual_tls_and_authorization(make_cluster, tmp_path: Path) -> None:
     listed = json.loads(admin(cluster, as_admin, "brokers", "list", "--json").stdout)
     assert [b["id"] for b in listed] == [4]
 
-    # The topic survives: the refused delete changed nothing.
+    # The same rules on the broker's Kafka listener (mTLS): a Kafka AdminClient under the
+    # reader's certificate may list but not delete; the refusal names its principal.
+    check_kafka_listener(cluster, certs)
+
+    # The topic survives: the refused deletes changed nothing.
     out = admin(cluster, as_reader, "topics", "describe", "--topic", "secure-orders")
     assert out.returncode == 0, out.stderr
     assert all(cluster.nodes[i].alive for i in (1, 2, 3, 4))
+
+
+def check_kafka_listener(cluster: ProcessCluster, certs: Path) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    def client(name: str) -> AdminClient:
+        return AdminClient({
+            "bootstrap.servers": cluster.nodes[4].kafka_endpoint,
+            "security.protocol": "SSL", "ssl.ca.location": str(certs / "ca.pem"),
+            "ssl.certificate.location": str(certs / f"{name}.pem"),
+            "ssl.key.location": str(certs / f"{name}.pem"),
+            "ssl.endpoint.identification.algorithm": "none",
+        })
+
+    reader, admin_client = client("reader"), client("admin")
+    assert "secure-orders" in reader.list_topics(timeout=WAIT_S).topics
+    for future in reader.delete_topics(["secure-orders"], operation_timeout=10).values():
+        try:
+            future.result(WAIT_S)
+        except KafkaException as exc:
+            assert exc.args[0].name() == "CLUSTER_AUTHORIZATION_FAILED", exc
+        else:
+            raise AssertionError("the reader deleted a topic over the Kafka listener")
+    assert f"denied Delete on Kafka DeleteTopics to {principal_of('reader')}" \
+        in cluster.logs(4)
+    created = admin_client.create_topics([NewTopic("kafka-created", 1, 1)])
+    created["kafka-created"].result(WAIT_S)  # a super user may

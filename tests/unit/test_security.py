@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from kraft.security.authorizer import (
 )
 from kraft.security.certs import make_test_certs, principal_of
 from kraft.security.client_config import load_client_tls
+from kraft.security.principal import tls_peer_principal
 from kraft.security.tls import TlsConfig, TlsConfigError
 
 ADMIN = "User:CN=admin,O=x"
@@ -129,3 +131,12 @@ def test_client_command_config(tmp_path: Path) -> None:
     config.write_text("sasl.mechanism=PLAIN\n")
     with pytest.raises(TlsConfigError, match=re.escape("unknown key sasl.mechanism")):
         load_client_tls(str(config))
+
+
+def test_a_kafka_tls_client_is_named_as_grpc_names_it(tmp_path: Path) -> None:
+    """The Kafka listener's principal (Python's getpeercert) is the gRPC one: the subject DN
+    in RFC 2253 order, so one super.users entry covers both front ends."""
+    certs = make_test_certs(tmp_path, ["reader"])
+    loaded = ssl._ssl._test_decode_cert(str(certs["reader"]))  # type: ignore[attr-defined]
+    assert tls_peer_principal(loaded) == principal_of("reader")
+    assert tls_peer_principal(None) == tls_peer_principal({}) == "User:ANONYMOUS"
