@@ -18,6 +18,12 @@ waits `log.cleaner.backoff.ms`:
 The swap happens on the event loop (PartitionLog.replace_segments) after a check that the
 segments did not change meanwhile (retention, truncation); otherwise the cleaned files are
 dropped and the next round starts over. A leader and its followers clean independently.
+
+A log whose cleaning fails for any other reason (a corrupt batch, a gzip body that does not
+inflate, an I/O error on segments that did not change, a dedupe buffer too small) is marked
+uncleanable, as Kafka since KIP-346: logged once and skipped until the broker restarts or
+the log is truncated or deleted, so that it does not stay the dirtiest log and starve the
+others.
 """
 
 from __future__ import annotations
@@ -175,6 +181,11 @@ class LogCleaner:
         if offset is not None and offset > end:
             self._checkpoints[tp] = end
             self._checkpoints_dirty = True
+        self._uncleanable.discard(tp)  # what failed may be gone: try again
+
+    def uncleanable(self) -> frozenset[TopicPartition]:
+        """The logs a failure took out of cleaning (Kafka's uncleanable partitions)."""
+        return frozenset(self._uncleanable)
 
     def forget(self, tp: TopicPartition) -> None:
         """The log is gone (deleted topic): forget its checkpoint."""
@@ -218,7 +229,11 @@ class LogCleaner:
             hw = hws.get(tp)
             if hw is None:
                 continue  # not a replica the replica manager runs: nothing is committed
-            plan = self.plan(tp, log, hw, now_ms)
+            try:
+                plan = self.plan(tp, log, hw, now_ms)
+            except Exception as exc:  # one broken log must not stop the others' cleaning
+                self._mark_uncleanable(tp, log, exc)
+                continue
             if plan is not None:
                 out.append(plan)
         out.sort(key=lambda plan: plan.dirty_ratio, reverse=True)
@@ -280,18 +295,35 @@ class LogCleaner:
             if cleaned is None:
                 return 0
             return await self._swap(plan, cleaned, started)
-        except DedupeBufferTooSmall as exc:
-            self._uncleanable.add(tp)
-            logger.error("%s cannot be cleaned: %s", plan.log.directory, exc)
-            return 0
-        except (OSError, CorruptRecordError) as exc:
-            # A segment deleted or cut meanwhile (retention, truncation): the next round
-            # starts over from the log as it is then.
-            self.stats.aborted += 1
-            logger.warning("cleaning %s stopped: %s", plan.log.directory, exc)
+        except Exception as exc:
+            if not isinstance(exc, DedupeBufferTooSmall) and self._changed(plan):
+                # A segment deleted or cut meanwhile (retention, truncation): the next round
+                # starts over from the log as it is then.
+                self.stats.aborted += 1
+                logger.warning("cleaning %s stopped: %s", plan.log.directory, exc)
+            else:
+                self._mark_uncleanable(tp, plan.log, exc)
             return 0
         finally:
             self._cleaning.discard(tp)
+
+    def _changed(self, plan: CleanPlan) -> bool:
+        """Whether the log is gone or reopened, or a segment of the plan changed."""
+        log = self._logs().get(plan.tp)
+        if log is not plan.log:
+            return True
+        try:
+            current = set(log.segment_views())
+        except Exception:
+            return True  # closed
+        return any(view not in current for view in plan.segments)
+
+    def _mark_uncleanable(self, tp: TopicPartition, log: PartitionLog,
+                          exc: BaseException) -> None:
+        self._uncleanable.add(tp)
+        logger.error("%s cannot be cleaned; it is not tried again until the broker restarts "
+                     "or the log is truncated or deleted: %s", log.directory, exc,
+                     exc_info=not isinstance(exc, DedupeBufferTooSmall))
 
     def _clean_blocking(self, plan: CleanPlan) -> _Cleaned | None:
         """The worker thread's part: the offset map, then each group into a `.cleaned` file."""

@@ -41,6 +41,10 @@ class CleanerCollector(Collector):
                                 "How long the last installed cleaning took (Kafka's "
                                 "max-clean-time-secs, for the last one)",
                                 value=stats.last_duration_ms / 1000)
+        yield GaugeMetricFamily(prefix + "uncleanable_partitions",
+                                "Logs a cleaning failure took out of cleaning until a restart, "
+                                "truncation or deletion (Kafka's uncleanable-partitions-count)",
+                                value=len(self._cleaner.uncleanable()))
 
 
 def register(registry: CollectorRegistry, cleaner: LogCleaner) -> None:

@@ -855,8 +855,10 @@ class PartitionLog:
         (ValueError otherwise, and nothing changes). Crash-safe as Kafka's swap: each file
         becomes `.swap` (the commit point, see broker/log/cleaner_swap.py), the old
         segments go, the swap becomes the segment. The segments are then opened again (a
-        recovery of the whole log, on this thread); producer state and segment times are
-        rebuilt, the leader epochs and log start stay."""
+        recovery of the whole log, on this thread); the swapped segments' times are rebuilt,
+        the producer state, leader epochs and log start stay: the producers' last batches
+        are kept by the cleaner, and a replay of the cleaned log would forget the earlier
+        batches an idempotent retry is answered from (as Kafka, which keeps its state)."""
         self._check_open()
         current = self._log.segments()
         active = current[-1] if current else None
@@ -873,7 +875,32 @@ class PartitionLog:
         finally:
             self._log = _open_segments(self._directory, self._config)
             self._log.faults = faults
-        self._rebuild()
+        for _, old in swaps:
+            self._rebuild_times(old[0].base_offset, old[-1].end_offset)
+
+    def _rebuild_times(self, first: int, end: int) -> None:
+        """The times of the segments now holding offsets [first, end) (a swap replaced the
+        segments there), from their batch headers; the other segments' stay."""
+        for base in [base for base in self._times if first <= base < end]:
+            del self._times[base]
+        segments = [view for view in self._log.segments() if first <= view.base_offset < end]
+        if not segments:
+            return
+        bases = [view.base_offset for view in segments]
+        index = 0
+        for header in self._headers(first):
+            if header.base_offset >= end:
+                break
+            while index + 1 < len(bases) and header.base_offset >= bases[index + 1]:
+                index += 1
+            times = self._times.get(bases[index])
+            if times is None:
+                times = self._times[bases[index]] = _SegmentTimes(
+                    header.max_timestamp, self._segment_mtime(segments[index].path))
+            times.add(header.base_offset, header.max_timestamp)
+        for view in segments:
+            if view.base_offset not in self._times:
+                self._times[view.base_offset] = _SegmentTimes(-1, self._segment_mtime(view.path))
 
     # -- flushing ----------------------------------------------------------------------------
 

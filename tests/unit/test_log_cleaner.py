@@ -11,8 +11,11 @@ import errno
 import gzip
 import os
 import struct
+import subprocess
+import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,13 +24,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from broker.log import cleaner as cleaner_module
 from broker.log import cleaner_metrics, cleaner_swap
 from broker.log.cleaner import CLEANER_CHECKPOINT_FILE, CleanerConfig, LogCleaner
 from broker.log.cleaner_core import (
+    OFFSET_MAP_ENTRY_BYTES,
     CleanRules,
     SegmentFile,
+    build_offset_map,
     clean_group,
     is_filler,
+    key_digest,
     map_capacity,
 )
 from broker.log.config import LogConfig
@@ -243,7 +250,7 @@ def _cleaned_file(log: PartitionLog) -> tuple[str, list[str]]:
     views = log.segment_views()[:3]
     files = [SegmentFile(v.base_offset, v.end_offset, v.size, v.path) for v in views]
     out = cleaner_swap.cleaned_path(log.directory, views[0].base_offset)
-    clean_group(files, CleanRules({b"a": 2}, NOW, 0), out)
+    clean_group(files, CleanRules({key_digest(b"a"): 2}, NOW, 0), out)
     return out, [v.path for v in views]
 
 
@@ -433,8 +440,8 @@ def test_the_dedupe_buffer_bounds_the_offset_map(tmp_path: Path) -> None:
     for key in "abcdef":  # two single-record batches per segment
         append(log, (key, "1"))
     append(log, ("a", "2"), ("z", "active"))
-    assert map_capacity(60, 1) == 2  # 24 bytes a key, filled to 90 %
-    c = cleaner(log, dedupe_buffer_size=60)
+    assert map_capacity(380, 1) == 2  # 168 bytes a key, filled to 90 %
+    c = cleaner(log, dedupe_buffer_size=380)
     assert clean(c) == 1
     assert c.checkpoint(TP) == 2  # the map held one segment's two keys: cleaned that far
     assert clean(c) == 1  # the next round goes on from there
@@ -450,7 +457,7 @@ def test_a_dedupe_buffer_too_small_for_a_segment_marks_the_log_uncleanable(
     for key in "abc":  # three keys in the first segment, the map holds two
         append(log, (key, "1"))
     append(log, ("a", "2"), ("z", "active"))
-    c = cleaner(log, dedupe_buffer_size=60)
+    c = cleaner(log, dedupe_buffer_size=380)
     assert clean(c) == 0
     assert c.plans(NOW) == []  # marked uncleanable: not tried again
     assert [offset for offset, _, _ in records(log)] == [0, 1, 2, 3, 4]
@@ -685,3 +692,198 @@ def test_random_histories_keep_every_latest_record_and_nothing_else_moves(
         assert records(follower) == kept
         log.close()
         follower.close()
+
+
+# -- batches the cleaner cannot decode ---------------------------------------------------------
+
+LZ4 = 3
+
+
+def test_a_tombstone_behind_a_batch_the_cleaner_cannot_decode_stays(tmp_path: Path) -> None:
+    """An lz4 batch is kept whole and its keys never enter the offset map: a later tombstone
+    of one of its keys must outlive its delete horizon, or the old value comes back."""
+    config = LogConfig(segment_bytes=100, cleanup_policy=("compact",), delete_retention_ms=1000)
+    log = open_log(tmp_path, config)
+    append(log, ("J", "1"), ("J", None))  # no opaque batch before: this tombstone may go
+    # K=v1 in a batch flagged lz4 (the cleaner only looks at the codec bits).
+    log.append_as_leader(build_batch([Record(b"v1", b"K")], base_timestamp=NOW,
+                                     attributes=LZ4), 0, NOW)
+    append(log, ("K", None), ("x", "1"), ("y", "active"))
+    c = cleaner(log)
+    assert clean(c) == 1  # the tombstones get their delete horizon
+    append(log, ("x", "2"), ("x", "3"), ("w", "active"))  # dirty again, past the horizon
+    assert clean(c, NOW + 10_000) == 1
+    assert headers(log)[:2] == [(0, 0, 0), (1, 1, 0)]  # J's value and tombstone: gone
+    assert (3, b"K", None) in records(log, 3)
+    lz4 = parse_header(log.read(2, 1 << 20, 3))
+    assert (lz4.base_offset, lz4.compression, lz4.records_count) == (2, LZ4, 1)
+    # Such a tombstone does not make the log due at its horizon, again and again.
+    assert c.plans(NOW + 100_000) == []
+    log.close()
+
+
+# -- segments cut while being cleaned ----------------------------------------------------------
+
+
+def test_a_segment_cut_while_being_read_is_an_error_not_a_sigbus(tmp_path: Path) -> None:
+    """A follower's truncation may cut a segment the cleaner reads: the read ends in an
+    error. In a child process: a SIGBUS (a mapped read) would kill the test runner."""
+    code = f"""
+import os
+from pathlib import Path
+from broker.log.cleaner_core import SegmentFile, read_batches
+from broker.log.config import LogConfig
+from kraft.log.base import CorruptRecordError
+from tests.unit.test_log_cleaner import append, open_log
+log = open_log(Path({str(tmp_path)!r}), LogConfig(segment_bytes=1 << 23,
+                                                   cleanup_policy=("compact",)))
+append(log, *[("k%d" % i, "v" * 1000) for i in range(3000)])  # 3 MB: more than one buffer
+[view] = log.segment_views()
+log.close()
+batches = read_batches(SegmentFile(view.base_offset, view.end_offset, view.size, view.path))
+next(batches)
+os.truncate(view.path, 100)
+try:
+    print("read", sum(1 for _ in batches))
+except CorruptRecordError as exc:
+    print("error:", exc)
+"""
+    child = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2],
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
+    assert "error:" in child.stdout and "cut while being cleaned" in child.stdout
+
+
+def test_a_truncation_during_a_cleaning_aborts_the_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=1 << 20, cleanup_policy=("compact",)))
+    append(log, *[(f"k{i % 50}", "v" * 500) for i in range(3000)])
+    log._log.roll()
+    append(log, ("z", "active"))
+    c = cleaner(log)
+    real = build_offset_map
+
+    def truncating(files: list[SegmentFile], start: int,
+                   capacity: int) -> tuple[dict[bytes, int], int]:
+        monkeypatch.setattr(cleaner_module, "build_offset_map", real)
+        log.truncate_to(100)  # an unclean election: the follower cuts its log meanwhile
+        c.truncated(TP, 100)
+        return real(files, start, capacity)
+
+    monkeypatch.setattr(cleaner_module, "build_offset_map", truncating)
+    assert clean(c) == 0
+    assert c.stats.aborted == 1 and c.uncleanable() == frozenset()
+    assert not [name for name in os.listdir(log.directory) if ".cleaned" in name]
+    append(log, ("a", "1"), ("z", "active"))
+    log._log.roll()
+    append(log, ("z", "active"))
+    assert clean(c) == 1  # the next round cleans the log as it is now
+    assert log.end_offset == 103
+    log.close()
+
+
+# -- one log that cannot be cleaned ------------------------------------------------------------
+
+
+def _bad_gzip_body(kind: str) -> bytes:
+    inflated = gzip.compress(b"\x00" * 200)
+    if kind == "not gzip":
+        return b"not a gzip stream"  # BadGzipFile (an OSError)
+    if kind == "cut":
+        return inflated[:-12]  # EOFError
+    broken = bytearray(inflated)
+    broken[10:20] = b"\xff" * 10  # zlib.error: invalid deflate block
+    return bytes(broken)
+
+
+@pytest.mark.parametrize("kind", ["not gzip", "cut", "bad deflate"])
+def test_a_log_that_cannot_be_cleaned_does_not_starve_the_others(
+        tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    delete = LogConfig(segment_bytes=100, cleanup_policy=("delete",))
+    broken = PartitionLog.open(str(tmp_path / "broken-0"), TOPIC_ID, delete, now_ms=NOW)
+    good = PartitionLog.open(str(tmp_path / "good-0"), TOPIC_ID, COMPACT, now_ms=NOW)
+    # A gzip batch whose body does not inflate: a delete-policy topic takes it as it is.
+    raw = bytearray(build_batch([Record(b"v", b"k")], base_timestamp=NOW)[:61]
+                    + _bad_gzip_body(kind))
+    struct.pack_into(">i", raw, 8, len(raw) - 12)
+    struct.pack_into(">h", raw, 21, 1)
+    struct.pack_into(">I", raw, 17, compute_crc(raw))
+    for _ in range(4):
+        broken.append_as_leader(bytes(raw), 0, NOW)
+    broken.update_config(COMPACT)  # then the topic is switched to compact
+    append(good, ("x", "1"), ("x", "2"), ("y", "active"))
+    logs = {("broken", 0): broken, ("good", 0): good}
+    c = LogCleaner(CleanerConfig(), [str(tmp_path)], lambda: logs,
+                   lambda: {tp: log.end_offset for tp, log in logs.items()}, lambda tp: False)
+    registry = CollectorRegistry()
+    cleaner_metrics.register(registry, c)
+    assert [plan.tp for plan in c.plans(NOW)] == [("broken", 0), ("good", 0)]
+    assert clean(c) == 0  # the broken log first (one thread): it fails...
+    assert c.uncleanable() == {("broken", 0)}
+    assert registry.get_sample_value(
+        "kraft_broker_log_cleaner_uncleanable_partitions") == 1
+    assert clean(c) == 1  # ...and the next round cleans the other
+    assert c.checkpoint(("good", 0)) == 2 and records(good) == [(1, b"x", b"2"),
+                                                                (2, b"y", b"active")]
+    assert clean(c) == 0 and c.plans(NOW) == []
+    failures = [r for r in caplog.records if "cannot be cleaned" in r.getMessage()]
+    assert len(failures) == 1  # logged once
+    c.truncated(("broken", 0), 0)  # a truncation may have removed what failed: try again
+    assert [plan.tp for plan in c.plans(NOW)] == [("broken", 0)]
+    broken.close()
+    good.close()
+
+
+# -- the offset map's memory -------------------------------------------------------------------
+
+
+def test_the_offset_map_stays_within_the_dedupe_buffer(tmp_path: Path) -> None:
+    """100-byte keys: the map holds 16-byte digests, counted at their real cost, and stops
+    filling at its capacity (in the middle of a segment too)."""
+    log = open_log(tmp_path, LogConfig(segment_bytes=20_000, cleanup_policy=("compact",)))
+    for first in range(0, 2000, 20):
+        log.append_as_leader(build_batch(
+            [Record(b"v", b"%0100d" % key) for key in range(first, first + 20)],
+            base_timestamp=NOW), 0, NOW)
+    files = [SegmentFile(v.base_offset, v.end_offset, v.size, v.path)
+             for v in log.segment_views()[:-1]]
+    buffer = 64 * 1024
+    capacity = map_capacity(buffer, 1)
+    assert capacity == int(buffer * 0.9) // OFFSET_MAP_ENTRY_BYTES
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        offsets, reached = build_offset_map(files, 0, capacity)
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(offsets) == capacity < 2000
+    assert after - before <= buffer
+    assert all(len(digest) == 16 for digest in offsets)
+    # The map reaches the end of the last segment it holds whole.
+    assert reached in {f.end for f in files} and reached <= capacity
+    log.close()
+
+
+# -- idempotent producers after a swap ---------------------------------------------------------
+
+
+def test_an_idempotent_retry_after_a_cleaning_is_a_duplicate(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+
+    def batch(seq: int) -> bytes:
+        return build_batch([Record(b"v", b"K")], base_timestamp=NOW, producer_id=7,
+                           producer_epoch=0, base_sequence=seq)
+
+    for seq in range(5):
+        log.append_as_leader(batch(seq), 0, NOW)
+    append(log, ("z", "active"))
+    times = {v.base_offset: log.segment_timestamps(v.base_offset) for v in log.segment_views()}
+    assert clean(cleaner(log)) == 1
+    assert records(log) == [(4, b"K", b"v"), (5, b"z", b"active")]
+    retry = log.append_as_leader(batch(3), 0, NOW)  # seq 3's batch was cleaned away
+    assert retry.duplicate and retry.base_offset == 3
+    # The swapped segment's times are its sources' (the filler has none: the file's mtime).
+    assert log.segment_timestamps(4) == times[4]
+    assert log.segment_timestamps(5) == times[5]
+    log.close()
