@@ -43,6 +43,13 @@ from bench.peers.kraft_side import MetadataCluster
 from bench.peers.load import Target, Write, closed_loop
 
 ROOT = Path(__file__).resolve().parents[1]
+# The same server with some code run first in its process (--prelude; e.g. uvloop's event loop,
+# which is a measurement only: uvloop is not a dependency).
+_PRELUDE_LAUNCHER = _LAUNCHER.replace(
+    "os.execv(sys.executable, [sys.executable, '-m', 'server.main', sys.argv[1]])",
+    "import runpy; exec(sys.argv[2]); sys.argv = ['server.main', sys.argv[1]]; "
+    "runpy.run_module('server.main', run_name='__main__', alter_sys=True)")
+UVLOOP = "import uvloop; uvloop.install()"
 Probe = Callable[[], dict[str, float]]
 
 
@@ -52,16 +59,19 @@ class CodeCluster(Cluster):
     `python -m server.main` resolves the project's packages from its working directory."""
 
     code_dir: Path | None = None
+    prelude: str = ""
 
     def start(self, node_id: int) -> Any:
-        if self.code_dir is None:
+        if self.code_dir is None and not self.prelude:
             return super().start(node_id)
         node = self.nodes[node_id]
         if node.alive:
             raise ClusterError(f"node {node_id} is already running")
+        command = ([PYTHON, "-c", _PRELUDE_LAUNCHER, str(node.config_path), self.prelude]
+                   if self.prelude else [PYTHON, "-c", _LAUNCHER, str(node.config_path)])
         with node.log_path.open("ab") as log_file:
             node.process = subprocess.Popen(
-                [PYTHON, "-c", _LAUNCHER, str(node.config_path)], cwd=self.code_dir,
+                command, cwd=self.code_dir,
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
         return node
@@ -171,6 +181,41 @@ def top_frames(raw: Path, limit: int = 45) -> list[tuple[str, float, float]]:
     return [(f, 100 * own[f] / samples, 100 * t / samples) for f, t in total.most_common(limit)]
 
 
+# Where a GIL sample goes: the first of these found in its stack; else, with only asyncio's
+# frames under the event loop, grpc.aio's Cython (cygrpc) callbacks and asyncio machinery.
+CATEGORIES = (
+    ("admin service + controller write", ("metadata/admin_service.py", "metadata/admin_ops.py",
+                                          "metadata/controller.py", "metadata/configs.py")),
+    ("loader: replay of committed batches", ("metadata/loader.py", "metadata/delta.py",
+                                             "metadata/image.py")),
+    ("Raft node, core, log, transport", ("kraft/node/", "kraft/core/", "kraft/log/",
+                                         "kraft/delivery.py")),
+    ("fsync thread and executor", ("concurrent/futures/thread.py",)),
+)
+
+
+def categories(raw: Path) -> dict[str, float]:
+    """% of the samples per CATEGORIES entry, "grpc.aio (Cython)" and "other"."""
+    counts: collections.Counter[str] = collections.Counter()
+    for line in raw.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        for name, markers in CATEGORIES:
+            if any(m in stack for m in markers):
+                counts[name] += int(count_text)
+                break
+        else:
+            # Only asyncio's own frames under the loop: grpc.aio's Cython callbacks and the
+            # asyncio calls they make (per RPC it awaits asyncio.wait, for one).
+            inner = stack.split("BaseEventLoop._run_once", 1)[-1].split(";")[1:]
+            machinery = all("asyncio/" in frame or "selectors.py" in frame for frame in inner)
+            counts["grpc.aio (Cython) and asyncio machinery" if machinery
+                   else "other"] += int(count_text)
+    total = sum(counts.values()) or 1
+    return {k: 100 * v / total for k, v in counts.most_common()}
+
+
 async def profile(meta: MetadataCluster, target: Target, writers: int, seconds: float,
                   out_dir: Path, native: bool = False) -> dict[str, Any]:
     """py-spy on all three controllers while `writers` write for `seconds`: samples of
@@ -204,8 +249,10 @@ async def profile(meta: MetadataCluster, target: Target, writers: int, seconds: 
     out: dict[str, Any] = {"run": run}
     for node_id in procs:
         frames = top_frames(out_dir / f"node-{node_id}.txt")
-        out[str(node_id)] = frames
-        print(f"\n  node {node_id}: top frames by total % (self %)")
+        cats = categories(out_dir / f"node-{node_id}.txt")
+        out[str(node_id)] = {"frames": frames, "categories": cats}
+        print(f"\n  node {node_id}: " + ", ".join(f"{k} {v:.1f} %" for k, v in cats.items()))
+        print(f"  node {node_id}: top frames by total % (self %)")
         for frame, own, total in frames:
             print(f"    {total:5.1f}  ({own:4.1f})  {frame}")
     return out
@@ -229,6 +276,14 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             old_endpoint = await old.start()
             systems.append((await old.target(f"kraft Admin API @{args.baseline[:8]}"),
                             kraft_probe(old.cluster, int(old_endpoint.rsplit(":", 1)[1]))))
+        prelude = UVLOOP if args.uvloop else args.prelude
+        if prelude:
+            fast = MetadataCluster(root / "kraft-prelude",
+                                   CodeCluster(root / "kraft-prelude", prelude=prelude))
+            stops.append(fast.stop)
+            fast_endpoint = await fast.start()
+            systems.append((await fast.target(f"kraft Admin API ({prelude})"),
+                            kraft_probe(fast.cluster, int(fast_endpoint.rsplit(":", 1)[1]))))
         if not args.no_etcd:
             binary = etcd_mod.binary()
             if binary is None:
@@ -261,6 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--baseline", default="", help="a commit to measure beside the tree")
     parser.add_argument("--no-etcd", action="store_true")
+    parser.add_argument("--uvloop", action="store_true",
+                        help="also the working tree's controllers on uvloop (pip install uvloop)")
+    parser.add_argument("--prelude", default="",
+                        help="also the working tree's controllers with this Python code run "
+                             "first in each (e.g. 'import gc; gc.disable()')")
     parser.add_argument("--profile", default="", help="directory for py-spy's raw stacks")
     parser.add_argument("--profile-writers", type=int, default=64)
     parser.add_argument("--profile-seconds", type=float, default=10.0)

@@ -25,7 +25,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from kraft.client import LeaderAndEpoch, RaftClient, RaftError
@@ -143,13 +143,20 @@ class QuorumController:
 
     async def write(self, rule: Rule[T]) -> T:
         """Run `rule` on the latest image; append its records; answer once they commit."""
+        append: Coroutine[Any, Any, int] | None = None
+        pending: list[asyncio.Future[int]] | None = None
         async with self._queue:
             latest = self._require_active()
             result = rule(latest)  # ControllerApiError propagates: nothing was written
             if not result.records:
-                pending = None
+                pass
             elif result.atomic:
-                pending = [self._apply_and_append(result.records)]
+                # The common case, without a task of its own: the append is issued only when
+                # it is awaited below, but nothing between here and there yields to the event
+                # loop (releasing the lock does not), and RaftClient.append queues its records
+                # before its first await — so appends still reach the log in the order their
+                # rules ran, and concurrent writes still share one Raft batch per loop turn.
+                append = self.client.append(self._apply(result.records))
             else:
                 # A big non-atomic result (fencing a broker in 100,000 ISRs) is applied and
                 # appended a slice at a time, yielding to the event loop between slices, so
@@ -167,21 +174,30 @@ class QuorumController:
                     await asyncio.gather(*pending, return_exceptions=True)
                     raise
             expected_last = self._next_offset - 1
-        if pending is None:
+        if append is not None:
+            await self._committed_as(append, expected_last)
+        elif pending is not None:
+            await self._committed_as(asyncio.gather(*pending), expected_last)
+        else:
             await self._barrier()  # a write with no records waits for the writes before it
-            return result.response
+        return result.response
+
+    async def _committed_as(self, appended: Awaitable[Any], expected_last: int) -> None:
+        """Wait for an append (or the slices of one write) to commit where the speculative
+        image put it; otherwise renounce: that image can no longer be trusted."""
         try:
-            lasts = await asyncio.gather(*pending)
+            last = await appended
         except RaftError as exc:
             self._renounce(f"append failed: {exc}")
             raise NotControllerError(self.leader_id, str(exc)) from exc
-        if lasts[-1] != expected_last:
-            self._renounce(f"records landed at {lasts[-1]}, expected {expected_last}")
+        if isinstance(last, list):
+            last = last[-1]
+        if last != expected_last:
+            self._renounce(f"records landed at {last}, expected {expected_last}")
             raise NotControllerError(-1, "the log moved under the controller")
-        return result.response
 
-    def _apply_and_append(self, records: Sequence[Record]) -> asyncio.Future[int]:
-        """Replay `records` onto the speculative image and append them as one batch."""
+    def _apply(self, records: Sequence[Record]) -> list[bytes]:
+        """Replay `records` onto the speculative image; their encoding, to append."""
         # Encode first: a record that cannot be encoded must not reach the image.
         encoded = [encode_record(record) for record in records]
         base = self._next_offset
@@ -192,7 +208,11 @@ class QuorumController:
             delta.replay(record, base + index, self._active_epoch, now)
         self._latest = delta.apply()
         self._next_offset = base + len(records)
-        return asyncio.ensure_future(self.client.append(encoded))
+        return encoded
+
+    def _apply_and_append(self, records: Sequence[Record]) -> asyncio.Future[int]:
+        """Replay `records` onto the speculative image and append them as one batch."""
+        return asyncio.ensure_future(self.client.append(self._apply(records)))
 
     # -- broker lifecycle ----------------------------------------------------------------------
 

@@ -288,3 +288,81 @@ def test_a_big_non_atomic_result_yields_to_the_event_loop_between_slices(tmp_pat
         await controller.client.stop()
 
     asyncio.run(scenario())
+
+
+def _config_write(value: int, order: list[int]) -> ControllerResult[int]:
+    order.append(value)
+    record = ConfigRecord(ConfigResourceType.BROKER, "", "log.retention.ms", str(value))
+    return ControllerResult((record,), value)
+
+
+def _logged_values(controller: QuorumController) -> list[int]:
+    """The log.retention.ms values in the log, in log order, and the batches holding them."""
+    return [int(record.value)
+            for batch in controller.client.log.batches(0, 1 << 62) if not batch.control
+            for record in map(decode_record, batch.records)
+            if isinstance(record, ConfigRecord) and record.name == "log.retention.ms"
+            and record.value is not None]
+
+
+def test_concurrent_writes_commit_in_the_order_their_rules_ran_sharing_batches(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        controller = await active_controller(tmp_path)
+        order: list[int] = []
+        writes = [controller.write(lambda _img, v=v: _config_write(v, order))
+                  for v in random.Random(7).sample(range(1000), 60)]
+        answers = await asyncio.gather(*writes)
+        assert sorted(answers) == sorted(order)
+        assert _logged_values(controller) == order  # the log holds them as the rules ran
+        batches = [b for b in controller.client.log.batches(0, 1 << 62) if not b.control]
+        assert len(batches) < len(order)  # concurrent writes share Raft batches
+        assert controller.committed_image.config(CLUSTER_DEFAULT_BROKER)[
+            "log.retention.ms"] == str(order[-1])
+        await controller.client.stop()
+
+    asyncio.run(scenario())
+
+
+def test_one_refused_write_among_concurrent_ones_fails_alone(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        controller = await active_controller(tmp_path)
+        order: list[int] = []
+
+        def rule(value: int) -> ControllerResult[int]:
+            if value == 13:
+                raise ControllerApiError(Errors.INVALID_REQUEST, "13 is refused")
+            return _config_write(value, order)
+
+        writes = [controller.write(lambda _img, v=v: rule(v)) for v in range(30)]
+        answers = await asyncio.gather(*writes, return_exceptions=True)
+        refused = [a for a in answers if isinstance(a, BaseException)]
+        assert len(refused) == 1 and isinstance(refused[0], ControllerApiError)
+        assert refused[0].code == Errors.INVALID_REQUEST
+        assert answers[:13] + answers[14:] == [v for v in range(30) if v != 13]
+        assert _logged_values(controller) == [v for v in range(30) if v != 13]
+        assert controller.is_active
+        await controller.client.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_writer_does_not_fail_the_writes_beside_it(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        controller = await active_controller(tmp_path)
+        order: list[int] = []
+        tasks = [asyncio.ensure_future(controller.write(lambda _img, v=v: _config_write(v, order)))
+                 for v in range(10)]
+        await _until(lambda: len(order) == 10)  # every rule ran and its append was issued
+        tasks[4].cancel()  # the client went away: its records are in the log regardless
+        answers = await asyncio.gather(*tasks, return_exceptions=True)
+        assert isinstance(answers[4], asyncio.CancelledError)
+        assert answers[:4] + answers[5:] == [v for v in range(10) if v != 4]
+        await _until(lambda: controller.committed_image.config(CLUSTER_DEFAULT_BROKER).get(
+            "log.retention.ms") == "9")
+        assert _logged_values(controller) == list(range(10))
+        assert controller.is_active
+        await controller.client.stop()
+
+    asyncio.run(scenario())
