@@ -3,6 +3,7 @@ v0-3): translated onto the admin operations, which forward them to the active co
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from broker.kafka.admin_common import (
@@ -21,6 +22,7 @@ from metadata.config_keys import TOPIC_CONFIGS
 from metadata.configs import ConfigSource
 from metadata.image import CLUSTER_DEFAULT_BROKER, MetadataImage
 from metadata.rpc import admin_pb2 as pb
+from metadata.topics import topic_name_error
 
 Failure = tuple[int, str | None]
 
@@ -60,12 +62,27 @@ def created_configs(module: Any, image: MetadataImage,
     return tuple(out)
 
 
+def _refused_locally(topic: Any, duplicated: bool) -> Failure | None:
+    """What Kafka refuses for one topic alone, the others going on (ControllerApis and
+    ReplicationControlManager): a duplicated name, an illegal name, a negative partition in an
+    explicit assignment, a null config value."""
+    if duplicated:
+        return Errors.INVALID_REQUEST, "Duplicate topic name."
+    name_error = topic_name_error(topic.name)
+    if name_error is not None:
+        return Errors.INVALID_TOPIC_EXCEPTION, name_error
+    if any(a.partition_index < 0 for a in topic.assignments):
+        return Errors.INVALID_REPLICA_ASSIGNMENT, "Partition indexes must not be negative."
+    return _null_config(topic)
+
+
 async def handle_create_topics(admin: AdminBackend, image: MetadataImage, version: int,
                                request: Any) -> Reply:
     refused: dict[str, Failure] = {}
     forwarded = []
+    counts = Counter(t.name for t in request.topics)
     for topic in request.topics:
-        failure = _null_config(topic)
+        failure = _refused_locally(topic, counts[topic.name] > 1)
         if failure is not None:
             refused.setdefault(topic.name, failure)
             continue
@@ -124,16 +141,20 @@ async def handle_delete_topics(admin: AdminBackend, version: int, request: Any) 
     else:
         refs = [pb.TopicRef(name=name) for name in request.topic_names]
     module = response_module(ApiKey.DELETE_TOPICS, version)
-    results: list[Any] = []
+    # An illegal name names no topic: that entry alone is UNKNOWN_TOPIC_OR_PARTITION (Kafka).
+    unknown = Errors.UNKNOWN_TOPIC_OR_PARTITION
+    results: list[Any] = [(ref.name, None, unknown, message(unknown)) for ref in refs
+                          if ref.name and topic_name_error(ref.name) is not None]
+    refs = [ref for ref in refs if not ref.name or topic_name_error(ref.name) is None]
     if refs:
         response = await call_controller(admin, "DeleteTopics",
                                          pb.DeleteTopicsRequest(topics=refs), timeout_ms(request))
         whole = status_error(response)
         if whole is not None:
-            results = [(ref.name or None, ref.topic_id or None, *whole) for ref in refs]
+            results += [(ref.name or None, ref.topic_id or None, *whole) for ref in refs]
         else:
-            results = [(r.name or None, r.topic_id or None, r.error_code,
-                        message(r.error_code, r.error_message)) for r in response.topics]
+            results += [(r.name or None, r.topic_id or None, r.error_code,
+                         message(r.error_code, r.error_message)) for r in response.topics]
     return Reply(build(module, "DeleteTopicsResponse", throttle_time=NO_THROTTLE, responses=tuple(
         build(module, "DeletableTopicResult", name=name,
               topic_id=to_wire(topic_id) if topic_id else ZERO_UUID,
@@ -144,13 +165,19 @@ async def handle_delete_topics(admin: AdminBackend, version: int, request: Any) 
 # ---- CreatePartitions ----
 
 async def handle_create_partitions(admin: AdminBackend, version: int, request: Any) -> Reply:
+    # An empty (not null) assignment list assigns none of the new partitions: Kafka refuses
+    # that topic alone rather than placing them itself.
+    empty = [t.name for t in request.topics if t.assignments is not None and not t.assignments]
     topics = [pb.CreatePartitionsTopic(
         name=t.name, count=t.count,
         assignments=[pb.CreatePartitionsAssignment(broker_ids=list(a.broker_ids))
                      for a in t.assignments or ()])
-        for t in request.topics]
+        for t in request.topics if t.name not in empty]
     module = response_module(ApiKey.CREATE_PARTITIONS, version)
-    results: list[tuple[str, int, str | None]] = []
+    results: list[tuple[str, int, str | None]] = [
+        (name, Errors.INVALID_REPLICA_ASSIGNMENT,
+         "Attempted to add partitions, but 0 assignment(s) were specified.")
+        for name in dict.fromkeys(empty)]
     if topics:
         response = await call_controller(
             admin, "CreatePartitions",
@@ -158,10 +185,10 @@ async def handle_create_partitions(admin: AdminBackend, version: int, request: A
             timeout_ms(request))
         whole = status_error(response)
         if whole is not None:
-            results = [(t.name, *whole) for t in dict((t.name, t) for t in topics).values()]
+            results += [(t.name, *whole) for t in dict((t.name, t) for t in topics).values()]
         else:
-            results = [(r.name, r.error_code, message(r.error_code, r.error_message))
-                       for r in response.topics]
+            results += [(r.name, r.error_code, message(r.error_code, r.error_message))
+                        for r in response.topics]
     return Reply(build(module, "CreatePartitionsResponse", throttle_time=NO_THROTTLE,
                        results=tuple(
                            build(module, "CreatePartitionsTopicResult", name=name,

@@ -194,6 +194,22 @@ def test_create_topics_refusals_are_kafkas_per_topic(tmp_path: Path) -> None:
         assert {(r.topic_id, r.num_partitions, r.configs) for r in results.values()} == {
             (None, -1, None)}  # a zero topic id reads back as null
         assert sorted(front.image.topics.by_name) == ["exists"]
+        # One bad entry fails alone (a review finding: it used to fail the whole request):
+        # a control character, a negative partition index, a duplicate with a null config.
+        results = await create(
+            front, 7, creatable(m, "good"), creatable(m, "bad\x01"),
+            creatable(m, "good2"), creatable(m, "neg", 1, 1, assignments={-1: (1,)}),
+            creatable(m, "dup", configs={"retention.ms": None}), creatable(m, "dup"))
+        assert {name: r.error_code for name, r in results.items()} == {
+            "good": Errors.NONE, "bad\x01": Errors.INVALID_TOPIC_EXCEPTION,
+            "good2": Errors.NONE, "neg": Errors.INVALID_REPLICA_ASSIGNMENT,
+            "dup": Errors.INVALID_REQUEST}
+        assert results["dup"].error_message == "Duplicate topic name."
+        assert sorted(front.image.topics.by_name) == ["exists", "good", "good2"]
+        deleted = await front.call(ApiKey.DELETE_TOPICS, 5, topic_names=("good", "x\x01"),
+                                   timeout=TIMEOUT)
+        assert {r.name: r.error_code for r in deleted.responses} == {
+            "good": Errors.NONE, "x\x01": Errors.UNKNOWN_TOPIC_OR_PARTITION}
 
     run(tmp_path, scenario)
 
@@ -266,6 +282,14 @@ def test_create_partitions_grows_and_refuses_as_kafka(tmp_path: Path) -> None:
                                  validate_only=False, topics=(grow("grow", 5, (
                                      build(pm, "CreatePartitionsAssignment", broker_ids=(1,)),)),))
         assert wrong.results[0].error_code == Errors.INVALID_REPLICA_ASSIGNMENT
+        # An empty (not null) list assigns nothing: refused for that topic, not auto-placed.
+        empty = await front.call(ApiKey.CREATE_PARTITIONS, 3, timeout=TIMEOUT,
+                                 validate_only=False, topics=(grow("grow", 4, ()),
+                                                              grow("fixed", 3)))
+        assert {r.name: r.error_code for r in empty.results} == {
+            "grow": Errors.INVALID_REPLICA_ASSIGNMENT, "fixed": Errors.NONE}
+        grown = front.image.topic("grow")
+        assert grown is not None and len(grown.partitions) == 3
 
     run(tmp_path, scenario)
 
