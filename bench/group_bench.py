@@ -38,7 +38,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.log_bench import machine
-from harness.cluster import ProcessCluster, run_cli, wait_for
+from harness.cluster import ProcessCluster, kafka_cluster, run_cli, wait_for
 
 BROKERS = [2, 3, 4]
 PARTITIONS = 6
@@ -275,26 +275,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                "load_before": os.getloadavg()}
     results["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"],
                                        capture_output=True, text=True).stdout.strip()
-    with tempfile.TemporaryDirectory(prefix="group-bench-") as root:
-        cluster = ProcessCluster(Path(root), 1, {
-            "internal.test.hooks.enable": "false",
-            "group.initial.rebalance.delay.ms": str(args.initial_delay_ms)})
-        try:
-            cluster.add_brokers(BROKERS)
-            cluster.format()
-            cluster.start_all()
-            wait_for(lambda: cluster.leader(among={1}), WAIT_S, "an active controller")
-            cluster.wait_brokers_unfenced(BROKERS, WAIT_S)
-            bootstrap = cluster.bootstrap_servers()
-            admin = AdminClient({"bootstrap.servers": bootstrap})
-            admin.create_topics([NewTopic("bench", PARTITIONS, 3)])["bench"].result(WAIT_S)
-            wait_for(lambda: all(p.leader >= 0 for p in admin.list_topics(
-                "bench", timeout=10).topics["bench"].partitions.values()), WAIT_S, "leaders")
-            results["commit_ms"] = commit_latency(bootstrap, "bench", args)
-            results["rebalance_s"] = rebalance_trials(bootstrap, "bench", args)
-            results["failover"] = failover_trials(cluster, "bench", args)
-        finally:
-            cluster.stop_all()
+    settings = {"internal.test.hooks.enable": "false",
+                "group.initial.rebalance.delay.ms": str(args.initial_delay_ms)}
+    with tempfile.TemporaryDirectory(prefix="group-bench-") as root, \
+            kafka_cluster(Path(root), BROKERS, settings, WAIT_S) as cluster:
+        bootstrap = cluster.bootstrap_servers()
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("bench", PARTITIONS, 3)])["bench"].result(WAIT_S)
+        wait_for(lambda: all(p.leader >= 0 for p in admin.list_topics(
+            "bench", timeout=10).topics["bench"].partitions.values()), WAIT_S, "leaders")
+        results["commit_ms"] = commit_latency(bootstrap, "bench", args)
+        results["rebalance_s"] = rebalance_trials(bootstrap, "bench", args)
+        results["failover"] = failover_trials(cluster, "bench", args)
     results["load_after"] = os.getloadavg()
     return results
 

@@ -9,7 +9,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -333,6 +334,23 @@ class ProcessCluster:
             return (resp.last_offset, resp.epoch)
 
         return wait_for(attempt, timeout_s, "an append to commit")
+
+
+@contextmanager
+def kafka_cluster(root: Path, brokers: list[int], settings: dict[str, str],
+                  wait_s: float = 60) -> Iterator[ProcessCluster]:
+    """One controller (node 1) and `brokers`, started, the controller active and every broker
+    unfenced; stopped on the way out. What the Kafka-client test modules and benchmarks share."""
+    cluster = ProcessCluster(root, 1, dict(settings))
+    try:
+        cluster.add_brokers(brokers)
+        cluster.format()
+        cluster.start_all()
+        wait_for(lambda: cluster.leader(among={1}), wait_s, "an active controller")
+        cluster.wait_brokers_unfenced(brokers, wait_s)
+        yield cluster
+    finally:
+        cluster.stop_all()
 
 
 def add_fault_dirs(cluster: ProcessCluster) -> dict[int, Path]:

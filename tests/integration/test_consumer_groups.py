@@ -13,7 +13,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
@@ -26,7 +25,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.cluster import ProcessCluster, wait_for
+from harness.cluster import ProcessCluster, kafka_cluster, wait_for
 
 BROKERS = [2, 3, 4]
 WAIT_S = 60
@@ -41,17 +40,9 @@ SETTINGS = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    root: Path = tmp_path_factory.mktemp("consumer-groups")
-    cluster = ProcessCluster(root, 1, dict(SETTINGS))
-    try:
-        cluster.add_brokers(BROKERS)
-        cluster.format()
-        cluster.start_all()
-        wait_for(lambda: cluster.leader(among={1}), WAIT_S, "an active controller")
-        cluster.wait_brokers_unfenced(BROKERS, WAIT_S)
+    with kafka_cluster(tmp_path_factory.mktemp("consumer-groups"), BROKERS, SETTINGS,
+                       WAIT_S) as cluster:
         yield cluster
-    finally:
-        cluster.stop_all()
 
 
 @pytest.fixture(scope="module")

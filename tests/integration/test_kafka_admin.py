@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import (
@@ -30,7 +29,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from harness.cluster import ProcessCluster, wait_for
+from harness.cluster import ProcessCluster, kafka_cluster, wait_for
 
 BROKERS = [2, 3, 4]
 WAIT_S = 60
@@ -43,17 +42,9 @@ TIMINGS = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    root: Path = tmp_path_factory.mktemp("kafka-admin")
-    cluster = ProcessCluster(root, 1, dict(TIMINGS))
-    try:
-        cluster.add_brokers(BROKERS)
-        cluster.format()
-        cluster.start_all()
-        wait_for(lambda: cluster.leader(among={1}), WAIT_S, "an active controller")
-        cluster.wait_brokers_unfenced(BROKERS, WAIT_S)
+    with kafka_cluster(tmp_path_factory.mktemp("kafka-admin"), BROKERS, TIMINGS,
+                       WAIT_S) as cluster:
         yield cluster
-    finally:
-        cluster.stop_all()
 
 
 @pytest.fixture(scope="module")
