@@ -3,7 +3,8 @@
 
 1. writes     1, 16, 64 closed-loop writers of 100-byte values: this project through the
               leader's append API (in process, and over gRPC) and through the Admin API (one
-              config change per request); etcd 3 members (v3 put over the JSON gateway);
+              config change per request); etcd 3 members (v3 put over the JSON gateway, and
+              over its gRPC API from a grpc.aio client);
               PySyncObj 3 nodes (with its defaults, and with a 5 ms tick). writes/s, p50,
               p99, client and server CPU.
               All systems run at once and take turns under the same load (the machine is
@@ -38,7 +39,7 @@ from typing import Any
 
 from bench.log_bench import filesystem, machine
 from bench.peers import etcd as etcd_mod
-from bench.peers import kraft_side, report, syncobj_peer, zk
+from bench.peers import etcd_grpc, kraft_side, report, syncobj_peer, zk
 from bench.peers.failover import handover_trials, kill_trials
 from bench.peers.load import Target, Write, interleaved, summary
 from bench.quorum_bench import git
@@ -137,6 +138,8 @@ async def part_writes(root: Path, args: argparse.Namespace, skip: dict[str, str 
             etcd.start_all()
             leader, _ = await etcd.leader()
             targets.append(http_target(etcd, "etcd", leader))
+            # Its own API too, as etcdctl and the Go client use it: the goals are set against it.
+            targets.append(etcd_grpc.grpc_target(etcd, leader, "etcd (gRPC)"))
         if not skip["pysyncobj"]:
             variants = [("pysyncobj", syncobj_peer.DEFAULT_TICK_S)]
             if args.syncobj_tick > 0:
