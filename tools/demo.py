@@ -121,7 +121,15 @@ class GroupReader(threading.Thread):
             self.consumer.close()
 
 
-def describe_group(admin: AdminClient, group: str) -> object:
+def group_admin() -> AdminClient:
+    """A new AdminClient per question: librdkafka's keeps waiting on a killed coordinator's
+    connection for group calls, where a new one asks FindCoordinator again
+    (docs/consumer-groups.md)."""
+    return AdminClient({"bootstrap.servers": KAFKA_BOOTSTRAP})
+
+
+def describe_group(group: str) -> object:
+    admin = group_admin()  # held until the answer: a dropped client abandons its requests
     return admin.describe_consumer_groups([group])[group].result(timeout=30)
 
 
@@ -130,13 +138,12 @@ def group_demo(start: object, processes: dict[int, subprocess.Popen[bytes]],
     """A consumer group reading `orders` while its coordinator's broker is killed and
     restarted: it keeps reading, and what it committed survives."""
     group, topic = "demo-group", "orders"
-    admin = AdminClient({"bootstrap.servers": KAFKA_BOOTSTRAP})
     readers = [GroupReader(group, topic) for _ in range(2)]
     for reader in readers:
         reader.start()
     total = 3600
     wait_until(lambda: sum(r.read for r in readers) >= total, "the group to read the topic", 90)
-    description = describe_group(admin, group)
+    description = describe_group(group)
     coordinator = description.coordinator.id  # type: ignore[attr-defined]
     print(f"group {group}: {description.state.name}, {len(description.members)} members, "  # type: ignore[attr-defined]
           f"coordinator broker {coordinator}; read {sum(r.read for r in readers)} records")
@@ -150,7 +157,7 @@ def group_demo(start: object, processes: dict[int, subprocess.Popen[bytes]],
                "the group to read the new records", 90)
     print(f"the group read all {total + 1200} records "
           f"{time.monotonic() - killed_at:.1f} s after the kill (producing included)")
-    description = describe_group(admin, group)
+    description = describe_group(group)
     print(f"group {group}: {description.state.name}, coordinator now broker "  # type: ignore[attr-defined]
           f"{description.coordinator.id}")  # type: ignore[attr-defined]
     banner(f"Broker {coordinator} restarts and rejoins")
@@ -160,6 +167,7 @@ def group_demo(start: object, processes: dict[int, subprocess.Popen[bytes]],
         reader.stop.set()
     for reader in readers:
         reader.join(timeout=30)
+    admin = group_admin()
     committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
         group, [TopicPartition(topic, p) for p in range(6)])])[group].result(timeout=30)
     offsets = {tp.partition: tp.offset for tp in committed.topic_partitions}
