@@ -100,6 +100,9 @@ class Group:
     pending_sync: set[str] = field(default_factory=set)
     state_timestamp: int = -1
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    # Commits being written, per partition (Kafka's pendingOffsetCommits): expiry and
+    # deletion leave these alone, or an acknowledged commit could vanish behind them.
+    pending_commits: Counter[tuple[str, int]] = field(default_factory=Counter)
     # Deadlines (ms) of the group's timers; None when not running.
     join_deadline: int | None = None
     sync_deadline: int | None = None

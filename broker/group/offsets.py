@@ -4,6 +4,7 @@ are visible."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from broker.group.coordinator import GroupCoordinator
@@ -67,7 +68,13 @@ async def commit_offsets(
         results.append(E.NONE)
     if not records:
         return results
-    code = await coordinator.log.append(coordinator.partition_of(group_id), records)
+    keys = [key for key, _ in accepted]
+    group.pending_commits.update(keys)
+    try:
+        code = await coordinator.log.append(coordinator.partition_of(group_id), records)
+    finally:
+        group.pending_commits.subtract(keys)
+        group.pending_commits += Counter()  # drop the zero counts
     written = append_error(code, commit=True)
     live = coordinator.groups.get(group_id)
     if written == E.NONE and live is group:

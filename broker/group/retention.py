@@ -61,21 +61,31 @@ async def _remove(coordinator: GroupCoordinator,
         if coordinator.partitions.get(partition) is not PartitionStatus.ACTIVE \
                 or group.state is GroupState.DEAD:
             continue
-        keys = select(group)
-        if not keys:
+        # Kafka skips offsets with a commit in flight: that commit's record lands after
+        # our tombstone and must stay.
+        chosen = {key: group.offsets[key] for key in select(group)
+                  if key not in group.pending_commits}
+        leaves_empty = group.state is GroupState.EMPTY and not group.pending_commits \
+            and len(chosen) == len(group.offsets)
+        if not chosen:
             continue
-        records = [offset_record(OffsetKey(group_id, topic, p), None) for topic, p in keys]
-        leaves_empty = group.state is GroupState.EMPTY and len(keys) == len(group.offsets)
+        records = [offset_record(OffsetKey(group_id, topic, p), None) for topic, p in chosen]
         if leaves_empty:
             records.append(group_record(GroupKey(group_id), None))
-        if await coordinator.log.append(partition, records) != GroupError.NONE:
-            continue  # tried again at the next check
+            group.state = GroupState.DEAD  # as DeleteGroups: no commit slips in meanwhile
+        code = await coordinator.log.append(partition, records)
         if coordinator.groups.get(group_id) is not group:
             continue
-        for key in keys:
-            group.offsets.pop(key, None)
-        removed += len(keys)
-        if leaves_empty and group.state is GroupState.EMPTY and not group.offsets:
-            group.state = GroupState.DEAD
+        if code != GroupError.NONE:
+            if leaves_empty and group.state is GroupState.DEAD:
+                group.state = GroupState.EMPTY
+            continue  # tried again at the next check
+        for key, value in chosen.items():
+            # A commit made while the tombstones were written follows them in the log:
+            # what it wrote (or is writing) stays.
+            if group.offsets.get(key) is value and key not in group.pending_commits:
+                del group.offsets[key]
+                removed += 1
+        if leaves_empty and group.state is GroupState.DEAD:
             del coordinator.groups[group_id]
     return removed

@@ -108,3 +108,77 @@ def test_offsets_of_a_deleted_topic_are_removed() -> None:
         _, offsets = fetch_offsets(h.coordinator, "s", [("gone", 0), ("kept", 0)])
         assert [o.offset for o in offsets] == [-1, 5]
     run(body)
+
+
+def test_expiry_keeps_a_commit_acknowledged_while_its_tombstones_were_written() -> None:
+    async def body(h: Harness) -> None:
+        c = h.coordinator
+        await commit_offsets(c, "s", -1, "", None, [CommitPartition("t", 0, 5)])
+        await h.advance(RETENTION // 2)
+        await commit_offsets(c, "s", -1, "", None, [CommitPartition("t", 1, 5)])
+        await h.advance(RETENTION // 2)  # ("t", 0) expired, ("t", 1) not
+        h.log.gate = asyncio.Event()
+        expiry = h.start(expire(c, RETENTION))
+        await h.settle()  # its tombstone for ("t", 0) is being written
+        commit = h.start(commit_offsets(c, "s", -1, "", None, [CommitPartition("t", 0, 42)]))
+        await h.settle()
+        h.log.gate.set()
+        assert await commit == [0]
+        assert await expiry == 0  # the acknowledged commit replaced what it selected
+        assert fetch_offsets(c, "s", [("t", 0)])[1][0].offset == 42
+        assert sorted(c.groups["s"].offsets) == [("t", 0), ("t", 1)]
+
+    run(body)
+
+
+def test_a_commit_while_the_last_offsets_go_is_refused_retriably() -> None:
+    async def body(h: Harness) -> None:
+        c = h.coordinator
+        await commit_offsets(c, "s", -1, "", None, [CommitPartition("t", 0, 5)])
+        await h.advance(RETENTION * 2)
+        h.log.gate = asyncio.Event()
+        expiry = h.start(expire(c, RETENTION))
+        await h.settle()  # the offset and group tombstones are being written
+        commit = h.start(commit_offsets(c, "s", -1, "", None, [CommitPartition("t", 0, 42)]))
+        await h.settle()
+        h.log.gate.set()
+        assert await commit == [15]  # COORDINATOR_NOT_AVAILABLE: the client retries
+        assert await expiry == 1
+        assert "s" not in c.groups
+        assert await commit_offsets(c, "s", -1, "", None, [CommitPartition("t", 0, 42)]) == [0]
+        assert c.groups["s"].offsets[("t", 0)].offset == 42
+
+    run(body)
+
+
+def test_expiry_skips_an_offset_with_a_commit_in_flight_and_keeps_its_group() -> None:
+    async def body(h: Harness) -> None:
+        c = h.coordinator
+        await commit_offsets(c, "s", -1, "", None, [CommitPartition("t", 0, 5)])
+        await h.advance(RETENTION * 2)
+        h.log.gate = asyncio.Event()
+        commit = h.start(commit_offsets(c, "s", -1, "", None, [CommitPartition("t", 0, 42)]))
+        await h.settle()
+        assert c.groups["s"].pending_commits == {("t", 0): 1}
+        expiry = h.start(expire(c, RETENTION))
+        h.log.gate.set()
+        assert await expiry == 0
+        assert await commit == [0]
+        assert c.groups["s"].offsets[("t", 0)].offset == 42
+        assert not c.groups["s"].pending_commits
+        written = [decode_key(k) for k, v in h.log.records[0] if v is None]
+        assert written == []  # neither an offset nor a group tombstone
+
+    run(body)
+
+
+def test_a_failed_commit_releases_its_pending_mark() -> None:
+    async def body(h: Harness) -> None:
+        c = h.coordinator
+        await commit_offsets(c, "s", -1, "", None, [CommitPartition("t", 0, 5)])
+        h.log.error = 7  # the append fails
+        assert await commit_offsets(c, "s", -1, "", None,
+                                    [CommitPartition("t", 0, 6)]) != [0]
+        assert not c.groups["s"].pending_commits
+
+    run(body)
