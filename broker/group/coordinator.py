@@ -460,7 +460,11 @@ class GroupCoordinator:
     def _reset_assignments(self, group: Group, error: GroupError) -> None:
         for member in group.members.values():
             member.assignment = b""
-            self._answer_sync(member, SyncResult(error))
+            if member.awaiting_sync:
+                self._answer_sync(member, SyncResult(error))
+                # Its session was held (NEVER) while it waited; as Kafka's propagateAssignment
+                # it restarts now, or a member that crashed here would never time out.
+                self.restart_session(member)
 
     # ---- Heartbeat and LeaveGroup -----------------------------------------------------------
 

@@ -454,3 +454,26 @@ def test_a_reload_mid_rebalance_comes_back_at_the_last_persisted_generation() ->
         await h.settle()
         assert rejoin_a.result().generation == rejoin_b.result().generation == 2
     run(body)
+
+
+def test_a_static_member_crashed_in_sync_group_times_out_after_its_answer() -> None:
+    async def body(h: Harness) -> None:
+        a = h.join(instance="i-a", client="a", rebalance=6 * REBALANCE)
+        b = h.join(instance="i-b", client="b", rebalance=6 * REBALANCE)
+        await h.advance(2 * DELAY)
+        leader = a.result().leader
+        follower, inst = next((r.member_id, i) for r, i in ((a.result(), "i-a"),
+                                                           (b.result(), "i-b"))
+                              if r.member_id != leader)
+        lead_inst = "i-a" if inst == "i-b" else "i-b"
+        waiting = h.start(h.coordinator.sync_group("g", 1, follower, inst, None, None, {}))
+        for _ in range(3):  # past the follower's session: held while it waits
+            await h.advance(SESSION // 2)
+            assert h.coordinator.heartbeat("g", leader, lead_inst, 1) == 0
+        h.coordinator.leave_group("g", [(leader, lead_inst)])
+        await h.settle()
+        assert waiting.result().error == 27  # REBALANCE_IN_PROGRESS; then it crashes
+        await h.advance(SESSION)
+        assert follower not in h.coordinator.groups["g"].members
+        assert state(h) is GroupState.EMPTY
+    run(body)
