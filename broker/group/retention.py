@@ -1,7 +1,7 @@
 """Offsets that go away (spec §4.3, KIP-211): expiry after `offsets.retention.minutes`, and the
 offsets of deleted topics. Both write tombstones to `__consumer_offsets` first and forget the
-offsets only once the tombstones are replicated; an Empty group left without offsets is
-deleted (its own tombstone), as Kafka's cleanupGroupMetadata does."""
+offsets only once the tombstones are replicated; an Empty group left without offsets, or
+that never had any, is deleted (its own tombstone), as Kafka's cleanupGroupMetadata does."""
 
 from __future__ import annotations
 
@@ -65,9 +65,12 @@ async def _remove(coordinator: GroupCoordinator,
         # our tombstone and must stay.
         chosen = {key: group.offsets[key] for key in select(group)
                   if key not in group.pending_commits}
+        # Kafka's cleanupGroupMetadata: an Empty group left without offsets (or that had
+        # none) goes, at each check; not while a commit is in flight or a member id handed
+        # out by JoinGroup (KIP-394) waits for its rejoin.
         leaves_empty = group.state is GroupState.EMPTY and not group.pending_commits \
-            and len(chosen) == len(group.offsets)
-        if not chosen:
+            and not group.pending_members and len(chosen) == len(group.offsets)
+        if not chosen and not leaves_empty:
             continue
         records = [offset_record(OffsetKey(group_id, topic, p), None) for topic, p in chosen]
         if leaves_empty:

@@ -182,3 +182,27 @@ def test_a_failed_commit_releases_its_pending_mark() -> None:
         assert not c.groups["s"].pending_commits
 
     run(body)
+
+
+def test_an_empty_group_without_offsets_is_removed_at_the_next_check() -> None:
+    async def body(h: Harness) -> None:
+        c = h.coordinator
+        task = await h.join_new("x")
+        pending = await h.join("", "p")  # MEMBER_ID_REQUIRED: "p" waits for the rejoin
+        assert pending.error == 79
+        await h.advance(DELAY)
+        member = task.result().member_id
+        c.leave_group("x", [(member, None)])  # left without committing
+        await h.settle()
+        assert c.groups["x"].state.value == "Empty"
+        before = len(h.log.records[0])
+        assert await expire(c, RETENTION) == 0
+        assert "x" not in c.groups
+        assert "p" in c.groups  # its member id is still pending
+        written = [(decode_key(k), v) for k, v in h.log.records[0][before:]]
+        assert written == [(GroupKey("x"), None)]
+        await h.advance(20_000)  # the pending member id lapses: "p" goes at the next check
+        assert await purge_deleted_topics(c, lambda topic: True) == 0
+        assert c.groups == {}
+
+    run(body)
