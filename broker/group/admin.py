@@ -76,8 +76,8 @@ def describe_group(coordinator: GroupCoordinator, group_id: str | None) -> Group
 
 
 async def delete_group(coordinator: GroupCoordinator, group_id: str) -> GroupError:
-    """Tombstones for an Empty group and its offsets (NON_EMPTY_GROUP while it has members,
-    GROUP_ID_NOT_FOUND when there is no such group)."""
+    """Tombstones for an Empty group and its offsets (NON_EMPTY_GROUP while it has members or
+    a commit in flight, GROUP_ID_NOT_FOUND when there is no such group)."""
     if not group_id:
         return E.INVALID_GROUP_ID
     error = coordinator.coordinator_error(group_id)
@@ -86,7 +86,10 @@ async def delete_group(coordinator: GroupCoordinator, group_id: str) -> GroupErr
     group = coordinator.groups.get(group_id)
     if group is None or group.state is S.DEAD:
         return E.GROUP_ID_NOT_FOUND
-    if group.state is not S.EMPTY:
+    if group.state is not S.EMPTY or group.pending_commits:
+        # A commit in flight would land after our tombstones and bring the group back at the
+        # next load: refused as a non-empty group (the client may retry), not tombstoned
+        # ahead, so an acknowledged commit is never dropped.
         return E.NON_EMPTY_GROUP
     records = [group_record(GroupKey(group_id), None)]
     records += [offset_record(OffsetKey(group_id, topic, partition), None)

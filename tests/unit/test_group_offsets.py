@@ -118,3 +118,25 @@ def test_delete_groups() -> None:
         h.coordinator.finish_loading(0, h.log.records[0])
         assert "g" not in h.coordinator.groups
     run(body)
+
+
+def test_delete_groups_refuses_a_group_with_a_commit_in_flight() -> None:
+    async def body(h: Harness) -> None:
+        c = h.coordinator
+        await commit_offsets(c, "s", -1, "", None, [CommitPartition("t", 0, 5)])
+        h.log.gate = asyncio.Event()
+        committing = h.start(commit_offsets(c, "s", -1, "", None, [CommitPartition("t", 1, 9)]))
+        await h.settle()
+        deleting = h.start(delete_group(c, "s"))
+        await h.settle()
+        h.log.gate.set()
+        assert await committing == [0]
+        assert await deleting == 68  # NON_EMPTY_GROUP: the acknowledged commit stays
+        assert fetch_offsets(c, "s", [("t", 1)])[1][0].offset == 9
+        c.unload(0)  # and a failover agrees
+        c.begin_loading(0)
+        c.finish_loading(0, h.log.records[0])
+        assert sorted(c.groups["s"].offsets) == [("t", 0), ("t", 1)]
+        assert await delete_group(c, "s") == 0  # nothing in flight now
+        assert "s" not in c.groups
+    run(body)
