@@ -84,7 +84,8 @@ async def handle_elect_leaders(admin: AdminBackend, version: int, request: Any) 
                                 error_code=error_code(r.error_code),
                                 error_message=message(r.error_code, r.error_message)))
                 for r in response.results]
-    elif version == 0:  # no top-level error yet: each named partition carries it
+    else:  # each named partition carries it too (v0 has no top-level error; Kafka's
+        # getErrorResponse fills them at every version)
         rows = [(t.topic, build(module, "PartitionResult", partition_id=p,
                                 error_code=error_code(whole[0]), error_message=whole[1]))
                 for t in named or () for p in t.partitions]
