@@ -354,12 +354,25 @@ class PartitionLog:
         headers: Kafka rebuilds producer state by replaying the log the same way."""
         self._producers.clear()
         self._times = {}
-        log = self._log
-        segments = log.segments()
-        bases = [view.base_offset for view in segments]
         from_batches = LeaderEpochCache(self._directory)
+        for header in self._timed_headers(self._log.segments(), self._log.start_offset):
+            if header.next_offset > self._start_offset:
+                self._producers.update(header, header.base_offset, header.max_timestamp)
+            if load_epochs:
+                from_batches.assign(header.partition_leader_epoch, header.base_offset, save=False)
+        if load_epochs:
+            self._load_epochs(from_batches)
+
+    def _timed_headers(self, segments: list[SegmentView], start: int,
+                       end: int | None = None) -> Iterator[RecordBatchHeader]:
+        """The batch headers of `segments` from `start` (below `end`), each counted in its
+        segment's times as it passes; once all have passed, a segment without a batch gets
+        times of its own (its file's mtime)."""
+        bases = [view.base_offset for view in segments]
         index = 0
-        for header in self._headers(log.start_offset):
+        for header in self._headers(start):
+            if end is not None and header.base_offset >= end:
+                break
             while index + 1 < len(bases) and header.base_offset >= bases[index + 1]:
                 index += 1
             times = self._times.get(bases[index])
@@ -367,15 +380,10 @@ class PartitionLog:
                 times = self._times[bases[index]] = _SegmentTimes(
                     header.max_timestamp, self._segment_mtime(segments[index].path))
             times.add(header.base_offset, header.max_timestamp)
-            if header.next_offset > self._start_offset:
-                self._producers.update(header, header.base_offset, header.max_timestamp)
-            if load_epochs:
-                from_batches.assign(header.partition_leader_epoch, header.base_offset, save=False)
+            yield header
         for view in segments:
             if view.base_offset not in self._times:
                 self._times[view.base_offset] = _SegmentTimes(-1, self._segment_mtime(view.path))
-        if load_epochs:
-            self._load_epochs(from_batches)
 
     def _load_epochs(self, from_batches: LeaderEpochCache) -> None:
         """The checkpoint reconciled with the batches: the batches are the truth; the file adds
@@ -884,23 +892,9 @@ class PartitionLog:
         for base in [base for base in self._times if first <= base < end]:
             del self._times[base]
         segments = [view for view in self._log.segments() if first <= view.base_offset < end]
-        if not segments:
-            return
-        bases = [view.base_offset for view in segments]
-        index = 0
-        for header in self._headers(first):
-            if header.base_offset >= end:
-                break
-            while index + 1 < len(bases) and header.base_offset >= bases[index + 1]:
-                index += 1
-            times = self._times.get(bases[index])
-            if times is None:
-                times = self._times[bases[index]] = _SegmentTimes(
-                    header.max_timestamp, self._segment_mtime(segments[index].path))
-            times.add(header.base_offset, header.max_timestamp)
-        for view in segments:
-            if view.base_offset not in self._times:
-                self._times[view.base_offset] = _SegmentTimes(-1, self._segment_mtime(view.path))
+        if segments:
+            for _ in self._timed_headers(segments, first, end):
+                pass  # counting each header in its segment's times is the work
 
     # -- flushing ----------------------------------------------------------------------------
 

@@ -219,9 +219,7 @@ def test_a_real_clusters_unclean_election_cut(spark, tmp_path: Path) -> None:
         CONTROLLERS,
         TIMINGS,
         WAIT_S,
-        create_topic,
-        partitions_of,
-        producer,
+        unclean_election,
     )
 
     root = tmp_path / "cluster"
@@ -233,37 +231,7 @@ def test_a_real_clusters_unclean_election_cut(spark, tmp_path: Path) -> None:
         cluster.start_all()
         wait_for(lambda: cluster.leader(among=CONTROLLERS), WAIT_S, "an active controller")
         cluster.wait_brokers_unfenced(BROKERS, WAIT_S)
-        create_topic(cluster, "fragile", 1, 2, "unclean.leader.election.enable=true",
-                     "min.insync.replicas=1")
-        first = partitions_of(cluster, "fragile")[0]
-        old_leader = first["leader"]
-        survivor = next(b for b in first["replicas"] if b != old_leader)
-        wait_for(lambda: len(partitions_of(cluster, "fragile")[0]["isr"]) == 2, WAIT_S,
-                 "ISR of 2")
-        p = producer(cluster, acks="all")
-        for i in range(100):
-            p.produce("fragile", value=f"shared-{i}".encode())
-        assert p.flush(30) == 0
-        wait_for(lambda: len(partitions_of(cluster, "fragile")[0]["isr"]) == 2, WAIT_S,
-                 "ISR of 2")
-        cluster.kill(survivor)
-        wait_for(lambda: partitions_of(cluster, "fragile")[0]["isr"] == [old_leader], WAIT_S,
-                 "the ISR to shrink to the leader")
-        for i in range(50):
-            p.produce("fragile", value=f"alone-{i}".encode())
-        assert p.flush(30) == 0
-        old_checkpoint = root / f"node-{old_leader}" / "replication-offset-checkpoint"
-        wait_for(lambda: old_checkpoint.exists()
-                 and "fragile 0 150" in old_checkpoint.read_text(), WAIT_S,
-                 "the old leader's HW checkpoint to reach 150")
-        cluster.kill(old_leader)
-        cluster.start(survivor)
-        wait_for(lambda: partitions_of(cluster, "fragile")[0]["leader"] == survivor, WAIT_S,
-                 "the unclean election of the out-of-sync replica")
-        p2 = producer(cluster, acks="all")
-        for i in range(10):
-            p2.produce("fragile", value=f"after-{i}".encode())
-        assert p2.flush(30) == 0
+        old_leader, survivor = unclean_election(cluster)
         new_checkpoint = root / f"node-{survivor}" / "replication-offset-checkpoint"
         wait_for(lambda: new_checkpoint.exists()
                  and "fragile 0 110" in new_checkpoint.read_text(), WAIT_S,

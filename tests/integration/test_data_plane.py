@@ -334,13 +334,13 @@ def _metric(cluster: ProcessCluster, node_id: int, name: str) -> float:
     raise AssertionError(f"{name} not in the metrics of node {node_id}")
 
 
-def test_unclean_election_loses_exactly_the_records_the_old_leader_alone_held(cluster) -> None:
-    """Scenario 9: the ISR shrinks to the leader, which takes 50 more records alone and dies;
-    the out-of-sync replica is elected uncleanly; when the old leader returns it truncates to
-    the new leader's log, and the 50 committed records it cut are counted and logged."""
+def unclean_election(cluster: ProcessCluster) -> tuple[int, int]:
+    """Scenario 9 up to the election, on `fragile-0` (RF 2): 100 records on both replicas, the
+    ISR shrinks to the leader, which takes 50 more alone and dies; the out-of-sync replica is
+    elected uncleanly and takes 10. Returns (the old leader, still down; the new leader)."""
     create_topic(cluster, "fragile", 1, 2, "unclean.leader.election.enable=true",
                  "min.insync.replicas=1")
-    # (The cluster fixture's brokers checkpoint HWs every 5 s; the wait below reads the file.)
+    # (The brokers checkpoint HWs every 5 s here; a wait below reads the file.)
     first = partitions_of(cluster, "fragile")[0]
     old_leader = first["leader"]
     survivor = next(b for b in first["replicas"] if b != old_leader)
@@ -369,6 +369,14 @@ def test_unclean_election_loses_exactly_the_records_the_old_leader_alone_held(cl
     for i in range(10):
         p2.produce("fragile", value=f"after-{i}".encode())
     assert p2.flush(30) == 0
+    return old_leader, survivor
+
+
+def test_unclean_election_loses_exactly_the_records_the_old_leader_alone_held(cluster) -> None:
+    """Scenario 9: the ISR shrinks to the leader, which takes 50 more records alone and dies;
+    the out-of-sync replica is elected uncleanly; when the old leader returns it truncates to
+    the new leader's log, and the 50 committed records it cut are counted and logged."""
+    old_leader, _ = unclean_election(cluster)
     cluster.start(old_leader)
     wait_for(lambda: old_leader in partitions_of(cluster, "fragile")[0]["isr"], WAIT_S,
              "the old leader to truncate, catch up and rejoin the ISR")
