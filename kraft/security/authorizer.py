@@ -50,6 +50,11 @@ METHOD_OPERATIONS: dict[str, str] = {
         "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot")},
     "/kraft.raft.v1.Quorum/DescribeQuorum": "Describe",
     "/kraft.raft.v1.Quorum/NodeStatus": "Describe",
+    # KIP-853: changing the voter set is ALTER on the cluster; a voter updating its own
+    # endpoints is inter-node traffic (CLUSTER_ACTION), as in Kafka.
+    "/kraft.raft.v1.Quorum/AddRaftVoter": "Alter",
+    "/kraft.raft.v1.Quorum/RemoveRaftVoter": "Alter",
+    "/kraft.raft.v1.Quorum/UpdateRaftVoter": "ClusterAction",
     **{f"/kraft.broker.v1.BrokerLifecycle/{m}": "ClusterAction" for m in (
         "RegisterBroker", "BrokerHeartbeat", "AlterPartition", "AllocateProducerIds",
         "BrokerLiveness")},
