@@ -355,7 +355,8 @@ PROCESS_ROLES = _define(
 _NODE_ID_DESCRIPTION, _parse_node_id = integer(0)
 NODE_ID = _define(
     "node.id", ConfigType.INT, None, _parse_node_id,
-    "The id of this node. A controller's id must be one of the voters.",
+    "The id of this node. A controller's id must be one of the static voters when "
+    "`controller.quorum.voters` is set.",
     valid_values=_NODE_ID_DESCRIPTION, required=True,
 )
 BROKER_ID: ConfigKey[int | None] = _define(
@@ -366,14 +367,18 @@ BROKER_ID: ConfigKey[int | None] = _define(
 )
 QUORUM_VOTERS = _define(
     "controller.quorum.voters", ConfigType.LIST, "", parse_voters,
-    "The static voter set, identical on every node: each controller's id and the address "
-    "the other nodes reach it at. Required for a controller.",
+    "The static voter set (kraft.version 0), identical on every node: each controller's id "
+    "and the address the other nodes reach it at. Leave it empty for a dynamic quorum "
+    "(KIP-853), whose voters come from `kraft-storage format --standalone` or "
+    "`--initial-controllers` and change with `kraft-admin quorum add-controller`.",
     valid_values="id@host:port,... (ids unique)",
 )
 QUORUM_BOOTSTRAP_SERVERS = _define(
     "controller.quorum.bootstrap.servers", ConfigType.LIST, "", parse_endpoints,
-    "Controllers a broker may contact to discover the quorum leader (KIP-853 name). A "
-    "controller still needs `controller.quorum.voters`: dynamic membership is not supported.",
+    "Controllers any node may contact to discover the quorum leader (KIP-853); the voters "
+    "then come from the log. Enough on its own for a broker, and for a controller whose "
+    "storage was formatted with --standalone, --initial-controllers or "
+    "--no-initial-controllers.",
     valid_values="host:port,...",
 )
 QUORUM_ELECTION_TIMEOUT_MS = _define_int(
@@ -752,9 +757,9 @@ REJECTED_KAFKA_KEYS: Mapping[str, str] = MappingProxyType({
     "zookeeper.metadata.migration.enable.",
     "control.plane.listener.name": "control.plane.listener.name is not supported in KRaft "
     "mode: remove it and use controller.listener.names.",
-    "controller.quorum.auto.join.enable": "Dynamic quorum membership (KIP-853) is not "
-    "supported: remove controller.quorum.auto.join.enable and list every controller in "
-    "controller.quorum.voters.",
+    "controller.quorum.auto.join.enable": "Auto-join of controllers (KIP-1186) is not "
+    "supported: remove controller.quorum.auto.join.enable and add a controller with "
+    "kraft-admin quorum add-controller.",
 })
 
 
@@ -1071,15 +1076,10 @@ class _Validator:
                 "controller.quorum.voters",
             )
         if ROLE_CONTROLLER in self.roles:
-            if not self.voters:
-                raise self.fail(
-                    "A controller needs controller.quorum.voters: only static quorums are "
-                    "supported (no KIP-853 dynamic membership), so list every controller as "
-                    "id@host:port in controller.quorum.voters; "
-                    "controller.quorum.bootstrap.servers alone is not enough.",
-                    "controller.quorum.voters",
-                )
-            if self.node_id not in self.voters:
+            # Without static voters the set comes from the storage's bootstrap snapshot or
+            # the log (KIP-853); kraft-storage format refuses such a controller without
+            # --standalone, --initial-controllers or --no-initial-controllers.
+            if self.voters and self.node_id not in self.voters:
                 raise self.fail(
                     f"The node.id {self.node_id} must be one of the voters in "
                     f"controller.quorum.voters ({self.voters_text()}) when process.roles "
@@ -1128,7 +1128,8 @@ class _Validator:
                     raise self.fail(
                         f"The controller listener name {name} must not appear in listeners "
                         "when process.roles=broker: a broker reaches the controllers through "
-                        f"controller.quorum.voters; remove {self.listeners[name]} from listeners.",
+                        "controller.quorum.voters or controller.quorum.bootstrap.servers; "
+                        f"remove {self.listeners[name]} from listeners.",
                         "listeners",
                     )
 
@@ -1183,12 +1184,15 @@ class _Validator:
             for name in self.controller_names:
                 listener = advertised[name]
                 if not listener.host or listener.host in _WILDCARD_HOSTS or listener.port == 0:
-                    voter = self.voters[self.node_id]
+                    voter = self.voters.get(self.node_id)
+                    fix = (f"{name}://{voter} (this node's voter entry is "
+                           f"{self.node_id}@{voter})" if voter is not None
+                           else f"{name}://<host>:<port> (the address the voter set will "
+                           "hold for this controller)")
                     raise self.fail(
                         f"The advertised controller listener {listener} needs a host and a "
-                        "non-zero port other nodes can connect to: set advertised.listeners="
-                        f"{name}://{voter} (this node's voter entry is "
-                        f"{self.node_id}@{voter}) or put the host and port in listeners.",
+                        f"non-zero port other nodes can connect to: set advertised.listeners="
+                        f"{fix} or put the host and port in listeners.",
                         "advertised.listeners",
                     )
         names = self.controller_names
@@ -1248,8 +1252,8 @@ class _Validator:
 
     def check_voter_address(self) -> None:
         """Other controllers dial our voter entry, so a controller must listen on it."""
-        if ROLE_CONTROLLER not in self.roles:
-            return
+        if ROLE_CONTROLLER not in self.roles or self.node_id not in self.voters:
+            return  # a dynamic voter's entry is its advertised listener itself
         voter = self.voters[self.node_id]
         own = [self.listeners[name] for name in self.controller_names]
 

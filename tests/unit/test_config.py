@@ -503,13 +503,42 @@ def test_no_voters_and_no_bootstrap_servers() -> None:
     )
 
 
-def test_controller_with_only_bootstrap_servers_is_not_supported() -> None:
+def test_a_dynamic_controller_needs_only_bootstrap_servers() -> None:
+    """KIP-853: the voters come from the storage's bootstrap snapshot or the log; the storage
+    tool checks the format flags (test_storage_bootstrap.py)."""
+    cfg = config(
+        controller__quorum__voters=None,
+        controller__quorum__bootstrap__servers="127.0.0.1:9093,127.0.0.1:9094",
+        listeners="CONTROLLER://127.0.0.1:9099",  # no voter entry to match: any port
+    )
+    assert cfg.voters == {}
+    assert cfg.bootstrap_servers == (Endpoint("127.0.0.1", 9093), Endpoint("127.0.0.1", 9094))
+    assert cfg.warnings == ()
+    combined = config(
+        process__roles="broker,controller",
+        controller__quorum__voters=None,
+        controller__quorum__bootstrap__servers="127.0.0.1:9093",
+        listeners="PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+    )
+    assert combined.is_controller and combined.voters == {}
+
+
+def test_a_static_controller_must_still_be_a_voter() -> None:
+    assert error(node__id="4", controller__quorum__bootstrap__servers="127.0.0.1:9093") == (
+        f"The node.id 4 must be one of the voters in controller.quorum.voters ({VOTERS}) when "
+        "process.roles contains 'controller'."
+    )
+
+
+def test_a_dynamic_controller_must_advertise_a_connectable_listener() -> None:
     assert error(
-        controller__quorum__voters=None, controller__quorum__bootstrap__servers="127.0.0.1:9093"
+        controller__quorum__voters=None, controller__quorum__bootstrap__servers="127.0.0.1:9093",
+        listeners="CONTROLLER://:9093",
     ) == (
-        "A controller needs controller.quorum.voters: only static quorums are supported (no "
-        "KIP-853 dynamic membership), so list every controller as id@host:port in "
-        "controller.quorum.voters; controller.quorum.bootstrap.servers alone is not enough."
+        "The advertised controller listener CONTROLLER://:9093 needs a host and a non-zero port "
+        "other nodes can connect to: set advertised.listeners=CONTROLLER://<host>:<port> (the "
+        "address the voter set will hold for this controller) or put the host and port in "
+        "listeners."
     )
 
 
@@ -578,7 +607,8 @@ def test_broker_only_node_must_not_listen_as_controller() -> None:
     ) == (
         "The controller listener name CONTROLLER must not appear in listeners when "
         "process.roles=broker: a broker reaches the controllers through "
-        "controller.quorum.voters; remove CONTROLLER://:9093 from listeners."
+        "controller.quorum.voters or controller.quorum.bootstrap.servers; remove "
+        "CONTROLLER://:9093 from listeners."
     )
 
 
@@ -776,9 +806,9 @@ def test_error_carries_key_and_source() -> None:
         (
             "controller.quorum.auto.join.enable",
             "true",
-            "Dynamic quorum membership (KIP-853) is "
-            "not supported: remove controller.quorum.auto.join.enable and list every controller in "
-            "controller.quorum.voters.",
+            "Auto-join of controllers (KIP-1186) is not supported: remove "
+            "controller.quorum.auto.join.enable and add a controller with kraft-admin quorum "
+            "add-controller.",
         ),
     ],
 )
