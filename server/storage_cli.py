@@ -2,7 +2,14 @@
 
     kraft-storage random-uuid
     kraft-storage format -t CLUSTER_ID -c CONFIG [--ignore-formatted]
+        [--standalone | --initial-controllers ID@HOST:PORT:DIRID,... | --no-initial-controllers]
+        [--feature kraft.version=N] [--release-version R]
     kraft-storage info -c CONFIG
+
+A static quorum (controller.quorum.voters) is formatted with no quorum flag. A dynamic one
+(KIP-853, server/quorum_bootstrap.py): the first controller with --standalone, or every first
+controller with the same --initial-controllers string; controllers added later and brokers
+with --no-initial-controllers.
 
 Modelled on Kafka's `kafka-storage.sh`. Exit codes: 0 success, 1 a problem with the config
 or the directories (one line on stderr), 2 bad command-line usage.
@@ -26,6 +33,18 @@ from kraft.log.meta_properties import (
 )
 from kraft.security.certs import make_test_certs, principal_of
 from server.config import ConfigError, NodeConfig, load_config
+from server.quorum_bootstrap import (
+    InitialController,
+    QuorumMode,
+    advertised_controller_endpoint,
+    check_format_flags,
+    check_release_version,
+    parse_features,
+    parse_initial_controllers,
+    parse_release_version,
+    standalone_controller,
+    write_bootstrap_snapshot,
+)
 from server.storage import inspect_storage, storage_problems
 
 
@@ -34,13 +53,19 @@ def format_storage(
     cluster_id: str,
     *,
     ignore_formatted: bool = False,
+    initial_controllers: tuple[InitialController, ...] = (),
     out: TextIO | None = None,
 ) -> list[str]:
     """Format every directory in `config.storage_dirs` for `cluster_id`; return the ones
     formatted. Nothing is written unless every directory can be formatted (or, with
-    `ignore_formatted`, is already formatted for the same cluster and node)."""
+    `ignore_formatted`, is already formatted for the same cluster and node).
+
+    With `initial_controllers` (--standalone, --initial-controllers) the metadata directory
+    also gets the bootstrap snapshot of that voter set, written before its meta.properties
+    (the file that marks it formatted), and takes this node's directory id from the list."""
     out = sys.stdout if out is None else out
     validate_cluster_id(cluster_id)
+    own = next((c for c in initial_controllers if c.node_id == config.node_id), None)
     to_format = []
     for status in inspect_storage(config):
         if status.error is not None:
@@ -83,7 +108,14 @@ def format_storage(
             f"{config.node_id}.",
             file=out,
         )
-        meta = MetaProperties(cluster_id, config.node_id, random_uuid())
+        directory_id = random_uuid()
+        if status.is_metadata_dir and initial_controllers:
+            if own is not None:
+                directory_id = own.directory_id
+            path = write_bootstrap_snapshot(config, initial_controllers)
+            print(f"Wrote the bootstrap snapshot {path} with kraft.version 1 and the voters "
+                  + ", ".join(str(c) for c in initial_controllers) + ".", file=out)
+        meta = MetaProperties(cluster_id, config.node_id, directory_id)
         write_meta_properties(status.path, meta)
         formatted.append(status.path)
     return formatted
@@ -133,6 +165,26 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip directories already formatted for this cluster and node",
     )
+    quorum = fmt.add_mutually_exclusive_group()
+    quorum.add_argument(
+        "-s", "--standalone", action="store_true",
+        help="start a dynamic quorum with this controller as its only voter",
+    )
+    quorum.add_argument(
+        "-I", "--initial-controllers", metavar="ID@HOST:PORT:DIRID,...",
+        help="start a dynamic quorum with these voters (the same string on each of them)",
+    )
+    quorum.add_argument(
+        "-N", "--no-initial-controllers", action="store_true",
+        help="a controller that joins a dynamic quorum later (add-controller), or a broker",
+    )
+    fmt.add_argument(
+        "-f", "--feature", action="append", default=[], metavar="NAME=LEVEL",
+        help="a feature level to start with: kraft.version=0 (static) or 1 (dynamic)",
+    )
+    fmt.add_argument(
+        "-r", "--release-version", help="the metadata.version to start with, e.g. 3.9-IV0",
+    )
     info = commands.add_parser("info", help="show the log directories of a node")
     info.add_argument("-c", "--config", required=True, help="the node's role config file")
     certs = commands.add_parser(
@@ -145,6 +197,55 @@ def _parser() -> argparse.ArgumentParser:
     certs.add_argument("--host", action="append", default=[],
                        help="an extra host name or IP the certificates are valid for")
     return parser
+
+
+def _initial_controllers(
+    config: NodeConfig, args: argparse.Namespace
+) -> tuple[InitialController, ...]:
+    """The voters the format flags name (none for a static quorum or -N), after the checks
+    of spec R3.1 and T25."""
+    if args.standalone:
+        mode = QuorumMode.STANDALONE
+    elif args.initial_controllers is not None:
+        mode = QuorumMode.INITIAL_CONTROLLERS
+    elif args.no_initial_controllers:
+        mode = QuorumMode.NO_INITIAL_CONTROLLERS
+    else:
+        mode = QuorumMode.NONE
+    release = None
+    if args.release_version is not None:
+        release = parse_release_version(args.release_version)
+    check_format_flags(config, mode, parse_features(args.feature), release)
+    if release is not None:
+        check_release_version(release)
+    if mode is QuorumMode.STANDALONE:
+        return (standalone_controller(config),)
+    if mode is QuorumMode.INITIAL_CONTROLLERS:
+        controllers = parse_initial_controllers(args.initial_controllers)
+        _warn_about_own_entry(config, controllers)
+        return controllers
+    return ()
+
+
+def _warn_about_own_entry(
+    config: NodeConfig, controllers: tuple[InitialController, ...]
+) -> None:
+    """The list is the same on every controller, so it cannot be wrong for this node alone;
+    but an entry that names another address than the node advertises is worth a word."""
+    own = next((c for c in controllers if c.node_id == config.node_id), None)
+    if own is None:
+        _warn(f"node {config.node_id} is not one of --initial-controllers: it starts as an "
+              "observer; make it a voter later with kraft-admin quorum add-controller.")
+        return
+    host, port = advertised_controller_endpoint(config)
+    if (own.host.lower(), own.port) != (host.lower(), port):
+        _warn(f"this node's entry {own} in --initial-controllers names {own.endpoint}, but its "
+              f"advertised controller listener is {host}:{port}; the other controllers will "
+              f"connect to {own.endpoint}.")
+
+
+def _warn(message: str) -> None:
+    print(f"{STORAGE_COMMAND}: warning: {message}", file=sys.stderr)
 
 
 def _error(message: str) -> int:
@@ -176,10 +277,11 @@ def main(argv: list[str] | None = None) -> int:
         message = str(err)
         return _error(message if err.source in message else f"{err.source}: {message}")
     for warning in config.warnings:
-        print(f"{STORAGE_COMMAND}: warning: {warning}", file=sys.stderr)
+        _warn(warning)
     try:
         if args.command == "format":
-            format_storage(config, args.cluster_id, ignore_formatted=args.ignore_formatted)
+            format_storage(config, args.cluster_id, ignore_formatted=args.ignore_formatted,
+                           initial_controllers=_initial_controllers(config, args))
             return 0
         return print_info(config)
     except StorageError as err:
