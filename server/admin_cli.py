@@ -1,14 +1,18 @@
 """`kraft-admin`: operate a running quorum.
 
-  kraft-admin --bootstrap-server HOST:PORT quorum describe --status
-  kraft-admin --bootstrap-server HOST:PORT quorum describe --replication [--human-readable]
+  kraft-admin (--bootstrap-server | --bootstrap-controller) HOST:PORT [--command-config F]
+      quorum describe --status | --replication [--human-readable]
+      quorum add-controller --command-config NEW_CONTROLLER.properties [--dry-run]
+      quorum remove-controller --controller-id N --controller-directory-id UUID [--dry-run]
   kraft-admin quorum status --node HOST:PORT
   kraft-admin --bootstrap-server HOST:PORT topics|partitions|brokers|leaders|reassign|configs|
       cluster|features ...   (the Admin service: see server/admin_commands.py)
-  (add --json to any of them for machine-readable output)
+  (add --json to describe, status and the Admin commands for machine-readable output)
 
-`describe` may be sent to any controller: a non-leader answers with the leader's address and
-the tool follows it. Text output follows `kafka-metadata-quorum describe`.
+The quorum commands may be sent to any controller (or a broker's gRPC listener): a non-leader
+answers with the leader's address and the tool follows it. Text output follows
+`kafka-metadata-quorum`; add-controller and remove-controller are KIP-853's
+(server/quorum_membership.py).
 """
 
 from __future__ import annotations
@@ -20,32 +24,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import grpc
-from tenacity import (
-    RetryError,
-    retry,
-    retry_if_exception_type,
-    stop_after_delay,
-    wait_exponential,
-)
-
-from kraft.errors import Errors, error_name
 from kraft.rpc import raft_pb2 as pb
-from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.client_config import load_client_tls
-from kraft.security.tls import TlsConfig, TlsConfigError, sync_channel
+from kraft.security.tls import TlsConfigError
+from server import quorum_membership
+from server.quorum_client import CHANGE_TIMEOUT_S, QuorumError, describe_quorum, node_status
 
-RPC_TIMEOUT_S = 5.0
-RETRY_FOR_S = 15.0
-MAX_LEADER_HOPS = 3
+ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"  # how Kafka prints a static voter's (absent) directory id
 
 
 class AdminError(Exception):
     """A one-line failure for the user."""
-
-
-class _Retryable(Exception):
-    """No leader yet, or the node is unreachable: worth another try."""
 
 
 @dataclass(frozen=True)
@@ -64,64 +53,19 @@ def parse_endpoint(text: str) -> Endpoint:
     return Endpoint(host.strip("[]") if host.startswith("[") else host, int(port))
 
 
-def _call(endpoint: str, method: str, request: object, tls: TlsConfig | None = None) -> object:
-    with sync_channel(endpoint, tls) as channel:
-        stub = rpc.QuorumStub(channel)
-        try:
-            return getattr(stub, method)(request, timeout=RPC_TIMEOUT_S)
-        except grpc.RpcError as exc:
-            code = exc.code()  # type: ignore[attr-defined]
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise _Retryable(f"{endpoint} is unreachable ({code.name})") from exc
-            raise AdminError(f"{endpoint} answered {code.name}: {exc.details()}") from exc  # type: ignore[attr-defined]
-
-
-def describe_quorum(
-    bootstrap: str, retry_for_s: float = RETRY_FOR_S, tls: TlsConfig | None = None
-) -> pb.DescribeQuorumResponse:
-    """DescribeQuorum at the leader, found from any controller; retried while there is none."""
-
-    @retry(
-        retry=retry_if_exception_type(_Retryable),
-        stop=stop_after_delay(retry_for_s),
-        wait=wait_exponential(multiplier=0.05, max=1.0),
-        reraise=False,
-    )
-    def attempt() -> pb.DescribeQuorumResponse:
-        target = bootstrap
-        for _ in range(MAX_LEADER_HOPS):
-            resp = _call(target, "DescribeQuorum", pb.DescribeQuorumRequest(), tls)
-            assert isinstance(resp, pb.DescribeQuorumResponse)
-            if resp.error_code == Errors.NONE:
-                return resp
-            if resp.error_code != Errors.NOT_LEADER_OR_FOLLOWER:
-                raise AdminError(f"{target}: {error_name(resp.error_code)}: {resp.error_message}")
-            if resp.leader_id < 0 or not resp.leader_endpoint:
-                raise _Retryable(f"no leader is known at {target} (epoch {resp.leader_epoch})")
-            target = resp.leader_endpoint
-        raise _Retryable("the leader moved while being looked up")
-
-    try:
-        return attempt()
-    except RetryError as exc:
-        cause = exc.last_attempt.exception()
-        raise AdminError(f"gave up after {retry_for_s:.0f} s: {cause}") from cause
-
-
-def node_status(node: str, tls: TlsConfig | None = None) -> pb.NodeStatusResponse:
-    try:
-        resp = _call(node, "NodeStatus", pb.NodeStatusRequest(), tls)
-    except _Retryable as exc:
-        raise AdminError(str(exc)) from exc
-    assert isinstance(resp, pb.NodeStatusResponse)
-    return resp
-
-
 # -- rendering -----------------------------------------------------------------------------------
 
 
 def _leader_state(d: pb.DescribeQuorumResponse) -> pb.ReplicaState | None:
     return next((v for v in d.current_voters if v.replica_id == d.leader_id), None)
+
+
+def _endpoints(d: pb.DescribeQuorumResponse, voter: pb.ReplicaState) -> list[str]:
+    """A voter's listener as `NAME://host:port`: from its ReplicaState (KIP-853), else from
+    the static map older leaders send."""
+    listener = d.listener_name or "CONTROLLER"
+    endpoint = voter.endpoint or d.voter_endpoints.get(voter.replica_id, "")
+    return [f"{listener}://{endpoint}"] if endpoint else []
 
 
 def status_facts(d: pb.DescribeQuorumResponse) -> dict[str, object]:
@@ -136,7 +80,6 @@ def status_facts(d: pb.DescribeQuorumResponse) -> dict[str, object]:
         lag_ms = -1
     else:
         lag_ms = leader.last_caught_up_timestamp - laggiest.last_caught_up_timestamp
-    listener = d.listener_name or "CONTROLLER"
     return {
         "clusterId": d.cluster_id,
         "leaderId": d.leader_id,
@@ -145,18 +88,20 @@ def status_facts(d: pb.DescribeQuorumResponse) -> dict[str, object]:
         "maxFollowerLag": max_lag,
         "maxFollowerLagTimeMs": lag_ms,
         "currentVoters": [
-            {"id": v.replica_id, "directoryId": None,
-             "endpoints": [f"{listener}://{d.voter_endpoints[v.replica_id]}"]
-             if v.replica_id in d.voter_endpoints else []}
+            {"id": v.replica_id, "directoryId": v.directory_id or None,
+             "endpoints": _endpoints(d, v)}
             for v in voters
         ],
-        "currentObservers": [{"id": o.replica_id, "directoryId": None} for o in d.observers],
+        "currentObservers": [
+            {"id": o.replica_id, "directoryId": o.directory_id or None} for o in d.observers
+        ],
     }
 
 
 def render_status(facts: dict[str, object]) -> str:
     def node(n: dict[str, object]) -> str:
-        text = f'{{"id": {n["id"]}, "directoryId": null'
+        directory = n["directoryId"]
+        text = f'{{"id": {n["id"]}, "directoryId": {json.dumps(directory)}'
         if n.get("endpoints"):
             text += ', "endpoints": [' + ", ".join(f'"{e}"' for e in n["endpoints"]) + "]"  # type: ignore[attr-defined]
         return text + "}"
@@ -177,7 +122,7 @@ def render_status(facts: dict[str, object]) -> str:
 def replication_rows(d: pb.DescribeQuorumResponse) -> list[dict[str, object]]:
     leader_end = d.leader_log_end_offset
     ordered = sorted(d.current_voters, key=lambda v: (v.replica_id != d.leader_id, v.replica_id))
-    rows = []
+    rows: list[dict[str, object]] = []
     for replica, kind in [(v, "voter") for v in ordered] + [(o, "observer") for o in d.observers]:
         if kind == "observer":
             status = "Observer"
@@ -185,6 +130,7 @@ def replication_rows(d: pb.DescribeQuorumResponse) -> list[dict[str, object]]:
             status = "Leader" if replica.replica_id == d.leader_id else "Follower"
         rows.append({
             "nodeId": replica.replica_id,
+            "directoryId": replica.directory_id or None,
             "logEndOffset": replica.log_end_offset,
             "lag": leader_end - replica.log_end_offset if replica.log_end_offset >= 0 else -1,
             "lastFetchTimestamp": replica.last_fetch_timestamp,
@@ -204,15 +150,16 @@ def _relative(timestamp: int, now_ms: int) -> str:
 
 
 def render_replication(rows: list[dict[str, object]], human: bool, now_ms: int) -> str:
-    header = ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp",
-              "Status"]
+    header = ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+              "LastCaughtUpTimestamp", "Status"]
     table = [header]
     for r in rows:
         fetch, caught = r["lastFetchTimestamp"], r["lastCaughtUpTimestamp"]
         if human:
             fetch, caught = _relative(int(fetch), now_ms), _relative(int(caught), now_ms)  # type: ignore[call-overload]
-        table.append([str(r["nodeId"]), str(r["logEndOffset"]), str(r["lag"]), str(fetch),
-                      str(caught), str(r["status"])])
+        table.append([str(r["nodeId"]), str(r["directoryId"] or ZERO_UUID),
+                      str(r["logEndOffset"]), str(r["lag"]), str(fetch), str(caught),
+                      str(r["status"])])
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     # Kafka's prettyPrintTable: every cell padded to its column and followed by a tab.
     return "\n".join("".join(cell.ljust(w) + "\t" for cell, w in zip(row, widths, strict=True))
@@ -225,7 +172,10 @@ def render_replication(rows: list[dict[str, object]], human: bool, now_ms: int) 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kraft-admin", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap-server", help="HOST:PORT of any controller")
+    parser.add_argument("--bootstrap-server", help="HOST:PORT of any controller (or a "
+                        "broker's gRPC listener)")
+    parser.add_argument("--bootstrap-controller", metavar="HOST:PORT",
+                        help="HOST:PORT of any controller, as kafka-metadata-quorum takes it")
     parser.add_argument("--command-config", metavar="FILE",
                         help="client properties: security.protocol=SSL, ssl.keystore.location, "
                              "ssl.truststore.location (docs/security.md)")
@@ -240,10 +190,30 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="one node's own view")
     status.add_argument("--node", required=True, help="HOST:PORT of the node")
     status.add_argument("--json", action="store_true")
+    add = commands.add_parser("add-controller", help="make a running controller a voter")
+    # Its own dest: a subcommand's default would overwrite the top-level --command-config.
+    add.add_argument("--command-config", dest="controller_config", required=True,
+                     metavar="FILE", help="the new controller's own config file")
+    add.add_argument("--dry-run", action="store_true", help="print what would be sent")
+    remove = commands.add_parser("remove-controller", help="remove a voter")
+    remove.add_argument("-i", "--controller-id", type=int, required=True)
+    remove.add_argument("-d", "--controller-directory-id", required=True, metavar="UUID")
+    remove.add_argument("--dry-run", action="store_true", help="print what would be sent")
     from server import admin_commands  # imported here: it must not import this module
 
     admin_commands.add_commands(groups)
     return parser
+
+
+def _bootstrap(args: argparse.Namespace, what: str) -> str:
+    server, controller = args.bootstrap_server, args.bootstrap_controller
+    if server and controller:
+        raise AdminError("Only one of --bootstrap-server or --bootstrap-controller must be "
+                         "specified")
+    if not server and not controller:
+        raise AdminError(f"--bootstrap-server or --bootstrap-controller HOST:PORT is required "
+                         f"for quorum {what}")
+    return str(parse_endpoint(server or controller))
 
 
 def run(args: argparse.Namespace) -> str:
@@ -254,19 +224,44 @@ def run(args: argparse.Namespace) -> str:
     except TlsConfigError as exc:
         raise AdminError(str(exc)) from exc
     if args.group in admin_commands.GROUPS:
+        if args.bootstrap_controller:  # the Admin service is on the controller listener too
+            args.bootstrap_server = _bootstrap(args, args.command)
         try:
             return admin_commands.run(args)
         except admin_commands.CommandError as exc:
             raise AdminError(str(exc)) from exc
+    try:
+        return _quorum(args)
+    except QuorumError as exc:
+        raise AdminError(str(exc)) from exc
+
+
+def _quorum(args: argparse.Namespace) -> str:
     if args.command == "status":
         s = node_status(str(parse_endpoint(args.node)), args.tls)
         facts = {"nodeId": s.node_id, "clusterId": s.cluster_id, "state": s.state,
                  "epoch": s.epoch, "leaderId": s.leader_id, "votedId": s.voted_id,
                  "highWatermark": s.high_watermark, "logEndOffset": s.log_end_offset,
-                 "lastEpoch": s.last_epoch, "isVoter": s.is_voter}
+                 "lastEpoch": s.last_epoch, "isVoter": s.is_voter,
+                 "directoryId": s.directory_id or None, "kraftVersion": s.kraft_version}
         if args.json:
             return json.dumps(facts)
         return "\n".join(f"{k[0].upper() + k[1:] + ':':<24}{v}" for k, v in facts.items())
+    if args.command == "add-controller":
+        new = quorum_membership.read_new_controller(args.controller_config)
+        # As Kafka: the new controller's file is also the client's config, so without a
+        # top-level --command-config the tool dials as that controller would.
+        tls = args.tls if args.command_config else new.config.controller_tls
+        return quorum_membership.add_controller(
+            "" if args.dry_run else _bootstrap(args, args.command), new,
+            dry_run=args.dry_run, tls=tls, timeout_s=CHANGE_TIMEOUT_S)
+    if args.command == "remove-controller":
+        quorum_membership.check_remove_arguments(args.controller_id,
+                                                 args.controller_directory_id)
+        return quorum_membership.remove_controller(
+            "" if args.dry_run else _bootstrap(args, args.command), args.controller_id,
+            args.controller_directory_id, dry_run=args.dry_run, tls=args.tls,
+            timeout_s=CHANGE_TIMEOUT_S)
     if args.status == args.replication:
         raise AdminError(
             "Only one of --status or --replication should be specified with describe sub-command"
@@ -275,9 +270,7 @@ def run(args: argparse.Namespace) -> str:
         )
     if args.human_readable and not args.replication:
         raise AdminError("The option --human-readable is only supported along with --replication")
-    if not args.bootstrap_server:
-        raise AdminError("--bootstrap-server HOST:PORT is required for quorum describe")
-    d = describe_quorum(str(parse_endpoint(args.bootstrap_server)), tls=args.tls)
+    d = describe_quorum(_bootstrap(args, "describe"), tls=args.tls)
     if args.status:
         facts = status_facts(d)
         return json.dumps(facts) if args.json else render_status(facts)

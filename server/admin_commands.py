@@ -32,17 +32,20 @@ from typing import Any
 import grpc
 from tenacity import RetryError, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from kraft.core.voters import SUPPORTED_KRAFT_VERSIONS
 from kraft.errors import Errors, error_name
 from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, sync_channel
 from metadata.configs import feature_level_name
 from metadata.rpc import admin_pb2 as pb
 from metadata.rpc import admin_pb2_grpc as rpc
+from server.quorum_client import QuorumError, describe_quorum
 
 GROUPS = frozenset({"topics", "partitions", "brokers", "leaders", "reassign", "configs",
                     "cluster", "features"})
 RPC_TIMEOUT_S = 15.0  # longer than a node's forwarding deadline (10 s)
 RETRY_FOR_S = 15.0
 _RECOVERY_STATES = {0: "RECOVERED", 1: "RECOVERING"}
+KRAFT_VERSION = "kraft.version"
 _SOURCES = {s: n.removeprefix("CONFIG_SOURCE_") for n, s in pb.ConfigSource.items()}
 _CONFIG_TYPES = {t: n.removeprefix("CONFIG_TYPE_") for n, t in pb.ConfigType.items()}
 
@@ -81,6 +84,7 @@ class AdminClient:
         self.servers = list(servers)
         self._next = 0
         self._redirect: str | None = None
+        self.answered: str | None = None  # the server that gave the last answer
 
     def call(self, method: str, request: Any) -> Any:
         retry_for_s = RETRY_FOR_S
@@ -103,7 +107,7 @@ class AdminClient:
                 response = getattr(rpc.AdminStub(channel), method)(request,
                                                                     timeout=RPC_TIMEOUT_S)
             except grpc.RpcError as exc:
-                code = exc.code()  # type: ignore[attr-defined]
+                code = exc.code()
                 if code == grpc.StatusCode.UNAVAILABLE:
                     self._redirect = None
                     self._next += 1
@@ -112,7 +116,8 @@ class AdminClient:
                     raise CommandError(f"{endpoint} did not answer within {RPC_TIMEOUT_S:g} s; "
                                        "the request may or may not have been applied") from exc
                 raise CommandError(f"{endpoint} answered {code.name}: "
-                                   f"{exc.details()}") from exc  # type: ignore[attr-defined]
+                                   f"{exc.details()}") from exc
+        self.answered = endpoint
         status = response.status
         if status.error_code == Errors.NOT_CONTROLLER:
             self._redirect = status.controller_endpoint or None
@@ -184,7 +189,7 @@ def _bootstrap(parser: argparse.ArgumentParser) -> None:
 
 
 def _command(commands: Any, name: str, help_text: str) -> argparse.ArgumentParser:
-    parser = commands.add_parser(name, help=help_text)
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
     _bootstrap(parser)
     return parser
 
@@ -597,7 +602,7 @@ def _entity_name(args: argparse.Namespace) -> str:
         if args.entity_type != "brokers":
             raise CommandError("--entity-default is only allowed with --entity-type brokers")
         return ""
-    return args.entity_name
+    return str(args.entity_name)
 
 
 def _configs_describe(client: AdminClient, args: argparse.Namespace) -> str:
@@ -691,22 +696,37 @@ def _cluster_describe(client: AdminClient, args: argparse.Namespace) -> str:
     ])
 
 
+def _kraft_version(client: AdminClient) -> int:
+    """The finalized kraft.version, which the Raft layer keeps (KIP-853): the quorum
+    leader's DescribeQuorum, asked where the Admin service answered."""
+    server = client.answered or client.servers[0]
+    try:
+        return describe_quorum(server, RETRY_FOR_S, client.tls).kraft_version
+    except QuorumError as exc:
+        raise CommandError(f"cannot read {KRAFT_VERSION}: {exc}") from exc
+
+
 def _features_describe(client: AdminClient, args: argparse.Namespace) -> str:
     r = client.call("DescribeFeatures", pb.DescribeFeaturesRequest())
+    supported = {s.name: (s.min_version, s.max_version) for s in r.supported}
     finalized = {f.name: f.level for f in r.finalized}
+    if KRAFT_VERSION not in supported:  # as Kafka lists it: supported 0..1, finalized 0|1
+        supported[KRAFT_VERSION] = (SUPPORTED_KRAFT_VERSIONS[0], SUPPORTED_KRAFT_VERSIONS[-1])
+        finalized[KRAFT_VERSION] = _kraft_version(client)
     epoch = r.finalized_epoch if r.finalized_epoch >= 0 else None
     if args.json:
         return json.dumps({"features": [
-            {"name": s.name, "supportedMinVersion": s.min_version,
-             "supportedMaxVersion": s.max_version,
-             "finalizedVersionLevel": finalized.get(s.name, 0)} for s in r.supported],
+            {"name": name, "supportedMinVersion": low, "supportedMaxVersion": high,
+             "finalizedVersionLevel": finalized.get(name, 0)}
+            for name, (low, high) in sorted(supported.items())],
             "epoch": epoch})
-    # Kafka's FeatureCommand line per supported feature.
+    # Kafka's FeatureCommand line per supported feature, sorted by name.
     return "\n".join(
-        f"Feature: {s.name}\tSupportedMinVersion: {feature_level_name(s.name, s.min_version)}"
-        f"\tSupportedMaxVersion: {feature_level_name(s.name, s.max_version)}"
-        f"\tFinalizedVersionLevel: {feature_level_name(s.name, finalized.get(s.name, 0))}"
-        f"\tEpoch: {'-' if epoch is None else epoch}" for s in r.supported)
+        f"Feature: {name}\tSupportedMinVersion: {feature_level_name(name, low)}"
+        f"\tSupportedMaxVersion: {feature_level_name(name, high)}"
+        f"\tFinalizedVersionLevel: {feature_level_name(name, finalized.get(name, 0))}"
+        f"\tEpoch: {'-' if epoch is None else epoch}"
+        for name, (low, high) in sorted(supported.items()))
 
 
 _HANDLERS: dict[tuple[str, str], Callable[[AdminClient, argparse.Namespace], str]] = {

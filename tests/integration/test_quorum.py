@@ -77,8 +77,8 @@ def test_three_voters_elect_one_leader_and_every_node_describes_it(make_cluster)
                    "quorum", "describe", "--replication")
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
-    assert lines[0].split() == ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp",
-                                "LastCaughtUpTimestamp", "Status"]
+    assert lines[0].split() == ["NodeId", "DirectoryId", "LogEndOffset", "Lag",
+                                "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
     assert lines[1].split()[0] == str(leader) and lines[1].split()[-1] == "Leader"
     assert sorted(line.split()[-1] for line in lines[2:]) == ["Follower", "Follower"]
 

@@ -7,15 +7,39 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
+from kraft.node.raft_node import RaftNode
+from kraft.node.service import QuorumServicer
+from kraft.rpc import raft_pb2_grpc as raft_rpc
+from metadata.admin_service import AdminServicer, add_admin_service
 from server import admin_cli, admin_commands
-from tests.unit.test_admin_service import AdminHarness, dead_endpoint, until
+from tests.unit.test_admin_service import CLUSTER_ID, AdminHarness, dead_endpoint, until
+
+
+class QuorumAdminHarness(AdminHarness):
+    """The Admin harness whose server also serves the Quorum service, as a controller's
+    listener does (features describe reads kraft.version from DescribeQuorum)."""
+
+    async def _start(self, root: Path) -> None:
+        await super()._start(root)
+        await self.server.stop(0)
+        await self.servicer.close()
+        self.server = grpc.aio.server()
+        self.server.add_insecure_port(self.endpoint)
+        self.servicer = AdminServicer(self.controller, CLUSTER_ID, {1: self.endpoint})
+        add_admin_service(self.server, self.servicer)
+        node = self.controller.client
+        assert isinstance(node, RaftNode)
+        raft_rpc.add_QuorumServicer_to_server(
+            QuorumServicer(node, CLUSTER_ID, "CONTROLLER"), self.server)
+        await self.server.start()
 
 
 @pytest.fixture(scope="module")
 def admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminHarness]:
-    harness = AdminHarness(tmp_path_factory.mktemp("admin-cli"))
+    harness = QuorumAdminHarness(tmp_path_factory.mktemp("admin-cli"))
     yield harness
     harness.close()
 
@@ -152,13 +176,22 @@ def test_cluster_and_features(admin: AdminHarness, capsys: pytest.CaptureFixture
         "admin-test-cluster", 1, [{"id": 1, "endpoint": admin.endpoint}])
     assert set(facts) == {"clusterId", "controllerId", "controllerEndpoint", "controllers",
                           "brokers", "metadataOffset"}
-    features = ok(admin, capsys, "features", "describe")
-    assert features.startswith("Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\t"
-                               "SupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0"
-                               "\tEpoch: ")
+    features = ok(admin, capsys, "features", "describe").splitlines()
+    # kraft.version comes from the Raft layer: this harness's static voter runs level 0.
+    assert features[0].startswith("Feature: kraft.version\tSupportedMinVersion: 0\t"
+                                  "SupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: ")
+    assert features[1].startswith("Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\t"
+                                  "SupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0"
+                                  "\tEpoch: ")
     assert json.loads(ok(admin, capsys, "features", "describe", "--json"))["features"] == [
+        {"name": "kraft.version", "supportedMinVersion": 0, "supportedMaxVersion": 1,
+         "finalizedVersionLevel": 0},
         {"name": "metadata.version", "supportedMinVersion": 7, "supportedMaxVersion": 21,
          "finalizedVersionLevel": 21}]
+    # --bootstrap-controller reaches the Admin service on the controller listener too.
+    assert admin_cli.main(["--bootstrap-controller", admin.endpoint, "features",
+                           "describe"]) == 0
+    assert "Feature: kraft.version" in capsys.readouterr().out
 
 
 # ---- leaders and reassignments ----
