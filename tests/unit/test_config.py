@@ -243,6 +243,24 @@ def test_example_combined_configs_are_valid(n: int) -> None:
     assert sorted(cfg.voters) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_example_dynamic_controller_configs_are_valid(n: int) -> None:
+    cfg = load_config(ROOT / "config" / f"dynamic-controller-{n}.properties")
+    assert cfg.warnings == ()
+    assert cfg.is_controller and not cfg.is_broker and cfg.node_id == n
+    assert cfg.voters == {}  # the voter set comes from the log (KIP-853)
+    assert cfg.bootstrap_servers == tuple(Endpoint("127.0.0.1", 39090 + i) for i in (1, 2, 3))
+    assert cfg.controller_listener == Listener("CONTROLLER", "127.0.0.1", 39090 + n)
+
+
+def test_example_dynamic_broker_config_is_valid() -> None:
+    cfg = load_config(ROOT / "config" / "dynamic-broker-4.properties")
+    controller = load_config(ROOT / "config" / "dynamic-controller-1.properties")
+    assert cfg.warnings == ()
+    assert cfg.process_roles == frozenset({"broker"}) and cfg.voters == {}
+    assert cfg.bootstrap_servers == controller.bootstrap_servers
+
+
 def test_broker_lifecycle_keys() -> None:
     cfg = config(broker__rack=" rack-a ", initial__broker__registration__timeout__ms="500",
                  broker__heartbeat__interval__ms="100")
