@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -53,6 +54,7 @@ from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.loader import MetadataLoader
 from metadata.rpc import admin_pb2, broker_pb2
 from server.config import Listener, NodeConfig
+from server.quorum_endpoints import ControllerEndpoints
 
 
 def broker_listeners(config: NodeConfig) -> list[Listener]:
@@ -205,9 +207,7 @@ class BrokerRole:
         Admin servicer, backed by the real controller, serves the gRPC listeners too). The
         Kafka listeners' admin APIs run the same admin operations as that servicer."""
         if combined_admin is None:
-            voters = {vid: str(ep) for vid, ep in self.config.voters.items()}
-            self.admin = BrokerAdminServicer(self.node, self.cache, self.cluster_id, voters,
-                                             tls=self.config.controller_tls)
+            self.admin = self._broker_admin()
         admin = combined_admin or self.admin
         assert admin is not None
         self.auto_create = AutoTopicCreator(admin.ops, self.config.auto_create_topics_enable)
@@ -234,7 +234,8 @@ class BrokerRole:
             await self._bind_grpc(admin)
 
     async def _bind_grpc(self, admin: AdminServicer) -> None:
-        interceptors: list[grpc.aio.ServerInterceptor] = [ServingGate(self._not_serving)]
+        interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [
+            ServingGate(self._not_serving)]
         authorizer = self.config.authorizer()
         if authorizer is not None:
             interceptors.insert(0, AuthorizingInterceptor(authorizer))
@@ -246,8 +247,11 @@ class BrokerRole:
                 broker_state=lambda: self.state.name),
             self.server)
         add_admin_service(self.server, admin)
+        # The voters' listener (DescribeQuorum's endpoints, AddRaftVoter's default listener)
+        # is the controllers', not the gRPC listener this service happens to be served on.
         raft_pb2_grpc.add_QuorumServicer_to_server(
-            QuorumServicer(self.node, self.cluster_id, self.grpc_listeners[0].name), self.server)
+            QuorumServicer(self.node, self.cluster_id, self.config.controller_listener_names[0]),
+            self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         for listener in self.grpc_listeners:
             address = f"{listener.host}:{listener.port}"
@@ -263,8 +267,9 @@ class BrokerRole:
         config = self.config
         self.lifecycle = BrokerLifecycleManager(
             config.node_id, self.cluster_id, self._advertised(),
-            controllers=[str(ep) for ep in config.voters.values()]
-            or [str(ep) for ep in config.bootstrap_servers],
+            # Where to look for the active controller before the Raft observer knows it.
+            controllers=[str(ep) for ep in config.bootstrap_servers]
+            or list(self.node.voters().endpoints().values()),
             leader_endpoint=self._leader_endpoint,
             applied_offset=lambda: self.publisher.applied_offset,
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
@@ -292,9 +297,7 @@ class BrokerRole:
         """(error code, message) of asking the active controller for __consumer_offsets."""
         admin = self._group_admin or self.admin
         if admin is None:  # no gRPC listener: an Admin servicer of our own, to forward with
-            voters = {vid: str(ep) for vid, ep in self.config.voters.items()}
-            admin = self.admin = BrokerAdminServicer(self.node, self.cache, self.cluster_id,
-                                                     voters, tls=self.config.controller_tls)
+            admin = self.admin = self._broker_admin()
         response = await admin.ops.call("CreateTopics", admin_pb2.CreateTopicsRequest(topics=[
             admin_pb2.CreatableTopic(
                 name=OFFSETS_TOPIC, num_partitions=partitions,
@@ -304,6 +307,15 @@ class BrokerRole:
             return response.status.error_code, response.status.error_message
         result = response.topics[0]
         return result.error_code, result.error_message
+
+    def _broker_admin(self) -> BrokerAdminServicer:
+        """The Admin service of a broker-only node, forwarding writes to the active controller
+        at the endpoints its Raft observer knows (the voters from the log in a dynamic
+        quorum: no controller.quorum.voters needed)."""
+        admin = BrokerAdminServicer(self.node, self.cache, self.cluster_id, {},
+                                    tls=self.config.controller_tls)
+        admin.controller_endpoints = ControllerEndpoints(self.node)
+        return admin
 
     def _leader_endpoint(self) -> str | None:
         status = self.node.status()

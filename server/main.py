@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -27,7 +28,7 @@ from prometheus_client import start_http_server
 
 from kraft.core.config import RaftConfig
 from kraft.log.base import CorruptRecordError
-from kraft.log.meta_properties import StorageError
+from kraft.log.meta_properties import StorageError, read_meta_properties
 from kraft.log.quorum_state import QuorumStateError, QuorumStateStore
 from kraft.log.segmented import SegmentedLog
 from kraft.log.snapshots import FileSnapshotStore, SnapshotGapError
@@ -52,6 +53,8 @@ from server.broker_role import BrokerRole
 from server.config import ConfigError, Listener, NodeConfig, load_config
 from server.data_plane_faults import DataPlaneFaults
 from server.logging_setup import configure_logging, set_status_source
+from server.quorum_bootstrap import has_bootstrap_snapshot
+from server.quorum_endpoints import ControllerEndpoints
 from server.storage import ensure_formatted
 from snapshots.generator import SnapshotGenerator
 
@@ -66,9 +69,10 @@ class StartupError(Exception):
     """A one-line reason the node cannot start."""
 
 
-def raft_config(config: NodeConfig, cluster_id: str) -> RaftConfig:
-    """A controller is a voter reachable at its advertised controller listener; a broker-only
-    node is an observer (its id is not a voter) that nobody dials."""
+def raft_config(config: NodeConfig, cluster_id: str, directory_id: str = "") -> RaftConfig:
+    """A controller is a voter (or, in a dynamic quorum, may become one) reachable at its
+    advertised controller listener; a broker-only node is an observer that nobody dials.
+    `directory_id` (the metadata directory's) makes the node's replica key (KIP-853)."""
     local_endpoint = ""
     listener = config.controller_listener
     if config.is_controller and listener is not None:
@@ -82,6 +86,9 @@ def raft_config(config: NodeConfig, cluster_id: str) -> RaftConfig:
         bootstrap=tuple(
             (-(i + 2), f"{ep.host}:{ep.port}") for i, ep in enumerate(config.bootstrap_servers)
         ),
+        directory_id=directory_id,
+        controller=config.is_controller,
+        listener=config.controller_listener_names[0],
         election_timeout_ms=config.election_timeout_ms,
         fetch_timeout_ms=config.fetch_timeout_ms,
         election_backoff_max_ms=config.election_backoff_max_ms,
@@ -96,12 +103,33 @@ def _check_roles(config: NodeConfig) -> None:
             f"{config.source}: internal.test.hooks.enable=true makes a bare Raft node without "
             "metadata, which a broker needs; remove it or run process.roles=controller"
         )
-    if config.is_broker and not config.voters:
-        raise StartupError(
-            f"{config.source}: a broker needs controller.quorum.voters (id@host:port,...): the "
-            "Raft core learns the voter set from it, and discovering voters through "
-            "controller.quorum.bootstrap.servers alone (KIP-853) is not implemented"
-        )
+
+
+def metadata_directory_id(config: NodeConfig) -> str:
+    """The metadata directory's directory.id: with node.id, this replica's key. ensure_formatted
+    has written one if the directory lacked it."""
+    meta = read_meta_properties(config.metadata_log_dir)
+    if meta is None or meta.directory_id is None:
+        raise StartupError(f"{config.metadata_log_dir} has no directory.id in meta.properties")
+    return meta.directory_id
+
+
+def _check_quorum_storage(config: NodeConfig) -> None:
+    """Say how the voter set will be found when the config and the storage disagree or the
+    node starts outside the voter set (a -N controller waits to be added)."""
+    if not config.is_controller:
+        return
+    if config.voters and has_bootstrap_snapshot(config):
+        log.warning(
+            "%s was formatted with a bootstrap voter set (--standalone/--initial-controllers, "
+            "kraft.version 1): controller.quorum.voters is ignored once the log holds the "
+            "voters; replace it with controller.quorum.bootstrap.servers", config.metadata_log_dir)
+    elif not config.voters and not has_bootstrap_snapshot(config):
+        log.info(
+            "node %d learns the voter set from the quorum (formatted with "
+            "--no-initial-controllers); until it is a voter it replicates as an observer: add "
+            "it with kraft-admin --bootstrap-controller <controller> quorum add-controller "
+            "--command-config %s", config.node_id, config.source)
 
 
 def _controller_listener(config: NodeConfig) -> Listener:
@@ -149,6 +177,8 @@ class Server:
         _check_roles(config)
         self.authorizer = _security(config)
         self.cluster_id = ensure_formatted(config)
+        self.directory_id = metadata_directory_id(config)
+        _check_quorum_storage(config)
         self._lock = lock_directory(config.metadata_log_dir)
         partition_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION_DIR)
         try:
@@ -169,7 +199,8 @@ class Server:
             raise StartupError(str(exc)) from exc
         self.metrics = RaftMetrics(config.node_id)
         self.node = RaftNode(
-            raft_config(config, self.cluster_id), self.log, store, self.metrics,
+            raft_config(config, self.cluster_id, self.directory_id), self.log, store,
+            self.metrics,
             snapshots=self.snapshots,
             retention=Retention(
                 config.metadata_max_retention_bytes, config.metadata_max_retention_ms,
@@ -190,7 +221,7 @@ class Server:
         self.data_plane_faults: DataPlaneFaults | None = None
         self.port = 0
         self.metrics_port: int | None = None
-        self._metrics_server = None
+        self._metrics_server: WSGIServer | None = None
 
     def _metadata_layer(self, config: NodeConfig) -> MetadataLoader:
         """One MetadataLoader, the log's only listener, and its publishers in the order they
@@ -277,6 +308,8 @@ class Server:
             endpoints = {vid: f"{ep.host}:{ep.port}" for vid, ep in self.config.voters.items()}
             self.admin = AdminServicer(self.controller, self.cluster_id, endpoints,
                                        tls=self.config.controller_tls)
+            # The voters of a dynamic quorum live in the log: hand out the live set.
+            self.admin.controller_endpoints = ControllerEndpoints(self.node)
             add_admin_service(self.server, self.admin)
             add_broker_lifecycle_service(
                 self.server,
