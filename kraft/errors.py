@@ -78,6 +78,8 @@ class Errors(IntEnum):
     MISMATCHED_ENDPOINT_TYPE = 114
     UNSUPPORTED_ENDPOINT_TYPE = 115
     INVALID_VOTER_KEY = 125
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
 
 
 # Kafka's default message for each error, used when a refusal gives none.
@@ -164,6 +166,9 @@ DEFAULT_MESSAGES: Mapping[Errors, str] = MappingProxyType({
         "has changed.",
     Errors.MISMATCHED_ENDPOINT_TYPE: "The request was sent to an endpoint of the wrong type.",
     Errors.UNSUPPORTED_ENDPOINT_TYPE: "This endpoint type is not supported yet.",
+    Errors.INVALID_VOTER_KEY: "The voter key doesn't match the receiving replica's key.",
+    Errors.DUPLICATE_VOTER: "The voter is already part of the set of voters.",
+    Errors.VOTER_NOT_FOUND: "The voter is not part of the set of voters.",
 })
 
 

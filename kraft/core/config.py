@@ -15,15 +15,22 @@ ELECTION_BACKOFF_BASE_MS = 100
 
 @dataclass(frozen=True)
 class RaftConfig:
-    """`node_id` is None for an observer that has no id. `voters` maps voter id to endpoint;
-    `bootstrap` lists (id, endpoint) pairs an observer may ask to discover the leader (ids of
-    nodes not known as voters are negative, Kafka's -2, -3, ...); empty means the voters."""
+    """`node_id` is None for an observer that has no id. `voters` is the static voter set of
+    `controller.quorum.voters` (id to endpoint), in effect until the log or a snapshot holds
+    a voter set (KIP-853); empty when the set comes from the bootstrap snapshot. `bootstrap`
+    lists (id, endpoint) pairs a replica may ask to discover the leader (ids of nodes not
+    known as voters are negative, Kafka's -2, -3, ...); empty means the voters.
+    `directory_id` with `node_id` is this replica's key: a re-formatted disk is a new replica.
+    `controller` nodes may become voters, so even as observers they flush before they fetch."""
 
     cluster_id: str
     node_id: int | None
     voters: Mapping[int, str]
     local_endpoint: str = ""
     bootstrap: tuple[tuple[int, str], ...] = ()
+    directory_id: str = ""
+    controller: bool = False
+    listener: str = "CONTROLLER"
     election_timeout_ms: int = 1000
     fetch_timeout_ms: int = 2000
     election_backoff_max_ms: int = 1000
@@ -45,8 +52,8 @@ class RaftConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_frozen_voters", MappingProxyType(dict(self.voters)))
         object.__setattr__(self, "voters", self._frozen_voters)
-        if not self.voters:
-            raise ValueError("the voter set is empty")
+        if not self.voters and not self.bootstrap:
+            raise ValueError("neither static voters nor bootstrap servers are configured")
         for name in (
             "election_timeout_ms",
             "fetch_timeout_ms",
@@ -61,17 +68,5 @@ class RaftConfig:
             raise ValueError("fast_failover_jitter_ms must be >= 0")
         if self.hung_leader_margin_ms < 0:
             raise ValueError("hung_leader_margin_ms must be >= 0")
-
-    @property
-    def is_voter(self) -> bool:
-        return self.node_id is not None and self.node_id in self.voters
-
-    @property
-    def majority(self) -> int:
-        return len(self.voters) // 2 + 1
-
-    def discovery_targets(self) -> tuple[tuple[int, str], ...]:
-        """Where a replica that knows no leader sends its discovery Fetch."""
-        if self.bootstrap:
-            return self.bootstrap
-        return tuple(sorted(self.voters.items()))
+        if self.node_id is not None and self.node_id in self.voters:
+            object.__setattr__(self, "controller", True)

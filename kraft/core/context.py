@@ -14,6 +14,7 @@ from kraft.core.config import RaftConfig
 from kraft.core.connections import Connections
 from kraft.core.messages import FetchSnapshotResponse, Request, Response
 from kraft.core.quorum import QuorumState
+from kraft.core.voters import ReplicaKey, VoterHistory, VoterSet
 from kraft.log.base import OffsetAndEpoch, ReplicatedLog, SnapshotJob, SnapshotStore
 
 if TYPE_CHECKING:
@@ -59,6 +60,30 @@ class HandlerContext(Protocol):
 
     @property
     def shutting_down(self) -> bool: ...
+
+    # -- the voter set (KIP-853) ------------------------------------------------------------------
+    @property
+    def voter_history(self) -> VoterHistory: ...
+
+    @property
+    def voters(self) -> VoterSet: ...
+
+    @property
+    def kraft_version(self) -> int: ...
+
+    @property
+    def local_key(self) -> ReplicaKey | None: ...
+
+    def append_voters(self, voters: VoterSet, now: int) -> int: ...
+
+    def on_appended_as_follower(self, data: bytes) -> None: ...
+
+    def on_truncated(self, offset: int) -> None: ...
+
+    def on_snapshot_installed(
+        self, snapshot_id: OffsetAndEpoch,
+        control_records: tuple[tuple[int, dict[str, object]], ...],
+    ) -> None: ...
 
     # -- addresses --------------------------------------------------------------------------------
     def valid_cluster_id(self, cluster_id: str | None) -> bool: ...

@@ -21,6 +21,8 @@ class VoteRequest:
     last_offset: int
     pre_vote: bool
     voter_id: int = -1  # the intended receiver; -1 when the sender does not say
+    replica_directory_id: str = ""  # the candidate's directory id ("" = none)
+    voter_directory_id: str = ""  # the intended receiver's, as in the candidate's voter set
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,7 @@ class BeginQuorumEpochRequest:
     leader_epoch: int
     leader_endpoint: str = ""
     voter_id: int = -1
+    voter_directory_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,7 @@ class FetchRequest:
     max_wait_ms: int
     max_bytes: int
     high_watermark: int = -1  # the fetcher's; a leader with a newer one answers at once
+    replica_directory_id: str = ""  # with replica_id, the fetcher's replica key
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,7 @@ class FetchSnapshotRequest:
     snapshot_id: OffsetAndEpoch
     position: int  # byte position in the snapshot file: what the fetcher holds so far
     max_bytes: int
+    replica_directory_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,11 +119,60 @@ class FetchSnapshotResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class AddRaftVoterRequest:
+    """KIP-853's AddRaftVoter: make the observer (voter_id, voter_directory_id), reachable at
+    `endpoint` (host:port of its controller listener), a voter. Answered once the new voter set
+    commits, or with an error."""
+
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: str
+    endpoint: str
+    listener: str = "CONTROLLER"
+    min_kraft_version: int = 0
+    max_kraft_version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveRaftVoterRequest:
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRaftVoterRequest:
+    """A voter tells the leader its current endpoint and supported kraft.version range."""
+
+    cluster_id: str | None
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: str
+    endpoint: str
+    listener: str = "CONTROLLER"
+    min_kraft_version: int = 0
+    max_kraft_version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class VoterChangeResponse:
+    """The answer to Add/Remove/UpdateRaftVoter."""
+
+    error: Errors
+    leader_id: int
+    leader_epoch: int
+    error_message: str = ""
+    leader_endpoint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaDescription:
     replica_id: int
     log_end_offset: int  # -1 when the leader has not heard from it
     last_fetch_timestamp_ms: int  # -1 when never
     last_caught_up_timestamp_ms: int  # -1 when never
+    directory_id: str = ""
+    endpoint: str = ""  # a voter's controller listener (host:port); "" for observers
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,15 +184,17 @@ class QuorumDescription:
     high_watermark: int
     voters: tuple[ReplicaDescription, ...]
     observers: tuple[ReplicaDescription, ...]
+    kraft_version: int = 0
 
 
+VoterChangeRequest = AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest
 Request = (
     VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-    | FetchSnapshotRequest
+    | FetchSnapshotRequest | VoterChangeRequest
 )
 Response = (
     VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
-    | FetchSnapshotResponse
+    | FetchSnapshotResponse | VoterChangeResponse
 )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from typing import NoReturn
 
 from kraft.core.config import RaftConfig
@@ -24,6 +25,7 @@ from kraft.core.states import (
     ResignedState,
     UnattachedState,
 )
+from kraft.core.voters import ReplicaKey, VoterSet
 from kraft.election_state import ElectionState
 from kraft.log.base import OffsetAndEpoch
 
@@ -31,9 +33,15 @@ log = logging.getLogger(__name__)
 
 
 class QuorumState:
-    def __init__(self, config: RaftConfig, rng: random.Random) -> None:
+    """`voters` gives the latest voter set of the local log (KIP-853): whether this node is
+    a voter, and who it asks for votes, follow it as the log changes."""
+
+    def __init__(
+        self, config: RaftConfig, rng: random.Random, voters: Callable[[], VoterSet]
+    ) -> None:
         self.config = config
         self.rng = rng
+        self.voters = voters
         self.state: EpochState = UnattachedState(epoch=0, election_deadline=NO_DEADLINE)
         self.unpersisted: ElectionState | None = None
         self._persisted: ElectionState | None = None
@@ -45,8 +53,17 @@ class QuorumState:
         return self.config.node_id
 
     @property
+    def local_key(self) -> ReplicaKey | None:
+        node_id = self.config.node_id
+        return None if node_id is None else ReplicaKey(node_id, self.config.directory_id)
+
+    @property
     def is_voter(self) -> bool:
-        return self.config.is_voter
+        key = self.local_key
+        return key is not None and self.voters().is_voter(key)
+
+    def is_only_voter(self) -> bool:
+        return self.is_voter and len(self.voters()) == 1
 
     @property
     def epoch(self) -> int:
@@ -61,7 +78,7 @@ class QuorumState:
         return isinstance(self.state, LeaderState)
 
     def endpoint_of(self, node_id: int) -> str:
-        return self.config.voters.get(node_id, "")
+        return self.voters().endpoint(node_id)
 
     # -- restart -----------------------------------------------------------------------------
 
@@ -84,7 +101,7 @@ class QuorumState:
             self._become(UnattachedState(log_end.epoch, self._election_deadline(now)))
         elif persisted.leader_id == local and self.is_voter:
             # Its unflushed records may be lost: it must never lead or vote in this epoch again.
-            others = set(self.config.voters) - {persisted.leader_id}
+            others = set(self.voters().ids) - {persisted.leader_id}
             self._become(
                 ResignedState(
                     persisted.epoch, persisted.leader_id, self._election_deadline(now), (),
@@ -97,7 +114,7 @@ class QuorumState:
                 CandidateState(
                     persisted.epoch,
                     persisted.voted_id,
-                    EpochElection(self.config.voters, persisted.voted_id),
+                    EpochElection(self.voters().ids, persisted.voted_id),
                     self._election_deadline(now),
                     retries=1,
                 )
@@ -163,7 +180,7 @@ class QuorumState:
             self._illegal("Prospective as an observer")
         if isinstance(current, LeaderState | ProspectiveState):
             self._illegal("Prospective")
-        if isinstance(current, ResignedState) and len(self.config.voters) > 1:
+        if isinstance(current, ResignedState) and not self.is_only_voter():
             self._illegal("Prospective (a resigned leader waits for epoch + 1)")
         retries = current.retries + 1 if isinstance(current, CandidateState) else 1
         knows_leader = isinstance(current, UnattachedState | FollowerState)
@@ -173,7 +190,7 @@ class QuorumState:
         self._become(
             ProspectiveState(
                 current.epoch,
-                EpochElection(self.config.voters, self.local_id),
+                EpochElection(self.voters().ids, self.local_id),
                 self._election_deadline(now),
                 retries,
                 leader_id=leader_id,
@@ -191,7 +208,7 @@ class QuorumState:
             CandidateState(
                 current.epoch + 1,
                 self.local_id,
-                EpochElection(self.config.voters, self.local_id),
+                EpochElection(self.voters().ids, self.local_id),
                 self._election_deadline(now),
                 current.retries,
             )
@@ -201,10 +218,12 @@ class QuorumState:
         current = self.state
         if not isinstance(current, CandidateState) or not current.election.is_won():
             self._illegal("Leader without a won election")
+        local_key = self.local_key
+        assert local_key is not None
         leader = LeaderState(
             epoch=current.epoch,
-            local_id=current.local_id,
-            voter_ids=frozenset(self.config.voters),
+            local_key=local_key,
+            voter_set=self.voters(),
             epoch_start_offset=epoch_start_offset,
             granting_voters=current.election.granting(),
             check_quorum_deadline=now,
@@ -249,7 +268,8 @@ class QuorumState:
         resigned = ResignedState(
             current.epoch,
             current.local_id,
-            self._election_deadline(now),
+            # Even a leader that removed itself (no longer a voter) moves on to epoch + 1.
+            now + random_election_timeout(self.rng, self.config.election_timeout_ms),
             successors,
             unacked_voters=set(successors),
         )

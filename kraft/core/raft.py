@@ -15,9 +15,16 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kraft.core import rpc_fetch, rpc_fetch_snapshot, rpc_quorum_epoch, rpc_vote
+from kraft.core import (
+    rpc_fetch,
+    rpc_fetch_snapshot,
+    rpc_quorum_epoch,
+    rpc_vote,
+    rpc_voter_change,
+)
 from kraft.core.config import RaftConfig
 from kraft.core.connections import Connections, InFlight
 from kraft.core.election import binary_exponential_backoff
@@ -37,6 +44,8 @@ from kraft.core.messages import (
     Reply,
     Request,
     Response,
+    VoterChangeRequest,
+    VoterChangeResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -50,9 +59,19 @@ from kraft.core.states import (
     ResignedState,
     UnattachedState,
 )
+from kraft.core.voters import (
+    BOOTSTRAP_OFFSET,
+    ReplicaKey,
+    SnapshotVoters,
+    VoterHistory,
+    VoterSet,
+    VoterSetError,
+    apply_control_record,
+    control_records_for,
+)
 from kraft.election_state import ElectionState
-from kraft.log.base import OffsetAndEpoch, ReplicatedLog, SnapshotJob, SnapshotStore
-from kraft.log.codec import LEADER_CHANGE, encode_control_record
+from kraft.log.base import Batch, OffsetAndEpoch, ReplicatedLog, SnapshotJob, SnapshotStore
+from kraft.log.codec import LEADER_CHANGE, control_batches, encode_control_record
 from kraft.log.snapshot_jobs import ReadChunk
 from kraft.log.snapshots import MemorySnapshotStore
 
@@ -81,6 +100,8 @@ class NodeStatus:
     flushed_offset: int
     last_epoch: int
     is_voter: bool
+    directory_id: str = ""
+    kraft_version: int = 0
 
 
 @dataclass
@@ -111,9 +132,12 @@ class RaftCore:
         now: int,
         rng: random.Random,
         snapshots: SnapshotStore | None = None,
+        snapshot_voters: SnapshotVoters | None = None,
     ) -> None:
         """`log_` must already start where the snapshots say (the driver's start-up does it);
-        without `snapshots` the node has none (an in-memory store, empty)."""
+        without `snapshots` the node has none (an in-memory store, empty).
+        `snapshot_voters` is what the latest snapshot says of the voter set (KIP-853; the
+        driver reads it, as the core does no file I/O); the log's own records follow."""
         self.config = config
         self.log = log_
         self.snapshots: SnapshotStore = (
@@ -121,7 +145,13 @@ class RaftCore:
         )
         self.snapshot_to_load: OffsetAndEpoch | None = None
         self.rng = rng
-        self.quorum = QuorumState(config, rng)
+        self.voter_history = VoterHistory(VoterSet.static(config.voters))
+        if snapshot_voters is not None:
+            snapshot_voters.apply_to(self.voter_history)
+        self._apply_control_batches(
+            b for b in log_.batches(log_.start_offset, log_.end_offset) if b.control
+        )
+        self.quorum = QuorumState(config, rng, self.voter_history.latest)
         self.connections = Connections()
         self.high_watermark = log_.start_offset
         self.shutting_down = False
@@ -166,6 +196,19 @@ class RaftCore:
     def local_id(self) -> int | None:
         return self.config.node_id
 
+    @property
+    def local_key(self) -> ReplicaKey | None:
+        return self.quorum.local_key
+
+    @property
+    def voters(self) -> VoterSet:
+        """The latest voter set of the local log, committed or not (KIP-853 R2.2)."""
+        return self.voter_history.latest()
+
+    @property
+    def kraft_version(self) -> int:
+        return self.voter_history.kraft_version()
+
     def status(self) -> NodeStatus:
         state = self.quorum.state
         return NodeStatus(
@@ -178,7 +221,9 @@ class RaftCore:
             log_end_offset=self.log.end_offset,
             flushed_offset=self.log.flushed_offset,
             last_epoch=self.log.last_epoch,
-            is_voter=self.config.is_voter,
+            is_voter=self.quorum.is_voter,
+            directory_id=self.config.directory_id,
+            kraft_version=self.kraft_version,
         )
 
     def describe_quorum(self, now: int) -> QuorumDescription:
@@ -188,8 +233,11 @@ class RaftCore:
             leader_id=leader.local_id,
             leader_epoch=leader.epoch,
             high_watermark=leader.high_watermark if leader.high_watermark is not None else -1,
-            voters=tuple(p.describe() for _, p in sorted(leader.voters.items())),
+            voters=tuple(
+                p.describe(leader.voter_set.endpoint(i)) for i, p in sorted(leader.voters.items())
+            ),
             observers=tuple(p.describe() for _, p in sorted(leader.observers.items())),
+            kraft_version=self.kraft_version,
         )
 
     def next_deadline(self) -> float:
@@ -209,6 +257,8 @@ class RaftCore:
             candidates.append(state.check_quorum_deadline)
             candidates.extend(state.next_begin_epoch_ms.values())
             candidates.extend(p.deadline for p in state.parked_fetches)
+            if state.pending_change is not None:
+                candidates.append(state.pending_change.deadline)
         if self._wants_discovery(state):
             candidates.append(self._discovery_after)
         # Every poll handles what is due; a past deadline left over is blocked on a busy or
@@ -219,7 +269,7 @@ class RaftCore:
         """A graceful shutdown may finish: nobody depends on this node to hand over."""
         if not self.shutting_down:
             return False
-        if not self.config.is_voter or len(self.config.voters) == 1:
+        if not self.quorum.is_voter or self.quorum.is_only_voter():
             return True
         state = self.quorum.state
         return isinstance(state, FollowerState) or (
@@ -245,6 +295,8 @@ class RaftCore:
             response = rpc_quorum_epoch.handle_end_request(self, request, now)
         elif isinstance(request, FetchSnapshotRequest):
             response = rpc_fetch_snapshot.handle_request(self, token, request, now)
+        elif isinstance(request, VoterChangeRequest):
+            response = rpc_voter_change.handle_request(self, token, request, now)
         else:  # pragma: no cover - the union above is exhaustive
             raise TypeError(f"not a raft request: {request!r}")
         if response is not None:
@@ -276,6 +328,8 @@ class RaftCore:
             rpc_quorum_epoch.handle_end_response(self, entry, response, now)
         elif isinstance(response, FetchSnapshotResponse):
             rpc_fetch_snapshot.handle_response(self, entry, response, now)
+        elif isinstance(response, VoterChangeResponse):
+            rpc_voter_change.handle_response(self, entry, response, now)
         self._poll(now)
 
     def handle_failure(
@@ -411,7 +465,7 @@ class RaftCore:
         a voter re-grants the vote it already gave, and a pre-vote changes nothing."""
         if isinstance(request, VoteRequest):
             return min(self.config.request_timeout_ms, self.config.election_timeout_ms // 4)
-        if isinstance(request, FetchRequest) and self.config.is_voter:
+        if isinstance(request, FetchRequest) and self.quorum.is_voter:
             # Answered within its max wait by a live leader: later is evidence (on_timeout).
             return min(self.config.request_timeout_ms,
                        request.max_wait_ms + self.config.hung_leader_margin_ms)
@@ -424,7 +478,7 @@ class RaftCore:
         return cluster_id is None or cluster_id == self.config.cluster_id
 
     def endpoint_of(self, node_id: int, hint: str = "") -> str:
-        return hint or self.config.voters.get(node_id, "")
+        return hint or self.voters.endpoint(node_id)
 
     def leader_endpoint(self) -> str:
         leader_id = self.leader_id
@@ -491,7 +545,7 @@ class RaftCore:
         # holds it, which proves every earlier record is on a majority too.
         body = {
             "leaderId": leader.local_id,
-            "voters": sorted(leader.voter_ids),
+            "voters": sorted(leader.voter_set.ids),
             "grantingVoters": sorted(leader.granting_voters),
         }
         self.log.append_as_leader(
@@ -500,6 +554,10 @@ class RaftCore:
             now + self.wall_clock_offset_ms,
             control=True,
         )
+        if self.kraft_version >= 1 and self.voter_history.latest_offset() == BOOTSTRAP_OFFSET:
+            # The bootstrap snapshot is local and never served: the first leader copies its
+            # voter set into the log, which replicates it (R2.1).
+            self.append_voters(self.voters, now)
         leader.update_local(self.log.flushed_offset, now)
         log.info("node %s leads epoch %d from offset %d", self.local_id, leader.epoch,
                  leader.epoch_start_offset)
@@ -518,6 +576,58 @@ class RaftCore:
     def note_leader_high_watermark(self, leader: LeaderState) -> None:
         if leader.high_watermark is not None and leader.high_watermark > self.high_watermark:
             self.high_watermark = leader.high_watermark
+            rpc_voter_change.on_high_watermark(self, leader)
+
+    # -- the voter set in the log (KIP-853) -------------------------------------------------
+
+    def append_voters(self, voters: VoterSet, now: int) -> int:
+        """Append, as the leader, a control batch with the kraft.version and `voters`; the set
+        is in effect at once (R2.3). Returns the VotersRecord's offset."""
+        leader = self._leader_or_raise()
+        records = control_records_for(max(self.kraft_version, 1), voters)
+        base = self.log.append_as_leader(
+            records, leader.epoch, now + self.wall_clock_offset_ms, control=True
+        )
+        self._apply_control_batches(self.log.batches(base, base + len(records)))
+        if leader.set_voters(self.voters, now):
+            self.note_leader_high_watermark(leader)
+        rpc_fetch.complete_parked(self, leader, now)
+        return base + len(records) - 1
+
+    def on_appended_as_follower(self, data: bytes) -> None:
+        """Records from the leader landed in the log: apply the voter-set records among
+        them, uncommitted as they are (R2.3)."""
+        self._apply_control_batches(control_batches(data))
+
+    def on_truncated(self, offset: int) -> None:
+        """The log dropped everything from `offset`: so does the voter history (it reverts)."""
+        self.voter_history.truncate_from(offset)
+
+    def on_snapshot_installed(
+        self, snapshot_id: OffsetAndEpoch,
+        control_records: tuple[tuple[int, dict[str, object]], ...],
+    ) -> None:
+        SnapshotVoters.from_control_records(snapshot_id.offset, control_records).apply_to(
+            self.voter_history
+        )
+
+    def snapshot_control_records(self, snapshot_end_offset: int) -> list[bytes]:
+        """What a snapshot ending at `snapshot_end_offset` must carry of the voter set."""
+        last = snapshot_end_offset - 1
+        return control_records_for(
+            self.voter_history.kraft_version_at(last), self.voter_history.set_at(last)
+        )
+
+    def _apply_control_batches(self, batches: Iterable[Batch]) -> None:
+        for batch in batches:
+            for index, record in enumerate(batch.records):
+                try:
+                    apply_control_record(self.voter_history, batch.base_offset + index, record)
+                except VoterSetError as exc:
+                    raise RaftInvariantError(
+                        f"the log's voter-set record at offset {batch.base_offset + index} "
+                        f"is invalid: {exc}"
+                    ) from None
 
     def _back_off(self, entry: InFlight, now: int) -> None:
         self.connections.back_off(
@@ -602,6 +712,7 @@ class RaftCore:
         self._discovery_after = 0
         if isinstance(previous, LeaderState):
             rpc_fetch.fail_parked(self, previous)
+            rpc_voter_change.fail_pending(self, previous)
         rpc_fetch_snapshot.abandon(self, previous)
 
     def _poll_state(self, state: object, now: int) -> None:
@@ -619,7 +730,7 @@ class RaftCore:
             self._poll_unattached(state, now)
 
     def _single_voter(self) -> bool:
-        return self.config.is_voter and len(self.config.voters) == 1
+        return self.quorum.is_only_voter()
 
     def _poll_leader(self, leader: LeaderState, now: int) -> None:
         if leader.resign_requested or leader.check_quorum_expired(now):
@@ -631,6 +742,7 @@ class RaftCore:
             self.quorum.to_resigned(now)
             return
         rpc_fetch.expire_parked(self, leader, now)
+        rpc_voter_change.expire_pending(self, leader, now)
         for voter, due in leader.next_begin_epoch_ms.items():
             if due <= now and self.connections.is_ready(voter, now):
                 leader.next_begin_epoch_ms[voter] = now + self.config.fetch_timeout_ms // 2
@@ -640,6 +752,7 @@ class RaftCore:
                     BeginQuorumEpochRequest(
                         self.config.cluster_id, leader.local_id, leader.epoch,
                         self.config.local_endpoint, voter_id=voter,
+                        voter_directory_id=leader.voter_set.nodes[voter].key.directory_id,
                     ),
                     now,
                 )
@@ -672,7 +785,7 @@ class RaftCore:
             self.quorum.to_prospective(now)
             return
         if now >= state.fetch_deadline:
-            if self.config.is_voter:
+            if self.quorum.is_voter:
                 if not self.shutting_down:
                     self.quorum.to_prospective(now)
                     return
@@ -683,6 +796,8 @@ class RaftCore:
             self._maybe_send_discovery_fetch(now)
         elif state.fetching_snapshot is not None:
             rpc_fetch_snapshot.maybe_send(self, state, now)
+        elif rpc_voter_change.maybe_send_update(self, state, now):
+            pass  # in place of this poll's Fetch (R6.2)
         else:
             rpc_fetch.maybe_send_fetch(self, state.leader_id, state.leader_endpoint, now)
 
@@ -707,7 +822,7 @@ class RaftCore:
 
     def _poll_unattached(self, state: UnattachedState, now: int) -> None:
         expired = now >= state.election_deadline or self._single_voter()
-        if self.config.is_voter and expired and not self.shutting_down:
+        if self.quorum.is_voter and expired and not self.shutting_down:
             self.quorum.to_prospective(now)
             return
         self._maybe_send_discovery_fetch(now)
@@ -717,7 +832,7 @@ class RaftCore:
         if now < self._discovery_after:
             return
         targets = [
-            (nid, ep) for nid, ep in self.config.discovery_targets()
+            (nid, ep) for nid, ep in self.discovery_targets()
             if nid != self.local_id and self.connections.is_ready(nid, now)
         ]
         if not targets:
@@ -725,6 +840,13 @@ class RaftCore:
         node_id, endpoint = self.rng.choice(targets)
         if rpc_fetch.maybe_send_fetch(self, node_id, endpoint, now):
             self._discovery_after = now + DISCOVERY_BACKOFF_MS
+
+    def discovery_targets(self) -> tuple[tuple[int, str], ...]:
+        """Where a replica that knows no leader sends its discovery Fetch: the bootstrap
+        servers when configured, else the voters it knows."""
+        if self.config.bootstrap:
+            return self.config.bootstrap
+        return tuple(sorted(self.voters.endpoints().items()))
 
     def candidate_backoff(self, state: CandidateState, now: int) -> None:
         state.backoff_deadline = now + binary_exponential_backoff(

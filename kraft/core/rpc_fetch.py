@@ -11,6 +11,7 @@ from kraft.core.errors import Errors, RaftInvariantError
 from kraft.core.leader import LeaderState, ParkedFetch
 from kraft.core.messages import FetchRequest, FetchResponse, FetchSnapshotRequest
 from kraft.core.states import FollowerState
+from kraft.core.voters import ReplicaKey
 from kraft.log.base import CorruptRecordError, LogAppendError, OffsetAndEpoch
 from kraft.log.snapshots import BOOTSTRAP_SNAPSHOT_ID
 
@@ -49,7 +50,8 @@ def handle_request(
         return _error(core, Errors.INVALID_REQUEST)
     leader = core.quorum.state
     assert isinstance(leader, LeaderState)
-    leader.note_voter_contact(req.replica_id, now)
+    key = ReplicaKey(req.replica_id, req.replica_directory_id)
+    leader.note_voter_contact(key, now)
 
     snapshot_id = _snapshot_redirect(core, req.fetch_offset, req.last_fetched_epoch)
     if snapshot_id is not None:
@@ -58,7 +60,7 @@ def handle_request(
     if diverging is not None:
         return _records(core, leader, b"", diverging=diverging)
 
-    if leader.update_replica(req.replica_id, req.fetch_offset, now, core.log.flushed_offset):
+    if leader.update_replica(key, req.fetch_offset, now, core.log.flushed_offset):
         core.note_leader_high_watermark(leader)
         complete_parked(core, leader, now)
     records = _read(core, req)
@@ -219,6 +221,7 @@ def maybe_send_fetch(core: HandlerContext, destination: int, endpoint: str, now:
             max_wait_ms=core.config.fetch_max_wait_ms,
             max_bytes=core.config.fetch_max_bytes,
             high_watermark=core.high_watermark,
+            replica_directory_id=core.config.directory_id,
         ),
         now,
     )
@@ -227,8 +230,11 @@ def maybe_send_fetch(core: HandlerContext, destination: int, endpoint: str, now:
 
 def must_flush_first(core: HandlerContext) -> bool:
     """A voter's fetch offset counts towards the high watermark, so it is sent only once
-    everything before it is durable."""
-    return core.config.is_voter and core.log.flushed_offset < core.log.end_offset
+    everything before it is durable. So is a controller's that observes: an uncommitted
+    AddRaftVoter may count it already (R3.7, KAFKA-17332)."""
+    return (core.config.controller or core.quorum.is_voter) and (
+        core.log.flushed_offset < core.log.end_offset
+    )
 
 
 def handle_response(core: HandlerContext, entry: InFlight, resp: FetchResponse, now: int) -> None:
@@ -258,6 +264,7 @@ def handle_response(core: HandlerContext, entry: InFlight, resp: FetchResponse, 
             # Nothing was appended; fetching again from the same offset retries it.
             log.warning("rejected records from leader %d: %s", state.leader_id, exc)
             return
+        core.on_appended_as_follower(resp.records)
     if resp.high_watermark >= 0:
         core.update_follower_high_watermark(resp.high_watermark)
 
@@ -284,6 +291,7 @@ def _truncate_to_leader(core: HandlerContext, diverging: OffsetAndEpoch) -> None
         )
     log.info("truncating the log to offset %d (diverging at epoch %d)", offset, diverging.epoch)
     core.log.truncate_to(offset)
+    core.on_truncated(offset)
 
 
 def on_unreachable(core: HandlerContext, entry: InFlight, now: int) -> None:
@@ -301,7 +309,7 @@ def on_unreachable(core: HandlerContext, entry: InFlight, now: int) -> None:
         return
     if not isinstance(entry.request, FetchRequest | FetchSnapshotRequest):
         return
-    if not core.config.is_voter:
+    if not core.quorum.is_voter:
         state.fetch_from_bootstrap = True
         return
     if not state.leader_live:
@@ -331,7 +339,7 @@ def on_timeout(core: HandlerContext, entry: InFlight, now: int) -> None:
         and isinstance(entry.request, FetchRequest | FetchSnapshotRequest)
     ):
         return
-    if not core.config.is_voter:
+    if not core.quorum.is_voter:
         state.fetch_from_bootstrap = True
         return
     if isinstance(entry.request, FetchRequest) and state.leader_live:

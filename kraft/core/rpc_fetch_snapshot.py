@@ -17,6 +17,7 @@ from kraft.core.errors import Errors, RaftInvariantError
 from kraft.core.leader import LeaderState
 from kraft.core.messages import FetchSnapshotRequest, FetchSnapshotResponse
 from kraft.core.states import FollowerState, SnapshotTransfer
+from kraft.core.voters import ReplicaKey
 from kraft.log.base import CorruptRecordError, OffsetAndEpoch, SnapshotJob
 from kraft.log.snapshot_jobs import (
     AbortTransfer,
@@ -53,7 +54,7 @@ def handle_request(
     leader = core.quorum.state
     assert isinstance(leader, LeaderState)
     # A follower busy fetching a snapshot is alive and following: it counts for check-quorum.
-    leader.note_voter_contact(req.replica_id, now)
+    leader.note_voter_contact(ReplicaKey(req.replica_id, req.replica_directory_id), now)
     snapshot_id = req.snapshot_id
     if snapshot_id == BOOTSTRAP_SNAPSHOT_ID or snapshot_id not in core.snapshots.ids():
         return _error(core, Errors.SNAPSHOT_NOT_FOUND)
@@ -134,6 +135,7 @@ def maybe_send(core: HandlerContext, state: FollowerState, now: int) -> bool:
             snapshot_id=transfer.snapshot_id,
             position=transfer.written,
             max_bytes=core.config.fetch_max_bytes,
+            replica_directory_id=core.config.directory_id,
         ),
         now,
     )
@@ -243,7 +245,9 @@ def _frozen(core: HandlerContext, job: FreezeSnapshot) -> None:
         what = "damaged" if isinstance(job.error, CorruptRecordError) else "not writable"
         log.warning("the fetched snapshot is %s (%s); fetching it again", what, job.error)
         return  # the job removed the partial file
+    assert job.info is not None
     _install(core, snapshot_id)
+    core.on_snapshot_installed(snapshot_id, job.info.control_records)
 
 
 def _install(core: HandlerContext, snapshot_id: OffsetAndEpoch) -> None:

@@ -13,6 +13,7 @@ from kraft.core.messages import (
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
 )
+from kraft.core.rpc_vote import addressed_to_us
 from kraft.core.states import FollowerState, ResignedState
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def handle_begin_request(
     if error is not None:
         return answer(error)
     # Kafka checks the voter key only after following the new leader.
-    if req.voter_id >= 0 and req.voter_id != core.local_id:
+    if not addressed_to_us(core, req.voter_id, req.voter_directory_id):
         return answer(Errors.INVALID_VOTER_KEY)
     return answer(Errors.NONE)
 

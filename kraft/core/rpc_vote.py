@@ -42,7 +42,7 @@ def handle_request(core: HandlerContext, req: VoteRequest, now: int) -> VoteResp
     if req.replica_epoch > core.epoch:
         # Even a pre-vote from a higher epoch moves this node into that epoch.
         core.quorum.to_unattached(req.replica_epoch, now)
-    if req.voter_id >= 0 and req.voter_id != core.local_id:
+    if not addressed_to_us(core, req.voter_id, req.voter_directory_id):
         return answer(Errors.INVALID_VOTER_KEY)
     log = core.log
     up_to_date = (req.last_offset_epoch, req.last_offset) >= (log.last_epoch, log.end_offset)
@@ -65,6 +65,16 @@ def handle_request(core: HandlerContext, req: VoteRequest, now: int) -> VoteResp
     return answer(Errors.NONE, granted)
 
 
+def addressed_to_us(core: HandlerContext, voter_id: int, voter_directory_id: str) -> bool:
+    """A Vote or BeginQuorumEpoch names the replica key its sender counts as a voter; one for
+    another key (this id on a disk since replaced) grants and acknowledges nothing (R1.5)."""
+    if voter_id < 0:
+        return True
+    return voter_id == core.local_id and (
+        not voter_directory_id or voter_directory_id == core.config.directory_id
+    )
+
+
 def send_votes(
     core: HandlerContext, state: ProspectiveState | CandidateState, pre_vote: bool, now: int
 ) -> None:
@@ -75,6 +85,7 @@ def send_votes(
     for voter in sorted(state.election.unrecorded()):
         if not core.connections.is_ready(voter, now):
             continue
+        key = core.voters.key_of(voter)
         core.send(
             voter,
             core.endpoint_of(voter),
@@ -86,6 +97,8 @@ def send_votes(
                 last_offset=core.log.end_offset,
                 pre_vote=pre_vote,
                 voter_id=voter,
+                replica_directory_id=core.config.directory_id,
+                voter_directory_id=key.directory_id if key is not None else "",
             ),
             now,
         )

@@ -124,6 +124,8 @@ class FollowerState:
     fetch_from_bootstrap: bool = False  # observers rediscover the leader after a timeout
     # The leader's snapshot being fetched (FetchSnapshot); plain Fetch pauses meanwhile.
     fetching_snapshot: SnapshotTransfer | None = None
+    # When a voter next checks that the leader's voter set has its current endpoint (R6.2).
+    update_voter_due: float = 0
 
     name = "Follower"
 

@@ -182,6 +182,9 @@ class SnapshotInfo:
     batches: int
     records: int  # data records, header and footer excluded
     last_contained_timestamp_ms: int
+    # The control batch after the header, when there is one (KIP-853's KRaftVersion and
+    # Voters records), decoded as (type, body) pairs.
+    control_records: tuple[tuple[int, dict[str, object]], ...] = ()
 
 
 class PartialSnapshot(Protocol):
@@ -243,8 +246,11 @@ class SnapshotStore(Protocol):
     def begin_transfer(self, snapshot_id: OffsetAndEpoch) -> PartialSnapshot: ...
 
     def builder(
-        self, snapshot_id: OffsetAndEpoch, last_contained_timestamp_ms: int
-    ) -> SnapshotWriter: ...
+        self, snapshot_id: OffsetAndEpoch, last_contained_timestamp_ms: int,
+        control_records: Sequence[bytes] = (),
+    ) -> SnapshotWriter:
+        """`control_records` (the voter set's, kraft/core/voters.py) go in one control batch
+        right after the header."""
 
     def delete(self, snapshot_id: OffsetAndEpoch) -> None: ...
 

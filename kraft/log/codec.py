@@ -39,6 +39,8 @@ PREFIX_SIZE = 8
 LEADER_CHANGE = 2
 SNAPSHOT_HEADER = 3
 SNAPSHOT_FOOTER = 4
+KRAFT_VERSION = 5  # KIP-853: the finalized kraft.version level
+KRAFT_VOTERS = 6  # KIP-853: the whole voter set (kraft/core/voters.py)
 
 _MAX_I32 = 2**31 - 1
 _MAX_I64 = 2**63 - 1
@@ -301,3 +303,19 @@ def decode_control_record(data: bytes) -> tuple[int, dict[str, object]]:
     if not isinstance(body, dict):
         raise CorruptRecordError("control record body is not a JSON object", 0)
     return ctype, body
+
+
+def control_batches(data: bytes) -> list[Batch]:
+    """The control batches among already verified batches in `data`, decoded: a walk over
+    the frames that decodes only the (rare, small) control batches, so a follower's append
+    of megabytes of data costs no second CRC pass."""
+    found: list[Batch] = []
+    position = 0
+    end = len(data)
+    while position + HEADER_SIZE <= end:
+        (length,) = _U32.unpack_from(data, position)
+        size = PREFIX_SIZE + length
+        if data[position + 9] & ATTR_CONTROL:
+            found.extend(decode_batches(data[position : position + size], None, position))
+        position += size
+    return found

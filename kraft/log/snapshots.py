@@ -79,6 +79,7 @@ def verify_snapshot_bytes(
     headers = scan_batches(data, path)
     if not headers:
         raise CorruptRecordError("empty snapshot: no header batch", 0, path)
+    control: tuple[tuple[int, dict[str, object]], ...] = ()
     expected_epoch = headers[0].epoch if snapshot_id is None else snapshot_id.epoch
     offset = 0
     records = 0
@@ -96,10 +97,13 @@ def verify_snapshot_bytes(
             )
         if 0 < index < last:
             if header.control:
-                raise CorruptRecordError(
-                    "control batch inside the snapshot", header.position, path
-                )
-            records += header.record_count
+                if index != 1:  # only the voter set's batch, right after the header
+                    raise CorruptRecordError(
+                        "control batch inside the snapshot", header.position, path
+                    )
+                control = _control_records(data, header, path)
+            else:
+                records += header.record_count
         offset = header.next_offset
     kind, body = _single_control(data, headers[0], path)
     if kind != SNAPSHOT_HEADER:
@@ -114,8 +118,19 @@ def verify_snapshot_bytes(
     timestamp = body.get("lastContainedLogTimestamp", 0)
     return SnapshotInfo(
         snapshot_id, len(data), len(headers), records,
-        timestamp if isinstance(timestamp, int) else 0,
+        timestamp if isinstance(timestamp, int) else 0, control,
     )
+
+
+def _control_records(
+    data: bytes, header: BatchHeader, path: str | None
+) -> tuple[tuple[int, dict[str, object]], ...]:
+    position = header.position
+    [batch] = decode_batches(data[position : position + header.size], path, position)
+    try:
+        return tuple(decode_control_record(record) for record in batch.records)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(exc.reason, position, path) from None
 
 
 def _single_control(
@@ -159,7 +174,7 @@ class SnapshotBuilder:
 
     def __init__(
         self, store: FileSnapshotStore | MemorySnapshotStore, snapshot_id: OffsetAndEpoch,
-        last_contained_timestamp_ms: int,
+        last_contained_timestamp_ms: int, control_records: Sequence[bytes] = (),
     ) -> None:
         self.snapshot_id = snapshot_id
         self._partial = store.begin_transfer(snapshot_id)
@@ -168,6 +183,11 @@ class SnapshotBuilder:
         self._write_control(SNAPSHOT_HEADER, {
             "version": 0, "lastContainedLogTimestamp": last_contained_timestamp_ms,
         })
+        if control_records:  # the voter set (KIP-853), one control batch after the header
+            self._partial.write(encode_batch(
+                self._offset, self.snapshot_id.epoch, control_records, self._timestamp, True
+            ))
+            self._offset += len(control_records)
 
     def append(self, records: Sequence[bytes]) -> None:
         """One data batch (callers keep batches under the fetch size: ~1000 records)."""
@@ -330,9 +350,10 @@ class FileSnapshotStore:
         return _FilePartial(self, snapshot_id)
 
     def builder(
-        self, snapshot_id: OffsetAndEpoch, last_contained_timestamp_ms: int
+        self, snapshot_id: OffsetAndEpoch, last_contained_timestamp_ms: int,
+        control_records: Sequence[bytes] = (),
     ) -> SnapshotBuilder:
-        return SnapshotBuilder(self, snapshot_id, last_contained_timestamp_ms)
+        return SnapshotBuilder(self, snapshot_id, last_contained_timestamp_ms, control_records)
 
     def delete(self, snapshot_id: OffsetAndEpoch) -> None:
         """Forget and unlink; a transfer reading it keeps its open file (POSIX)."""
@@ -418,9 +439,10 @@ class MemorySnapshotStore:
         return _MemoryPartial(self, snapshot_id)
 
     def builder(
-        self, snapshot_id: OffsetAndEpoch, last_contained_timestamp_ms: int
+        self, snapshot_id: OffsetAndEpoch, last_contained_timestamp_ms: int,
+        control_records: Sequence[bytes] = (),
     ) -> SnapshotBuilder:
-        return SnapshotBuilder(self, snapshot_id, last_contained_timestamp_ms)
+        return SnapshotBuilder(self, snapshot_id, last_contained_timestamp_ms, control_records)
 
     def delete(self, snapshot_id: OffsetAndEpoch) -> None:
         self._files.pop(snapshot_id, None)
@@ -513,3 +535,10 @@ def _cannot_stand_on(log: DurableLog, snapshot: OffsetAndEpoch) -> str | None:
         if before is not None and before.epoch != epoch:
             return f"offset {offset - 1} has epoch {before.epoch}: a divergent tail"
     return None
+
+
+def read_control_records(
+    store: SnapshotStore, snapshot_id: OffsetAndEpoch
+) -> tuple[tuple[int, dict[str, object]], ...]:
+    """The control records after a snapshot's header (its voter set), verifying the file."""
+    return verify_snapshot_bytes(store.read_all(snapshot_id), snapshot_id).control_records

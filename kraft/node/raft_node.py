@@ -32,6 +32,7 @@ from kraft.core.config import RaftConfig
 from kraft.core.errors import Errors, NotLeaderError, RaftError
 from kraft.core.messages import QuorumDescription, Request, Response
 from kraft.core.raft import LeaderAndEpoch, NodeStatus, Output, RaftCore
+from kraft.core.voters import SnapshotVoters, VoterSet
 from kraft.delivery import ListenerContext, announcement
 from kraft.log.base import (
     DurableLog,
@@ -42,7 +43,11 @@ from kraft.log.base import (
     SnapshotStore,
 )
 from kraft.log.quorum_state import QuorumStateStore
-from kraft.log.snapshots import MemorySnapshotStore, align_log_with_snapshots
+from kraft.log.snapshots import (
+    MemorySnapshotStore,
+    align_log_with_snapshots,
+    read_control_records,
+)
 from kraft.node.metrics import LoopLagSampler, RaftMetrics
 from kraft.node.transport import RaftTransport
 from kraft.security.tls import TlsConfig
@@ -142,7 +147,8 @@ class RaftNode:
     async def start(self) -> None:
         align_log_with_snapshots(self.log, self.snapshots)
         self.core = RaftCore(
-            self.config, self.log, self.store.read(), monotonic_ms(), self.rng, self.snapshots
+            self.config, self.log, self.store.read(), monotonic_ms(), self.rng, self.snapshots,
+            self._snapshot_voters(),
         )
         self.core.wall_clock_offset_ms = int(time.time() * 1000) - monotonic_ms()
         # The state machine starts from the newest snapshot, then replays the log after it.
@@ -208,6 +214,22 @@ class RaftNode:
     def describe_quorum(self) -> QuorumDescription:
         return self._core().describe_quorum(monotonic_ms())
 
+    def voters(self) -> VoterSet:
+        """The latest voter set of the local log (KIP-853), committed or not."""
+        return self._core().voters
+
+    def kraft_version(self) -> int:
+        return self._core().kraft_version
+
+    def _snapshot_voters(self) -> SnapshotVoters | None:
+        """What the latest snapshot (the bootstrap one included) says of the voter set."""
+        latest = self.snapshots.latest_id()
+        if latest is None:
+            return None
+        return SnapshotVoters.from_control_records(
+            latest.offset, read_control_records(self.snapshots, latest)
+        )
+
     def wall_clock_ms(self, monotonic: int) -> int:
         return monotonic + self._core().wall_clock_offset_ms if monotonic >= 0 else -1
 
@@ -249,17 +271,19 @@ class RaftNode:
         ):
             # Past the local durable log, a crash now would cost the whole log: wait for it.
             return None
+        control_records = self._core().snapshot_control_records(snapshot_id.offset)
         info = await asyncio.get_running_loop().run_in_executor(
             self._snapshot_io, self._write_snapshot, snapshot_id, last_contained_timestamp_ms,
-            records,
+            control_records, records,
         )
         self._guarded(lambda _core: self.clean_log())
         return info
 
     def _write_snapshot(
-        self, snapshot_id: OffsetAndEpoch, timestamp_ms: int, records: Callable[[], Iterable[bytes]]
+        self, snapshot_id: OffsetAndEpoch, timestamp_ms: int, control_records: list[bytes],
+        records: Callable[[], Iterable[bytes]],
     ) -> SnapshotInfo:
-        builder = self.snapshots.builder(snapshot_id, timestamp_ms)
+        builder = self.snapshots.builder(snapshot_id, timestamp_ms, control_records)
         try:
             builder.append_all(list(records()))
             return builder.freeze()

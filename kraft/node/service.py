@@ -97,6 +97,7 @@ class QuorumServicer(rpc.QuorumServicer):
                 replica_id=r.replica_id, log_end_offset=r.log_end_offset,
                 last_fetch_timestamp=self.node.wall_clock_ms(r.last_fetch_timestamp_ms),
                 last_caught_up_timestamp=self.node.wall_clock_ms(r.last_caught_up_timestamp_ms),
+                directory_id=r.directory_id, endpoint=r.endpoint,
             )
 
         return pb.DescribeQuorumResponse(
@@ -106,7 +107,8 @@ class QuorumServicer(rpc.QuorumServicer):
             observers=[replica(r) for r in d.observers],
             leader_endpoint=self.node.leader_endpoint(),
             leader_log_end_offset=self.node.status().log_end_offset,
-            voter_endpoints=dict(self.node.config.voters), listener_name=self.listener_name,
+            voter_endpoints={r.replica_id: r.endpoint for r in d.voters},
+            listener_name=self.listener_name, kraft_version=d.kraft_version,
         )
 
     async def NodeStatus(
@@ -118,7 +120,35 @@ class QuorumServicer(rpc.QuorumServicer):
             leader_id=s.leader_id, voted_id=s.voted_id, high_watermark=s.high_watermark,
             log_end_offset=s.log_end_offset, last_epoch=s.last_epoch, is_voter=s.is_voter,
             cluster_id=self.cluster_id, leader_endpoint=self.node.leader_endpoint(),
+            directory_id=s.directory_id, kraft_version=s.kraft_version,
         )
+
+    # KIP-853 membership changes: the leader answers (Add and Remove once committed).
+    async def AddRaftVoter(
+        self, request: pb.AddRaftVoterRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> convert.PbResponse:
+        return await self._change(
+            convert.add_voter_request(request, self.listener_name), context)
+
+    async def RemoveRaftVoter(
+        self, request: pb.RemoveRaftVoterRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> convert.PbResponse:
+        return await self._change(convert.remove_voter_request(request), context)
+
+    async def UpdateRaftVoter(
+        self, request: pb.UpdateRaftVoterRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> convert.PbResponse:
+        return await self._change(
+            convert.update_voter_request(request, self.listener_name), context)
+
+    async def _change(
+        self, request: Request, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> convert.PbResponse:
+        try:
+            response = await self.node.handle_request(request)
+        except NodeStoppedError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        return convert.response_to_pb(response)
 
 
 class TestHooksServicer(rpc.TestHooksServicer):

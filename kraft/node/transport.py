@@ -32,6 +32,7 @@ from kraft.core.messages import (
     FetchSnapshotRequest,
     OutboundRequest,
     Response,
+    UpdateRaftVoterRequest,
     VoteRequest,
 )
 from kraft.rpc import convert
@@ -140,6 +141,11 @@ class RaftTransport:
             if isinstance(out.request, FetchRequest):
                 reply = await self._fetch_stream(out.endpoint, stub).fetch(
                     convert.fetch_request_to_pb(out.request), timeout)
+            elif isinstance(out.request, UpdateRaftVoterRequest):
+                # The one request a voter sends to the Quorum service (rare: an endpoint moved).
+                quorum = rpc.QuorumStub(self._channels[out.endpoint][0])
+                reply = await quorum.UpdateRaftVoter(
+                    convert.request_to_pb(out.request), timeout=timeout)
             else:
                 method = {
                     VoteRequest: stub.Vote,

@@ -21,7 +21,7 @@ class OffsetAndEpoch(_message.Message):
     def __init__(self, end_offset: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class VoteRequest(_message.Message):
-    __slots__ = ("cluster_id", "replica_id", "replica_epoch", "last_offset_epoch", "last_offset", "pre_vote", "voter_id")
+    __slots__ = ("cluster_id", "replica_id", "replica_epoch", "last_offset_epoch", "last_offset", "pre_vote", "voter_id", "replica_directory_id", "voter_directory_id")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICA_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -29,6 +29,8 @@ class VoteRequest(_message.Message):
     LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
     PRE_VOTE_FIELD_NUMBER: _ClassVar[int]
     VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_id: OptionalString
     replica_id: int
     replica_epoch: int
@@ -36,7 +38,9 @@ class VoteRequest(_message.Message):
     last_offset: int
     pre_vote: bool
     voter_id: int
-    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., replica_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., last_offset_epoch: _Optional[int] = ..., last_offset: _Optional[int] = ..., pre_vote: _Optional[bool] = ..., voter_id: _Optional[int] = ...) -> None: ...
+    replica_directory_id: str
+    voter_directory_id: str
+    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., replica_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., last_offset_epoch: _Optional[int] = ..., last_offset: _Optional[int] = ..., pre_vote: _Optional[bool] = ..., voter_id: _Optional[int] = ..., replica_directory_id: _Optional[str] = ..., voter_directory_id: _Optional[str] = ...) -> None: ...
 
 class VoteResponse(_message.Message):
     __slots__ = ("error_code", "leader_id", "leader_epoch", "vote_granted", "leader_endpoint")
@@ -53,18 +57,20 @@ class VoteResponse(_message.Message):
     def __init__(self, error_code: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., vote_granted: _Optional[bool] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
 
 class BeginQuorumEpochRequest(_message.Message):
-    __slots__ = ("cluster_id", "leader_id", "leader_epoch", "leader_endpoint", "voter_id")
+    __slots__ = ("cluster_id", "leader_id", "leader_epoch", "leader_endpoint", "voter_id", "voter_directory_id")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_id: OptionalString
     leader_id: int
     leader_epoch: int
     leader_endpoint: str
     voter_id: int
-    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., leader_endpoint: _Optional[str] = ..., voter_id: _Optional[int] = ...) -> None: ...
+    voter_directory_id: str
+    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., leader_endpoint: _Optional[str] = ..., voter_id: _Optional[int] = ..., voter_directory_id: _Optional[str] = ...) -> None: ...
 
 class BeginQuorumEpochResponse(_message.Message):
     __slots__ = ("error_code", "leader_id", "leader_epoch", "leader_endpoint")
@@ -105,7 +111,7 @@ class EndQuorumEpochResponse(_message.Message):
     def __init__(self, error_code: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("cluster_id", "replica_id", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms", "max_bytes", "high_watermark")
+    __slots__ = ("cluster_id", "replica_id", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "max_wait_ms", "max_bytes", "high_watermark", "replica_directory_id")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -114,6 +120,7 @@ class FetchRequest(_message.Message):
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_id: OptionalString
     replica_id: int
     current_leader_epoch: int
@@ -122,7 +129,8 @@ class FetchRequest(_message.Message):
     max_wait_ms: int
     max_bytes: int
     high_watermark: int
-    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., replica_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+    replica_directory_id: str
+    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., replica_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., max_bytes: _Optional[int] = ..., high_watermark: _Optional[int] = ..., replica_directory_id: _Optional[str] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
     __slots__ = ("error_code", "leader_id", "leader_epoch", "high_watermark", "log_start_offset", "records", "diverging_epoch", "snapshot_id", "leader_endpoint")
@@ -147,20 +155,22 @@ class FetchResponse(_message.Message):
     def __init__(self, error_code: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[_Union[OffsetAndEpoch, _Mapping]] = ..., snapshot_id: _Optional[_Union[OffsetAndEpoch, _Mapping]] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
 
 class FetchSnapshotRequest(_message.Message):
-    __slots__ = ("cluster_id", "replica_id", "current_leader_epoch", "snapshot_id", "position", "max_bytes")
+    __slots__ = ("cluster_id", "replica_id", "current_leader_epoch", "snapshot_id", "position", "max_bytes", "replica_directory_id")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_id: OptionalString
     replica_id: int
     current_leader_epoch: int
     snapshot_id: OffsetAndEpoch
     position: int
     max_bytes: int
-    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., replica_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., snapshot_id: _Optional[_Union[OffsetAndEpoch, _Mapping]] = ..., position: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+    replica_directory_id: str
+    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., replica_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., snapshot_id: _Optional[_Union[OffsetAndEpoch, _Mapping]] = ..., position: _Optional[int] = ..., max_bytes: _Optional[int] = ..., replica_directory_id: _Optional[str] = ...) -> None: ...
 
 class FetchSnapshotResponse(_message.Message):
     __slots__ = ("error_code", "leader_id", "leader_epoch", "snapshot_id", "size", "position", "unaligned_records", "leader_endpoint")
@@ -187,19 +197,23 @@ class DescribeQuorumRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ReplicaState(_message.Message):
-    __slots__ = ("replica_id", "log_end_offset", "last_fetch_timestamp", "last_caught_up_timestamp")
+    __slots__ = ("replica_id", "log_end_offset", "last_fetch_timestamp", "last_caught_up_timestamp", "directory_id", "endpoint")
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LAST_FETCH_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     LAST_CAUGHT_UP_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     log_end_offset: int
     last_fetch_timestamp: int
     last_caught_up_timestamp: int
-    def __init__(self, replica_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_fetch_timestamp: _Optional[int] = ..., last_caught_up_timestamp: _Optional[int] = ...) -> None: ...
+    directory_id: str
+    endpoint: str
+    def __init__(self, replica_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_fetch_timestamp: _Optional[int] = ..., last_caught_up_timestamp: _Optional[int] = ..., directory_id: _Optional[str] = ..., endpoint: _Optional[str] = ...) -> None: ...
 
 class DescribeQuorumResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "cluster_id", "leader_id", "leader_epoch", "high_watermark", "current_voters", "observers", "leader_endpoint", "leader_log_end_offset", "voter_endpoints", "listener_name")
+    __slots__ = ("error_code", "error_message", "cluster_id", "leader_id", "leader_epoch", "high_watermark", "current_voters", "observers", "leader_endpoint", "leader_log_end_offset", "voter_endpoints", "listener_name", "kraft_version")
     class VoterEndpointsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -219,6 +233,7 @@ class DescribeQuorumResponse(_message.Message):
     LEADER_LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     VOTER_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     LISTENER_NAME_FIELD_NUMBER: _ClassVar[int]
+    KRAFT_VERSION_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     error_message: str
     cluster_id: str
@@ -231,14 +246,15 @@ class DescribeQuorumResponse(_message.Message):
     leader_log_end_offset: int
     voter_endpoints: _containers.ScalarMap[int, str]
     listener_name: str
-    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., cluster_id: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., current_voters: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., observers: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., leader_endpoint: _Optional[str] = ..., leader_log_end_offset: _Optional[int] = ..., voter_endpoints: _Optional[_Mapping[int, str]] = ..., listener_name: _Optional[str] = ...) -> None: ...
+    kraft_version: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., cluster_id: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., current_voters: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., observers: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., leader_endpoint: _Optional[str] = ..., leader_log_end_offset: _Optional[int] = ..., voter_endpoints: _Optional[_Mapping[int, str]] = ..., listener_name: _Optional[str] = ..., kraft_version: _Optional[int] = ...) -> None: ...
 
 class NodeStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class NodeStatusResponse(_message.Message):
-    __slots__ = ("node_id", "state", "epoch", "leader_id", "voted_id", "high_watermark", "log_end_offset", "last_epoch", "is_voter", "cluster_id", "leader_endpoint")
+    __slots__ = ("node_id", "state", "epoch", "leader_id", "voted_id", "high_watermark", "log_end_offset", "last_epoch", "is_voter", "cluster_id", "leader_endpoint", "directory_id", "kraft_version")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +266,8 @@ class NodeStatusResponse(_message.Message):
     IS_VOTER_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    KRAFT_VERSION_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     state: str
     epoch: int
@@ -261,7 +279,79 @@ class NodeStatusResponse(_message.Message):
     is_voter: bool
     cluster_id: str
     leader_endpoint: str
-    def __init__(self, node_id: _Optional[int] = ..., state: _Optional[str] = ..., epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., voted_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_epoch: _Optional[int] = ..., is_voter: _Optional[bool] = ..., cluster_id: _Optional[str] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
+    directory_id: str
+    kraft_version: int
+    def __init__(self, node_id: _Optional[int] = ..., state: _Optional[str] = ..., epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., voted_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_epoch: _Optional[int] = ..., is_voter: _Optional[bool] = ..., cluster_id: _Optional[str] = ..., leader_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ..., kraft_version: _Optional[int] = ...) -> None: ...
+
+class RaftEndpoint(_message.Message):
+    __slots__ = ("name", "host", "port")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    host: str
+    port: int
+    def __init__(self, name: _Optional[str] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+
+class AddRaftVoterRequest(_message.Message):
+    __slots__ = ("cluster_id", "timeout_ms", "voter_id", "voter_directory_id", "listeners", "min_kraft_version", "max_kraft_version")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    LISTENERS_FIELD_NUMBER: _ClassVar[int]
+    MIN_KRAFT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_KRAFT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: OptionalString
+    timeout_ms: int
+    voter_id: int
+    voter_directory_id: str
+    listeners: _containers.RepeatedCompositeFieldContainer[RaftEndpoint]
+    min_kraft_version: int
+    max_kraft_version: int
+    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., timeout_ms: _Optional[int] = ..., voter_id: _Optional[int] = ..., voter_directory_id: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[RaftEndpoint, _Mapping]]] = ..., min_kraft_version: _Optional[int] = ..., max_kraft_version: _Optional[int] = ...) -> None: ...
+
+class RemoveRaftVoterRequest(_message.Message):
+    __slots__ = ("cluster_id", "voter_id", "voter_directory_id")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: OptionalString
+    voter_id: int
+    voter_directory_id: str
+    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., voter_id: _Optional[int] = ..., voter_directory_id: _Optional[str] = ...) -> None: ...
+
+class UpdateRaftVoterRequest(_message.Message):
+    __slots__ = ("cluster_id", "current_leader_epoch", "voter_id", "voter_directory_id", "listeners", "min_kraft_version", "max_kraft_version")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    LISTENERS_FIELD_NUMBER: _ClassVar[int]
+    MIN_KRAFT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_KRAFT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: OptionalString
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: str
+    listeners: _containers.RepeatedCompositeFieldContainer[RaftEndpoint]
+    min_kraft_version: int
+    max_kraft_version: int
+    def __init__(self, cluster_id: _Optional[_Union[OptionalString, _Mapping]] = ..., current_leader_epoch: _Optional[int] = ..., voter_id: _Optional[int] = ..., voter_directory_id: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[RaftEndpoint, _Mapping]]] = ..., min_kraft_version: _Optional[int] = ..., max_kraft_version: _Optional[int] = ...) -> None: ...
+
+class VoterChangeResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "leader_id", "leader_epoch", "leader_endpoint")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    leader_id: int
+    leader_epoch: int
+    leader_endpoint: str
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
     __slots__ = ("records",)

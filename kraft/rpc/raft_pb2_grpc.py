@@ -294,6 +294,21 @@ class QuorumStub:
                 request_serializer=kraft_dot_rpc_dot_raft__pb2.NodeStatusRequest.SerializeToString,
                 response_deserializer=kraft_dot_rpc_dot_raft__pb2.NodeStatusResponse.FromString,
                 _registered_method=True)
+        self.AddRaftVoter = channel.unary_unary(
+                '/kraft.raft.v1.Quorum/AddRaftVoter',
+                request_serializer=kraft_dot_rpc_dot_raft__pb2.AddRaftVoterRequest.SerializeToString,
+                response_deserializer=kraft_dot_rpc_dot_raft__pb2.VoterChangeResponse.FromString,
+                _registered_method=True)
+        self.RemoveRaftVoter = channel.unary_unary(
+                '/kraft.raft.v1.Quorum/RemoveRaftVoter',
+                request_serializer=kraft_dot_rpc_dot_raft__pb2.RemoveRaftVoterRequest.SerializeToString,
+                response_deserializer=kraft_dot_rpc_dot_raft__pb2.VoterChangeResponse.FromString,
+                _registered_method=True)
+        self.UpdateRaftVoter = channel.unary_unary(
+                '/kraft.raft.v1.Quorum/UpdateRaftVoter',
+                request_serializer=kraft_dot_rpc_dot_raft__pb2.UpdateRaftVoterRequest.SerializeToString,
+                response_deserializer=kraft_dot_rpc_dot_raft__pb2.VoterChangeResponse.FromString,
+                _registered_method=True)
 
 
 class QuorumServicer:
@@ -313,6 +328,24 @@ class QuorumServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddRaftVoter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveRaftVoter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateRaftVoter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QuorumServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -325,6 +358,21 @@ def add_QuorumServicer_to_server(servicer, server):
                     servicer.NodeStatus,
                     request_deserializer=kraft_dot_rpc_dot_raft__pb2.NodeStatusRequest.FromString,
                     response_serializer=kraft_dot_rpc_dot_raft__pb2.NodeStatusResponse.SerializeToString,
+            ),
+            'AddRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddRaftVoter,
+                    request_deserializer=kraft_dot_rpc_dot_raft__pb2.AddRaftVoterRequest.FromString,
+                    response_serializer=kraft_dot_rpc_dot_raft__pb2.VoterChangeResponse.SerializeToString,
+            ),
+            'RemoveRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveRaftVoter,
+                    request_deserializer=kraft_dot_rpc_dot_raft__pb2.RemoveRaftVoterRequest.FromString,
+                    response_serializer=kraft_dot_rpc_dot_raft__pb2.VoterChangeResponse.SerializeToString,
+            ),
+            'UpdateRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateRaftVoter,
+                    request_deserializer=kraft_dot_rpc_dot_raft__pb2.UpdateRaftVoterRequest.FromString,
+                    response_serializer=kraft_dot_rpc_dot_raft__pb2.VoterChangeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -383,6 +431,87 @@ class Quorum:
             '/kraft.raft.v1.Quorum/NodeStatus',
             kraft_dot_rpc_dot_raft__pb2.NodeStatusRequest.SerializeToString,
             kraft_dot_rpc_dot_raft__pb2.NodeStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.raft.v1.Quorum/AddRaftVoter',
+            kraft_dot_rpc_dot_raft__pb2.AddRaftVoterRequest.SerializeToString,
+            kraft_dot_rpc_dot_raft__pb2.VoterChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.raft.v1.Quorum/RemoveRaftVoter',
+            kraft_dot_rpc_dot_raft__pb2.RemoveRaftVoterRequest.SerializeToString,
+            kraft_dot_rpc_dot_raft__pb2.VoterChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.raft.v1.Quorum/UpdateRaftVoter',
+            kraft_dot_rpc_dot_raft__pb2.UpdateRaftVoterRequest.SerializeToString,
+            kraft_dot_rpc_dot_raft__pb2.VoterChangeResponse.FromString,
             options,
             channel_credentials,
             insecure,

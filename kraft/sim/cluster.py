@@ -83,7 +83,7 @@ class SimNode:
 
     @property
     def is_voter(self) -> bool:
-        return self.config.is_voter
+        return self.config.node_id in self.config.voters
 
 
 class SimCluster:

@@ -90,7 +90,7 @@ def test_split_majority_seed_1139_elects_on_the_majority_side(
         return self.config.request_timeout_ms
 
     def observers_only(core: RaftCore, entry: InFlight, now: int) -> None:
-        if core.config.is_voter:
+        if core.quorum.is_voter:
             return
         rpc_fetch_on_timeout(core, entry, now)
 
@@ -134,7 +134,7 @@ def _old_on_unreachable(core: RaftCore, entry: InFlight, now: int) -> None:
     if not isinstance(entry.request, FetchRequest | FetchSnapshotRequest):
         return
     state.leader_live = False
-    if core.config.is_voter:
+    if core.quorum.is_voter:
         jitter = core.rng.randrange(core.config.fast_failover_jitter_ms + 1)
         state.fetch_deadline = min(state.fetch_deadline, now + jitter)
     else:

@@ -33,6 +33,7 @@ from kraft.core.messages import (
     VoteResponse,
 )
 from kraft.core.raft import Output, RaftCore
+from kraft.core.voters import SnapshotVoters
 from kraft.election_state import PRIMORDIAL, ElectionState
 from kraft.log import MemoryLog, decode_batches
 from kraft.log.base import Batch, OffsetAndEpoch, SnapshotJob
@@ -58,6 +59,7 @@ class Harness:
         now: int = 0,
         seed: int = 7,
         snapshots: MemorySnapshotStore | None = None,
+        snapshot_voters: SnapshotVoters | None = None,
         **config: object,
     ) -> None:
         self.config = RaftConfig(
@@ -81,7 +83,8 @@ class Harness:
         self.run_snapshot_jobs = True
         self.held_jobs: list[SnapshotJob] = []
         self.core = RaftCore(
-            self.config, self.log, persisted, now, random.Random(seed), self.snapshots
+            self.config, self.log, persisted, now, random.Random(seed), self.snapshots,
+            snapshot_voters,
         )
         self.last = self.collect()
 
@@ -336,7 +339,7 @@ def elect(h: Harness) -> None:
     if h.state == "Leader":
         return  # a single voter needs nobody's vote
     others = sorted(v for v in h.config.voters if v != h.node_id)
-    needed = h.config.majority - 1
+    needed = len(h.config.voters) // 2
     for voter in others[:needed]:
         out = h.only(VoteRequest, to=voter)
         assert out.request.pre_vote

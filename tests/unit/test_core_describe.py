@@ -26,8 +26,8 @@ def test_voters_and_observers_with_their_progress() -> None:
     assert [v.replica_id for v in d.voters] == [1, 2, 3]
     voters = by_id(d.voters)
     assert voters[1].log_end_offset == 1
-    assert voters[2] == ReplicaDescription(2, 1, t0 + 100, t0 + 100)
-    assert voters[3] == ReplicaDescription(3, -1, -1, -1)  # never heard from
+    assert voters[2] == ReplicaDescription(2, 1, t0 + 100, t0 + 100, "", "node2.test:9093")
+    assert voters[3] == ReplicaDescription(3, -1, -1, -1, "", "node3.test:9093")  # unheard
     assert d.observers == (ReplicaDescription(7, 0, t0 + 200, -1),)
 
 

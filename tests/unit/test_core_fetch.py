@@ -22,6 +22,7 @@ from core_harness import (
 from kraft.core.errors import Errors, RaftInvariantError
 from kraft.core.messages import FetchRequest, FetchResponse, VoteRequest
 from kraft.core.rpc_fetch import HW_NEWS_LINGER_MS
+from kraft.core.voters import ReplicaKey
 from kraft.election_state import ElectionState
 from kraft.log.base import OffsetAndEpoch
 
@@ -454,7 +455,9 @@ def test_a_fetch_claiming_the_leaders_own_id_is_refused_and_changes_nothing() ->
     assert h.core.describe_quorum(h.now).voters[0] == own
     leader_state = h.core.quorum.state
     with pytest.raises(ValueError, match="the leader itself"):
-        leader_state.update_replica(1, 1_000, h.now, h.log.end_offset)  # type: ignore[union-attr]
+        leader_state.update_replica(  # type: ignore[union-attr]
+            ReplicaKey(1), 1_000, h.now, h.log.end_offset
+        )
 
 
 def test_a_vote_claiming_the_voters_own_id_is_refused() -> None:
