@@ -9,6 +9,7 @@ retried for a bounded time. Every failure is a QuorumError whose str() is one li
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
@@ -104,7 +105,7 @@ def at_leader(
 
 
 def describe_quorum(
-    bootstrap: str, retry_for_s: float = RETRY_FOR_S, tls: TlsConfig | None = None
+    bootstrap: str, retry_for_s: float | None = None, tls: TlsConfig | None = None
 ) -> pb.DescribeQuorumResponse:
     """DescribeQuorum at the leader, found from any controller; retried while there is none."""
 
@@ -133,17 +134,30 @@ def node_status(node: str, tls: TlsConfig | None = None) -> pb.NodeStatusRespons
     return resp
 
 
+@dataclass
+class VoterChange:
+    """The leader's answer to a voter change, and how many nodes answered the request on the
+    way: more than one means an earlier one may have taken it before leadership moved."""
+
+    response: pb.VoterChangeResponse
+    answers: int = 0
+
+
 def change_voters(
     bootstrap: str, method: str, request: object, tls: TlsConfig | None = None,
     retry_for_s: float | None = None, timeout_s: float = CHANGE_TIMEOUT_S,
-) -> pb.VoterChangeResponse:
+) -> VoterChange:
     """AddRaftVoter or RemoveRaftVoter at the leader; the leader's answer, whatever its
-    error (the caller explains it). Retried only while nothing was delivered or no leader is
-    known: a request the leader took is never sent twice."""
+    error (the caller explains it). Sent again only to the leader a NOT_LEADER_OR_FOLLOWER
+    answer names, or when nothing was delivered: a request without an answer is never
+    resent (Unanswered)."""
+    change = VoterChange(pb.VoterChangeResponse())
 
     def send(target: str) -> pb.VoterChangeResponse:
         resp = call(target, method, request, tls, timeout_s, idempotent=False)
         assert isinstance(resp, pb.VoterChangeResponse)
+        change.response = resp
+        change.answers += 1
         return resp
 
     def redirect(resp: pb.VoterChangeResponse) -> tuple[int, int, str, int] | None:
@@ -152,4 +166,5 @@ def change_voters(
         return resp.error_code, resp.leader_id, resp.leader_endpoint, resp.leader_epoch
 
     wait_s = RETRY_FOR_S if retry_for_s is None else retry_for_s
-    return retrying(lambda: at_leader(bootstrap, send, redirect), wait_s)
+    retrying(lambda: at_leader(bootstrap, send, redirect), wait_s)
+    return change

@@ -18,7 +18,13 @@ from kraft.log.meta_properties import StorageError, is_valid_uuid, read_meta_pro
 from kraft.rpc import raft_pb2 as pb
 from kraft.security.tls import TlsConfig
 from server.config import ConfigError, NodeConfig, load_config
-from server.quorum_client import QuorumError, Unanswered, change_voters
+from server.quorum_client import (
+    QuorumError,
+    Unanswered,
+    VoterChange,
+    change_voters,
+    describe_quorum,
+)
 
 _ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 _CHECK = "run kraft-admin quorum describe --status"
@@ -111,8 +117,13 @@ def add_controller(
 ) -> str:
     if dry_run:
         return f"DRY RUN of adding {new.describe()}"
-    resp = _send(bootstrap, "AddRaftVoter", new.request(timeout_s), tls, timeout_s, "add")
-    if resp.error_code != Errors.NONE:
+    change = _send(bootstrap, "AddRaftVoter", new.request(timeout_s), tls, timeout_s, "add")
+    resp = change.response
+    if resp.error_code == Errors.DUPLICATE_VOTER and change.answers > 1 and _is_voter(
+        bootstrap, tls, new.node_id, new.directory_id
+    ):
+        pass  # a leader took the add before leadership moved, and it committed: done
+    elif resp.error_code != Errors.NONE:
         raise _explain(resp, "add", new.node_id, new.directory_id)
     return f"Added {new.describe()}"
 
@@ -136,16 +147,31 @@ def remove_controller(
     if dry_run:
         return f"DRY RUN of removing {what}"
     request = pb.RemoveRaftVoterRequest(voter_id=node_id, voter_directory_id=directory_id)
-    resp = _send(bootstrap, "RemoveRaftVoter", request, tls, timeout_s, "remove")
-    if resp.error_code != Errors.NONE:
+    change = _send(bootstrap, "RemoveRaftVoter", request, tls, timeout_s, "remove")
+    resp = change.response
+    if resp.error_code == Errors.VOTER_NOT_FOUND and change.answers > 1 and not _is_voter(
+        bootstrap, tls, node_id, directory_id
+    ):
+        pass  # a leader took the remove before leadership moved, and it committed: done
+    elif resp.error_code != Errors.NONE:
         raise _explain(resp, "remove", node_id, directory_id)
     return f"Removed {what}"
+
+
+def _is_voter(bootstrap: str, tls: TlsConfig | None, node_id: int, directory_id: str) -> bool:
+    """Whether (node_id, directory_id) is a voter now. Asked only when a change went to a
+    second node (a NOT_LEADER_OR_FOLLOWER on the way) and the last answer says it is already
+    made: the first delivery may have made it (a leader that took it and then lost
+    leadership), and then the change the operator asked for is done."""
+    described = describe_quorum(bootstrap, tls=tls)
+    return any(v.replica_id == node_id and v.directory_id == directory_id
+               for v in described.current_voters)
 
 
 def _send(
     bootstrap: str, method: str, request: object, tls: TlsConfig | None, timeout_s: float,
     verb: str,
-) -> pb.VoterChangeResponse:
+) -> VoterChange:
     try:
         return change_voters(bootstrap, method, request, tls, timeout_s=timeout_s)
     except Unanswered as exc:

@@ -416,3 +416,37 @@ def test_features_read_kraft_version_from_the_quorum_leader(
     client = admin_commands.AdminClient([follower.endpoint])
     assert admin_commands._kraft_version(client) == 1
     assert len(leader.quorum.sent("DescribeQuorum")) == 1
+
+
+def test_a_change_made_before_leadership_moved_is_reported_done(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nodes: tuple[Node, Node]
+) -> None:
+    """Sent twice (the first node answered NOT_LEADER_OR_FOLLOWER: it may have taken the
+    change and lost leadership), the second answer says it is already made: the quorum is
+    asked, and if it is in the state the operator asked for, the change is done."""
+    leader, follower = nodes
+    path = new_controller(tmp_path, capsys)
+    added = described()
+    added.current_voters.append(pb.ReplicaState(replica_id=4, directory_id=directory_id(tmp_path)))
+    leader.quorum.answers["DescribeQuorum"] = [added]
+    leader.quorum.answers["AddRaftVoter"] = [pb.VoterChangeResponse(
+        error_code=Errors.DUPLICATE_VOTER, error_message="already a voter")]
+    base = ["--bootstrap-controller", follower.endpoint, "quorum"]
+    assert ok(capsys, *base, "add-controller", "--command-config", str(path)).startswith(
+        "Added controller 4 with directory id ")
+    # Not a voter after all (another key of node 4, say): the refusal stands.
+    leader.quorum.answers["DescribeQuorum"] = [described()]
+    assert fails(capsys, *base, "add-controller", "--command-config", str(path)).startswith(
+        "DUPLICATE_VOTER: already a voter. ")
+    # Sent once, straight to the leader: a refusal is a refusal, nothing is asked.
+    asked = len(leader.quorum.sent("DescribeQuorum"))
+    assert fails(capsys, "--bootstrap-controller", leader.endpoint, "quorum", "add-controller",
+                 "--command-config", str(path)).startswith("DUPLICATE_VOTER: ")
+    assert len(leader.quorum.sent("DescribeQuorum")) == asked
+
+    leader.quorum.answers["RemoveRaftVoter"] = [pb.VoterChangeResponse(
+        error_code=Errors.VOTER_NOT_FOUND)]
+    assert ok(capsys, *base, "remove-controller", "-i", "3", "-d", D2) == (
+        f"Removed KRaft controller 3 with directory id {D2}\n")
+    assert fails(capsys, *base, "remove-controller", "-i", "1", "-d", D1).startswith(
+        "VOTER_NOT_FOUND: ")  # (1, D1) is still a voter: the remove did not happen
