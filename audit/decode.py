@@ -97,7 +97,8 @@ _CHUNK_BYTES = 8 << 20
 _HEADER = struct.Struct(">HH")
 _TIMESTAMP = struct.Struct(">q")
 _TIMESTAMP_AT = 26  # first_timestamp_ms in a batch header
-_CONTROL_NAMES = {2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER"}
+_CONTROL_NAMES = {2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
+                  5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from typing import Any
 from kraft.log.base import Batch, CorruptRecordError
 from kraft.log.codec import (
     HEADER_SIZE,
+    KRAFT_VERSION,
+    KRAFT_VOTERS,
     LEADER_CHANGE,
     PREFIX_SIZE,
     SNAPSHOT_FOOTER,
@@ -23,7 +25,8 @@ from kraft.log.codec import (
 from metadata.records import RecordDecodeError, decode_record, record_to_json
 
 CONTROL_NAMES = {LEADER_CHANGE: "LeaderChange", SNAPSHOT_HEADER: "SnapshotHeader",
-                 SNAPSHOT_FOOTER: "SnapshotFooter"}
+                 SNAPSHOT_FOOTER: "SnapshotFooter", KRAFT_VERSION: "KRaftVersion",
+                 KRAFT_VOTERS: "KRaftVoters"}
 
 
 @dataclass(frozen=True, slots=True)

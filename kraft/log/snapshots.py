@@ -36,6 +36,8 @@ from kraft.log.base import (
     SnapshotStore,
 )
 from kraft.log.codec import (
+    KRAFT_VERSION,
+    KRAFT_VOTERS,
     SNAPSHOT_FOOTER,
     SNAPSHOT_HEADER,
     BatchHeader,
@@ -128,9 +130,12 @@ def _control_records(
     position = header.position
     [batch] = decode_batches(data[position : position + header.size], path, position)
     try:
-        return tuple(decode_control_record(record) for record in batch.records)
+        records = tuple(decode_control_record(record) for record in batch.records)
     except CorruptRecordError as exc:
         raise CorruptRecordError(exc.reason, position, path) from None
+    if any(kind not in (KRAFT_VERSION, KRAFT_VOTERS) for kind, _ in records):
+        raise CorruptRecordError("control batch inside the snapshot", position, path)
+    return records
 
 
 def _single_control(
