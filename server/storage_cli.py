@@ -32,6 +32,7 @@ from kraft.log.meta_properties import (
     write_meta_properties,
 )
 from kraft.security.certs import make_test_certs, principal_of
+from server import format_probe
 from server.config import ConfigError, NodeConfig, load_config
 from server.quorum_bootstrap import (
     InitialController,
@@ -219,9 +220,11 @@ def _initial_controllers(
     if release is not None:
         check_release_version(release)
     if mode is QuorumMode.STANDALONE:
+        format_probe.check_standalone(config, args.cluster_id)
         return (standalone_controller(config),)
     if mode is QuorumMode.INITIAL_CONTROLLERS:
         controllers = parse_initial_controllers(args.initial_controllers)
+        format_probe.check_initial_controllers(config, args.cluster_id, controllers)
         _warn_about_own_entry(config, controllers)
         return controllers
     return ()

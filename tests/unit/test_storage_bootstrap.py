@@ -3,14 +3,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from concurrent import futures
 from pathlib import Path
 
+import grpc
 import pytest
 
 from kraft.core.voters import ReplicaKey, VoterNode, VoterSet
+from kraft.errors import Errors
 from kraft.log.codec import KRAFT_VERSION, KRAFT_VOTERS
 from kraft.log.meta_properties import StorageError, random_uuid, read_meta_properties
 from kraft.log.snapshots import verify_snapshot_file
+from kraft.rpc import raft_pb2 as pb
+from kraft.rpc import raft_pb2_grpc as rpc
 from server.config import load_config
 from server.quorum_bootstrap import (
     InitialController,
@@ -20,6 +26,7 @@ from server.quorum_bootstrap import (
 )
 from server.storage import ensure_formatted
 from server.storage_cli import main
+from tests.unit.test_admin_quorum import FakeQuorum
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 D1, D2, D3 = "3DOJ8GF4TLuIQcDdnvI4dQ", "q1Sh-9_ISia_zwGINzRvyQ", "aR9kVtKfQxK2n5sYrMZ1cg"
@@ -28,7 +35,7 @@ CHECKPOINT = Path("__cluster_metadata-0") / "00000000000000000000-0000000000.che
 
 def write_config(
     tmp_path: Path, *, node_id: int = 1, roles: str = "controller", voters: str = "",
-    port: int = 9093, extra: str = "",
+    port: int = 9093, extra: str = "", bootstrap: str = "127.0.0.1:9093",
 ) -> Path:
     """A node whose log dir is tmp_path/data; dynamic (bootstrap servers only) by default."""
     if roles == "broker":
@@ -38,7 +45,7 @@ def write_config(
     else:
         listeners = f"CONTROLLER://127.0.0.1:{port}"
     quorum = (f"controller.quorum.voters={voters}\n" if voters
-              else "controller.quorum.bootstrap.servers=127.0.0.1:9093\n")
+              else f"controller.quorum.bootstrap.servers={bootstrap}\n")
     path = tmp_path / f"node-{node_id}.properties"
     path.write_text(
         f"process.roles={roles}\nnode.id={node_id}\n{quorum}listeners={listeners}\n"
@@ -387,3 +394,85 @@ def test_random_uuid_makes_directory_ids(capsys: pytest.CaptureFixture[str]) -> 
     text = capsys.readouterr().out.strip()
     assert parse_initial_controller(f"1@h:1:{text}").directory_id == text
     assert random_uuid() != text
+
+
+# -- a quorum of this cluster already running ---------------------------------------------------
+
+
+@pytest.fixture
+def running() -> Iterator[tuple[FakeQuorum, str]]:
+    """A controller of CLUSTER answering on loopback: node 1, leader of voters 1, 2, 3."""
+    quorum = FakeQuorum()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    rpc.add_QuorumServicer_to_server(quorum, server)
+    endpoint = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    server.start()
+    quorum.answers = {
+        "NodeStatus": [pb.NodeStatusResponse(node_id=1, cluster_id=CLUSTER, leader_id=1)],
+        "DescribeQuorum": [pb.DescribeQuorumResponse(
+            error_code=Errors.NONE, cluster_id=CLUSTER, leader_id=1, current_voters=[
+                pb.ReplicaState(replica_id=1, directory_id=D1, log_end_offset=90,
+                                last_fetch_timestamp=1000),
+                pb.ReplicaState(replica_id=2, directory_id=D2, log_end_offset=-1,
+                                last_fetch_timestamp=-1),
+                pb.ReplicaState(replica_id=3, directory_id=D3, log_end_offset=90,
+                                last_fetch_timestamp=1000)])],
+    }
+    yield quorum, endpoint
+    server.stop(0)
+
+
+INITIAL = f"1@127.0.0.1:9093:{D1},2@127.0.0.1:9094:{D2},3@127.0.0.1:9095:{D3}"
+
+
+def test_standalone_refuses_to_split_a_running_quorum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], running: tuple[FakeQuorum, str]
+) -> None:
+    quorum, endpoint = running
+    path = write_config(tmp_path, node_id=3, port=9095,
+                        bootstrap=f"127.0.0.1:9095,127.0.0.1:1,{endpoint}")
+    assert refusal(tmp_path, capsys, path, "-s") == (
+        f"A controller of cluster {CLUSTER} already runs at {endpoint} (node 1, leader 1): "
+        "--standalone would start a second quorum under the same cluster id. To add node 3 to "
+        "that quorum, format it with --no-initial-controllers, start it, and add it with "
+        "kraft-admin quorum add-controller."
+    )
+    # A node of another cluster proves nothing.
+    quorum.answers["NodeStatus"] = [pb.NodeStatusResponse(node_id=1, cluster_id="other")]
+    assert fmt(capsys, path, "-s")[0] == 0
+
+
+def test_initial_controllers_against_a_running_quorum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], running: tuple[FakeQuorum, str]
+) -> None:
+    _, endpoint = running
+    # Node 3 has replicated already: formatting it with -I again is a disk-loss mistake.
+    three = write_config(tmp_path, node_id=3, port=9095, bootstrap=endpoint)
+    assert refusal(tmp_path, capsys, three, "-I", INITIAL) == (
+        f"Controller 3 with directory id {D3} has already replicated the log of cluster "
+        f"{CLUSTER} (end offset 90): formatted again with --initial-controllers it would come "
+        "back with an empty disk under the same replica key, and its old acknowledgements "
+        "would still count. Format it with --no-initial-controllers, start it, then kraft-admin "
+        f"quorum remove-controller -i 3 -d {D3} and add-controller."
+    )
+    # Voters other than the list: -I is only for the first controllers.
+    other = f"1@127.0.0.1:9093:{D1},3@127.0.0.1:9095:{D3}"
+    assert refusal(tmp_path, capsys, three, "-I", other) == (
+        f"The quorum of cluster {CLUSTER} already runs with the voters 1/{D1}, 2/{D2}, "
+        f"3/{D3}, not those of --initial-controllers: it is only for the first controllers; "
+        "format it with --no-initial-controllers, start it, and add it with kraft-admin quorum "
+        "add-controller."
+    )
+    # Node 2 never fetched: formatting it late with the same list is the normal bootstrap.
+    two = write_config(tmp_path, node_id=2, port=9094, bootstrap=endpoint)
+    assert fmt(capsys, two, "-I", INITIAL)[0] == 0
+
+
+def test_initial_controllers_while_no_leader_is_elected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], running: tuple[FakeQuorum, str]
+) -> None:
+    quorum, endpoint = running
+    quorum.answers["DescribeQuorum"] = [pb.DescribeQuorumResponse(
+        error_code=Errors.NOT_LEADER_OR_FOLLOWER, leader_id=-1)]
+    path = write_config(tmp_path, node_id=3, port=9095, bootstrap=endpoint)
+    assert fmt(capsys, path, "-I", INITIAL)[0] == 0
