@@ -11,6 +11,8 @@ another cluster, proves nothing) and refuses when a running quorum says the flag
 
 from __future__ import annotations
 
+import time
+
 from kraft.log.meta_properties import StorageError
 from kraft.rpc import raft_pb2 as pb
 from server.config import NodeConfig
@@ -18,6 +20,7 @@ from server.quorum_bootstrap import InitialController, advertised_controller_end
 from server.quorum_client import QuorumError, Retryable, call
 
 PROBE_TIMEOUT_S = 1.0
+LEADER_WAIT_S = 5.0
 _JOIN = ("format it with --no-initial-controllers, start it, and add it with kraft-admin "
          "quorum add-controller")
 
@@ -56,6 +59,18 @@ def _leader_view(config: NodeConfig, endpoint: str) -> pb.DescribeQuorumResponse
     return None  # no leader yet: the initial controllers are still coming up
 
 
+def _leader_view_within(
+    config: NodeConfig, endpoint: str, wait_s: float
+) -> pb.DescribeQuorumResponse | None:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        time.sleep(0.1)  # an election's pace; bounded by the deadline
+        described = _leader_view(config, endpoint)
+        if described is not None:
+            return described
+    return None
+
+
 def check_standalone(config: NodeConfig, cluster_id: str) -> None:
     found = running_node(config, cluster_id)
     if found is not None:
@@ -74,9 +89,20 @@ def check_initial_controllers(
     found = running_node(config, cluster_id)
     if found is None:
         return
-    described = _leader_view(config, found[0])
+    endpoint, status = found
+    described = _leader_view(config, endpoint)
+    if described is None and status.high_watermark > 0:
+        # A quorum that has committed is between leaders (an election takes a moment).
+        described = _leader_view_within(config, endpoint, LEADER_WAIT_S)
+        if described is None:
+            raise StorageError(
+                f"The quorum of cluster {cluster_id} runs (high watermark "
+                f"{status.high_watermark} at {endpoint}) but has no leader to say whether node "
+                f"{config.node_id}'s key has replicated before: retry once it has one, or "
+                f"{_JOIN}."
+            )
     if described is None:
-        return
+        return  # no leader has ever been elected: the initial controllers are coming up
     listed = {(c.node_id, c.directory_id) for c in controllers}
     running = {(v.replica_id, v.directory_id) for v in described.current_voters}
     if running != listed:

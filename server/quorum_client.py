@@ -38,6 +38,10 @@ class Retryable(Exception):
     """No leader yet, or the node is unreachable: worth another try."""
 
 
+class GaveUp(QuorumError):
+    """No leader answered within the retry bound: nothing was done."""
+
+
 class Unanswered(QuorumError):
     """The request went out and no answer came back: it may or may not have been applied."""
 
@@ -80,7 +84,7 @@ def retrying(attempt: Callable[[], R], retry_for_s: float) -> R:
         return wrapped()
     except RetryError as exc:
         cause = exc.last_attempt.exception()
-        raise QuorumError(f"gave up after {retry_for_s:.0f} s: {cause}") from cause
+        raise GaveUp(f"gave up after {retry_for_s:.0f} s: {cause}") from cause
 
 
 def at_leader(

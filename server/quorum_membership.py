@@ -10,6 +10,7 @@ is caught up, supports kraft.version 1, and that no other change is pending (spe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kraft.core.voters import SUPPORTED_KRAFT_VERSIONS
@@ -19,6 +20,7 @@ from kraft.rpc import raft_pb2 as pb
 from kraft.security.tls import TlsConfig
 from server.config import ConfigError, NodeConfig, load_config
 from server.quorum_client import (
+    GaveUp,
     QuorumError,
     Unanswered,
     VoterChange,
@@ -117,10 +119,12 @@ def add_controller(
 ) -> str:
     if dry_run:
         return f"DRY RUN of adding {new.describe()}"
+    key = (new.node_id, new.directory_id)
+    before = _voter_keys(bootstrap, tls)
     change = _send(bootstrap, "AddRaftVoter", new.request(timeout_s), tls, timeout_s, "add")
     resp = change.response
-    if resp.error_code == Errors.DUPLICATE_VOTER and change.answers > 1 and _is_voter(
-        bootstrap, tls, new.node_id, new.directory_id
+    if resp.error_code == Errors.DUPLICATE_VOTER and _made_by_us(
+        change, before, lambda: key in _voter_keys(bootstrap, tls, required=True), key, True
     ):
         pass  # a leader took the add before leadership moved, and it committed: done
     elif resp.error_code != Errors.NONE:
@@ -147,10 +151,13 @@ def remove_controller(
     if dry_run:
         return f"DRY RUN of removing {what}"
     request = pb.RemoveRaftVoterRequest(voter_id=node_id, voter_directory_id=directory_id)
+    key = (node_id, directory_id)
+    before = _voter_keys(bootstrap, tls)
     change = _send(bootstrap, "RemoveRaftVoter", request, tls, timeout_s, "remove")
     resp = change.response
-    if resp.error_code == Errors.VOTER_NOT_FOUND and change.answers > 1 and not _is_voter(
-        bootstrap, tls, node_id, directory_id
+    if resp.error_code == Errors.VOTER_NOT_FOUND and _made_by_us(
+        change, before, lambda: key not in _voter_keys(bootstrap, tls, required=True), key,
+        False,
     ):
         pass  # a leader took the remove before leadership moved, and it committed: done
     elif resp.error_code != Errors.NONE:
@@ -158,14 +165,35 @@ def remove_controller(
     return f"Removed {what}"
 
 
-def _is_voter(bootstrap: str, tls: TlsConfig | None, node_id: int, directory_id: str) -> bool:
-    """Whether (node_id, directory_id) is a voter now. Asked only when a change went to a
-    second node (a NOT_LEADER_OR_FOLLOWER on the way) and the last answer says it is already
-    made: the first delivery may have made it (a leader that took it and then lost
-    leadership), and then the change the operator asked for is done."""
-    described = describe_quorum(bootstrap, tls=tls)
-    return any(v.replica_id == node_id and v.directory_id == directory_id
-               for v in described.current_voters)
+def _voter_keys(
+    bootstrap: str, tls: TlsConfig | None, *, required: bool = False
+) -> frozenset[tuple[int, str]]:
+    """The (id, directory id) keys of the voters now. Empty if the leader refuses to
+    describe (say the principal may Alter but not Describe), unless `required`; no leader at
+    all is an error at once: the change could not be made either."""
+    try:
+        described = describe_quorum(bootstrap, tls=tls)
+    except GaveUp:
+        raise
+    except QuorumError:
+        if required:
+            raise
+        return frozenset()
+    return frozenset((v.replica_id, v.directory_id) for v in described.current_voters)
+
+
+def _made_by_us(
+    change: VoterChange, before: frozenset[tuple[int, str]], done_now: Callable[[], bool],
+    key: tuple[int, str], adding: bool,
+) -> bool:
+    """An "already made" answer (DUPLICATE_VOTER, VOTER_NOT_FOUND) to a change that went to a
+    second node after a NOT_LEADER_OR_FOLLOWER: a leader may have taken it and lost
+    leadership after the append. It is ours if the quorum was not in the asked state before
+    we sent it and is now; otherwise the refusal stands, as Kafka reports it."""
+    if change.answers < 2 or not before:
+        return False
+    was_done = (key in before) == adding
+    return not was_done and done_now()
 
 
 def _send(

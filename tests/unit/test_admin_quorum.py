@@ -32,11 +32,11 @@ class FakeQuorum(rpc.QuorumServicer):
 
     answers: dict[str, list[Any]] = field(default_factory=dict)
     received: list[tuple[str, Any]] = field(default_factory=list)
-    hold: threading.Event | None = None  # set: answer only once the test releases it
+    hold: threading.Event | None = None  # set: answer changes only once the test releases it
 
     def _answer(self, method: str, request: Any) -> Any:
         self.received.append((method, request))
-        if self.hold is not None:
+        if self.hold is not None and method.endswith("RaftVoter"):
             self.hold.wait(10)
         queue = self.answers[method]
         return queue.pop(0) if len(queue) > 1 else queue[0]
@@ -421,32 +421,57 @@ def test_features_read_kraft_version_from_the_quorum_leader(
 def test_a_change_made_before_leadership_moved_is_reported_done(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], nodes: tuple[Node, Node]
 ) -> None:
-    """Sent twice (the first node answered NOT_LEADER_OR_FOLLOWER: it may have taken the
-    change and lost leadership), the second answer says it is already made: the quorum is
-    asked, and if it is in the state the operator asked for, the change is done."""
+    """Sent on after a NOT_LEADER_OR_FOLLOWER (the first node may have taken the change and
+    lost leadership), the last answer says it is already made: it was ours if the quorum was
+    not in the asked state before it was sent and is now."""
     leader, follower = nodes
     path = new_controller(tmp_path, capsys)
     added = described()
     added.current_voters.append(pb.ReplicaState(replica_id=4, directory_id=directory_id(tmp_path)))
-    leader.quorum.answers["DescribeQuorum"] = [added]
+    leader.quorum.answers["DescribeQuorum"] = [described(), added]  # before, after
     leader.quorum.answers["AddRaftVoter"] = [pb.VoterChangeResponse(
         error_code=Errors.DUPLICATE_VOTER, error_message="already a voter")]
     base = ["--bootstrap-controller", follower.endpoint, "quorum"]
     assert ok(capsys, *base, "add-controller", "--command-config", str(path)).startswith(
         "Added controller 4 with directory id ")
-    # Not a voter after all (another key of node 4, say): the refusal stands.
+    # A voter before it was sent: the refusal stands, as Kafka reports it.
+    leader.quorum.answers["DescribeQuorum"] = [added]
+    assert fails(capsys, *base, "add-controller", "--command-config", str(path)).startswith(
+        "DUPLICATE_VOTER: already a voter. ")
+    # Not a voter after either (another key of node 4, say): the refusal stands.
     leader.quorum.answers["DescribeQuorum"] = [described()]
     assert fails(capsys, *base, "add-controller", "--command-config", str(path)).startswith(
         "DUPLICATE_VOTER: already a voter. ")
-    # Sent once, straight to the leader: a refusal is a refusal, nothing is asked.
+    # Sent once, straight to the leader: a refusal is a refusal, asked once (before) only.
     asked = len(leader.quorum.sent("DescribeQuorum"))
     assert fails(capsys, "--bootstrap-controller", leader.endpoint, "quorum", "add-controller",
                  "--command-config", str(path)).startswith("DUPLICATE_VOTER: ")
-    assert len(leader.quorum.sent("DescribeQuorum")) == asked
+    assert len(leader.quorum.sent("DescribeQuorum")) == asked + 1
 
+    removed = described()
+    del removed.current_voters[0]
+    leader.quorum.answers["DescribeQuorum"] = [described(), removed]
     leader.quorum.answers["RemoveRaftVoter"] = [pb.VoterChangeResponse(
         error_code=Errors.VOTER_NOT_FOUND)]
-    assert ok(capsys, *base, "remove-controller", "-i", "3", "-d", D2) == (
-        f"Removed KRaft controller 3 with directory id {D2}\n")
+    assert ok(capsys, *base, "remove-controller", "-i", "1", "-d", D1) == (
+        f"Removed KRaft controller 1 with directory id {D1}\n")
+    leader.quorum.answers["DescribeQuorum"] = [described()]  # (1, D1) is still a voter
     assert fails(capsys, *base, "remove-controller", "-i", "1", "-d", D1).startswith(
-        "VOTER_NOT_FOUND: ")  # (1, D1) is still a voter: the remove did not happen
+        "VOTER_NOT_FOUND: ")
+    leader.quorum.answers["DescribeQuorum"] = [removed]  # it was gone before: not ours
+    assert fails(capsys, *base, "remove-controller", "-i", "1", "-d", D1).startswith(
+        "VOTER_NOT_FOUND: ")
+
+
+def test_no_leader_at_all_fails_before_anything_is_sent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nodes: tuple[Node, Node],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, follower = nodes
+    follower.quorum.answers["DescribeQuorum"] = [pb.DescribeQuorumResponse(
+        error_code=Errors.NOT_LEADER_OR_FOLLOWER, leader_id=-1, leader_epoch=5)]
+    monkeypatch.setattr(quorum_client, "RETRY_FOR_S", 0.2)
+    assert fails(capsys, "--bootstrap-controller", follower.endpoint, "quorum",
+                 "remove-controller", "-i", "1", "-d", D1) == (
+        f"gave up after 0 s: no leader is known at {follower.endpoint} (epoch 5)")
+    assert follower.quorum.sent("RemoveRaftVoter") == []

@@ -17,6 +17,7 @@ from kraft.log.meta_properties import StorageError, random_uuid, read_meta_prope
 from kraft.log.snapshots import verify_snapshot_file
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
+from server import format_probe
 from server.config import load_config
 from server.quorum_bootstrap import (
     InitialController,
@@ -476,3 +477,24 @@ def test_initial_controllers_while_no_leader_is_elected(
         error_code=Errors.NOT_LEADER_OR_FOLLOWER, leader_id=-1)]
     path = write_config(tmp_path, node_id=3, port=9095, bootstrap=endpoint)
     assert fmt(capsys, path, "-I", INITIAL)[0] == 0
+
+
+def test_initial_controllers_between_leaders_of_a_committed_quorum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], running: tuple[FakeQuorum, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Committed and between leaders: nothing can tell whether this key replicated before,
+    so the format waits a little for a leader, then refuses."""
+    quorum, endpoint = running
+    monkeypatch.setattr(format_probe, "LEADER_WAIT_S", 0.3)
+    quorum.answers["NodeStatus"] = [pb.NodeStatusResponse(
+        node_id=1, cluster_id=CLUSTER, leader_id=-1, high_watermark=90)]
+    quorum.answers["DescribeQuorum"] = [pb.DescribeQuorumResponse(
+        error_code=Errors.NOT_LEADER_OR_FOLLOWER, leader_id=-1)]
+    path = write_config(tmp_path, node_id=3, port=9095, bootstrap=endpoint)
+    assert refusal(tmp_path, capsys, path, "-I", INITIAL) == (
+        f"The quorum of cluster {CLUSTER} runs (high watermark 90 at {endpoint}) but has no "
+        "leader to say whether node 3's key has replicated before: retry once it has one, or "
+        "format it with --no-initial-controllers, start it, and add it with kraft-admin quorum "
+        "add-controller."
+    )
