@@ -61,7 +61,7 @@ class PendingVoterChange:
 
     token: int
     request: VoterChangeRequest
-    record_offset: int
+    record_offset: int  # -1 while an Add waits for its ApiVersions answer
     deadline: int
 
 

@@ -155,6 +155,21 @@ class UpdateRaftVoterRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ApiVersionsRequest:
+    """What a leader asks a node about to become a voter (KIP-853's ApiVersions check): the
+    answer proves the endpoint reaches that replica and says which kraft.version it runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsResponse:
+    error: Errors
+    node_id: int
+    directory_id: str
+    min_kraft_version: int
+    max_kraft_version: int
+
+
+@dataclass(frozen=True, slots=True)
 class VoterChangeResponse:
     """The answer to Add/Remove/UpdateRaftVoter."""
 
@@ -190,12 +205,14 @@ class QuorumDescription:
 VoterChangeRequest = AddRaftVoterRequest | RemoveRaftVoterRequest | UpdateRaftVoterRequest
 Request = (
     VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-    | FetchSnapshotRequest | VoterChangeRequest
+    | FetchSnapshotRequest | VoterChangeRequest | ApiVersionsRequest
 )
-Response = (
+# The responses that name the sender's leader and epoch (all but ApiVersions).
+EpochResponse = (
     VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
     | FetchSnapshotResponse | VoterChangeResponse
 )
+Response = EpochResponse | ApiVersionsResponse
 
 
 @dataclass(frozen=True, slots=True)

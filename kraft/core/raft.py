@@ -31,10 +31,13 @@ from kraft.core.election import binary_exponential_backoff
 from kraft.core.errors import Errors, NotLeaderError, RaftError, RaftInvariantError
 from kraft.core.leader import LeaderState
 from kraft.core.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
     EndQuorumEpochResponse,
+    EpochResponse,
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,
@@ -297,6 +300,8 @@ class RaftCore:
             response = rpc_fetch_snapshot.handle_request(self, token, request, now)
         elif isinstance(request, VoterChangeRequest):
             response = rpc_voter_change.handle_request(self, token, request, now)
+        elif isinstance(request, ApiVersionsRequest):
+            response = rpc_voter_change.api_versions(self)
         else:  # pragma: no cover - the union above is exhaustive
             raise TypeError(f"not a raft request: {request!r}")
         if response is not None:
@@ -309,7 +314,9 @@ class RaftCore:
         if entry is None:
             return  # timed out, or sent by a state we have left
         self.connections.note_answered(entry.destination)
-        if response.error == Errors.INCONSISTENT_CLUSTER_ID:
+        if isinstance(response, ApiVersionsResponse):
+            rpc_voter_change.on_api_versions(self, entry, response, now)
+        elif response.error == Errors.INCONSISTENT_CLUSTER_ID:
             log.error(
                 "node %d belongs to another cluster (INCONSISTENT_CLUSTER_ID); check its "
                 "meta.properties", entry.destination,
@@ -343,6 +350,7 @@ class RaftCore:
         if entry is None:
             return
         self._back_off(entry, now)
+        rpc_voter_change.on_failure(self, entry, now)
         if unreachable:
             rpc_fetch.on_unreachable(self, entry, now)
             rpc_vote.on_unreachable(self, entry, now)
@@ -641,7 +649,7 @@ class RaftCore:
         the time an election takes."""
         return max(self.config.retry_backoff_ms, self.config.election_timeout_ms // 2)
 
-    def _handle_common_response(self, entry: InFlight, response: Response, now: int) -> bool:
+    def _handle_common_response(self, entry: InFlight, response: EpochResponse, now: int) -> bool:
         """Kafka's maybeHandleCommonResponse. True when the response needs nothing more."""
         epoch = self.quorum.epoch
         error = response.error
@@ -692,6 +700,7 @@ class RaftCore:
         self._now = now
         for entry in self.connections.expire(now):
             rpc_fetch.on_timeout(self, entry, now)
+            rpc_voter_change.on_failure(self, entry, now)
         # A poll may change the state; poll again until it settles (a single voter goes
         # Unattached → Prospective → Candidate → Leader in one call). Handlers only change
         # state; polls send, so requests always belong to the state that sent them.

@@ -17,13 +17,15 @@ from kraft.core.errors import Errors
 from kraft.core.leader import LeaderState, PendingVoterChange
 from kraft.core.messages import (
     AddRaftVoterRequest,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     RemoveRaftVoterRequest,
     UpdateRaftVoterRequest,
     VoterChangeRequest,
     VoterChangeResponse,
 )
 from kraft.core.states import FollowerState
-from kraft.core.voters import ReplicaKey, VoterNode, VoterSet
+from kraft.core.voters import SUPPORTED_KRAFT_VERSIONS, ReplicaKey, VoterNode, VoterSet
 
 if TYPE_CHECKING:
     from kraft.core.connections import InFlight
@@ -49,8 +51,9 @@ def handle_request(
     try:
         leader = _check_leader(core, req)
         if isinstance(req, AddRaftVoterRequest):
-            voters = _added(core, leader, req, now)
-        elif isinstance(req, RemoveRaftVoterRequest):
+            _probe(core, leader, token, req, now)
+            return None
+        if isinstance(req, RemoveRaftVoterRequest):
             voters = _removed(core, leader, req)
         else:
             voters = _updated(core, leader, req)
@@ -59,13 +62,16 @@ def handle_request(
             return _answer(core, Errors.NONE)  # Update answers at once (R6.3)
     except Refusal as refusal:
         return _answer(core, refusal.error, str(refusal))
+    leader.pending_change = PendingVoterChange(
+        token, req, _append(core, voters, now), now + core.config.request_timeout_ms
+    )
+    return None
+
+
+def _append(core: HandlerContext, voters: VoterSet, now: int) -> int:
     offset = core.append_voters(voters, now)
     log.info("voter set change appended at offset %d: %s", offset, voters.describe())
-    leader.pending_change = PendingVoterChange(
-        token, req, offset, now + core.config.request_timeout_ms
-    )
-    on_high_watermark(core, leader)  # a lone voter commits it with its next flush, not now
-    return None
+    return offset
 
 
 def _check_leader(core: HandlerContext, req: VoterChangeRequest) -> LeaderState:
@@ -131,20 +137,89 @@ def _node(req: AddRaftVoterRequest | UpdateRaftVoterRequest) -> VoterNode:
     )
 
 
-def _added(
-    core: HandlerContext, leader: LeaderState, req: AddRaftVoterRequest, now: int
-) -> VoterSet:
+def _probe(
+    core: HandlerContext, leader: LeaderState, token: int, req: AddRaftVoterRequest, now: int
+) -> None:
+    """Checks 9 and 10: the id is no voter yet, then ask the new voter's endpoint who is
+    there (ApiVersions); `on_api_versions` goes on with the answer."""
     voters = core.voters
     if req.voter_id in voters.ids:
         raise Refusal(Errors.DUPLICATE_VOTER,
                       f"node {req.voter_id} is already a voter (as {voters.key_of(req.voter_id)}); "
                       "to replace its disk, remove that key first")
-    key = ReplicaKey(req.voter_id, req.voter_directory_id)
-    if not leader.caught_up(key, now):
+    if not core.connections.is_ready(req.voter_id, now):
         raise Refusal(Errors.REQUEST_TIMED_OUT,
-                      f"{key} is not a caught-up observer of this leader: start it (formatted "
-                      "with --no-initial-controllers) and retry once it has caught up")
-    return voters.adding(_node(req))
+                      f"a request to node {req.voter_id} is already under way; try again shortly")
+    leader.pending_change = PendingVoterChange(
+        token, req, -1, now + core.config.request_timeout_ms
+    )
+    core.send(req.voter_id, req.endpoint, ApiVersionsRequest(), now)
+
+
+def on_api_versions(
+    core: HandlerContext, entry: InFlight, resp: ApiVersionsResponse, now: int
+) -> None:
+    """The new voter's answer (checks 11 to 15): from that replica, running the finalized
+    kraft.version, caught up; then the VotersRecord is appended."""
+    leader = core.quorum.state
+    if not isinstance(leader, LeaderState):
+        return
+    pending = leader.pending_change
+    req = pending.request if pending is not None else None
+    if pending is None or pending.record_offset >= 0 or not isinstance(req, AddRaftVoterRequest):
+        return
+    if entry.destination != req.voter_id or resp.node_id != req.voter_id:
+        log.warning("ApiVersions from %s answered for node %d, not %d: ignored", req.endpoint,
+                    resp.node_id, req.voter_id)
+        return  # the deadline ends the operation (T12)
+    key = ReplicaKey(req.voter_id, req.voter_directory_id)
+    refusal = None
+    if resp.directory_id != req.voter_directory_id:
+        refusal = Refusal(Errors.INVALID_REQUEST,
+                          f"{req.endpoint} is node {resp.node_id} with directory id "
+                          f"{resp.directory_id}, not {req.voter_directory_id}")
+    elif not resp.min_kraft_version <= core.kraft_version <= resp.max_kraft_version:
+        refusal = Refusal(Errors.INVALID_REQUEST,
+                          f"node {req.voter_id} runs kraft.version {resp.min_kraft_version}.."
+                          f"{resp.max_kraft_version}, not the finalized {core.kraft_version}")
+    elif not leader.caught_up(key, now):
+        refusal = Refusal(Errors.REQUEST_TIMED_OUT,
+                          f"{key} is not a caught-up observer of this leader: start it "
+                          "(formatted with --no-initial-controllers) and retry once it has "
+                          "caught up")
+    if refusal is not None:
+        leader.pending_change = None
+        core.reply_later(pending.token, _answer(core, refusal.error, str(refusal)))
+        return
+    node = VoterNode(key, req.endpoint, req.listener, resp.min_kraft_version,
+                     resp.max_kraft_version)
+    pending.record_offset = _append(core, core.voters.adding(node), now)
+
+
+def on_failure(core: HandlerContext, entry: InFlight, now: int) -> None:
+    """The ApiVersions request got no answer: the new voter is unreachable at its endpoint."""
+    leader = core.quorum.state
+    if not isinstance(entry.request, ApiVersionsRequest) or not isinstance(leader, LeaderState):
+        return
+    pending = leader.pending_change
+    if pending is None or pending.record_offset >= 0:
+        return
+    leader.pending_change = None
+    core.reply_later(pending.token, _answer(
+        core, Errors.REQUEST_TIMED_OUT,
+        f"node {pending.request.voter_id} did not answer at its endpoint "
+        f"{getattr(pending.request, 'endpoint', '')}: check its advertised controller listener",
+    ))
+
+
+def api_versions(core: HandlerContext) -> ApiVersionsResponse:
+    """Any node answers who it is and which kraft.version range it supports."""
+    key = core.local_key
+    return ApiVersionsResponse(
+        Errors.NONE, key.node_id if key is not None else -1,
+        key.directory_id if key is not None else "",
+        SUPPORTED_KRAFT_VERSIONS[0], SUPPORTED_KRAFT_VERSIONS[-1],
+    )
 
 
 def _removed(core: HandlerContext, leader: LeaderState, req: RemoveRaftVoterRequest) -> VoterSet:
@@ -170,7 +245,7 @@ def on_high_watermark(core: HandlerContext, leader: LeaderState) -> None:
     """The HW moved: a pending change whose record it passed is answered; a leader that
     removed itself resigns once that is committed (R5.2)."""
     pending = leader.pending_change
-    if pending is None or leader.high_watermark is None:
+    if pending is None or leader.high_watermark is None or pending.record_offset < 0:
         return
     if leader.high_watermark <= pending.record_offset:
         return
@@ -186,12 +261,15 @@ def expire_pending(core: HandlerContext, leader: LeaderState, now: int) -> None:
     if pending is None or now < pending.deadline:
         return
     leader.pending_change = None
-    core.reply_later(pending.token, _answer(
-        core, Errors.REQUEST_TIMED_OUT,
-        f"the new voter set at offset {pending.record_offset} has not committed within "
-        f"{core.config.request_timeout_ms} ms; it stays in the log and commits once a "
-        "majority of the new set holds it: run quorum describe --status before retrying",
-    ))
+    if pending.record_offset < 0:
+        message = (f"node {pending.request.voter_id} did not answer within "
+                   f"{core.config.request_timeout_ms} ms; nothing was changed")
+    else:
+        message = (f"the new voter set at offset {pending.record_offset} has not committed "
+                   f"within {core.config.request_timeout_ms} ms; it stays in the log and "
+                   "commits once a majority of the new set holds it: run quorum describe "
+                   "--status before retrying")
+    core.reply_later(pending.token, _answer(core, Errors.REQUEST_TIMED_OUT, message))
 
 
 def fail_pending(core: HandlerContext, former: LeaderState) -> None:

@@ -10,7 +10,12 @@ from typing import Any
 import grpc
 
 from kraft.core.errors import Errors, NotLeaderError, RaftError
-from kraft.core.messages import QuorumDescription, ReplicaDescription, Request
+from kraft.core.messages import (
+    ApiVersionsRequest,
+    QuorumDescription,
+    ReplicaDescription,
+    Request,
+)
 from kraft.node.raft_node import NodeStoppedError, RaftNode
 from kraft.node.transport import sender_of
 from kraft.rpc import convert
@@ -69,6 +74,11 @@ class RaftServicer(rpc.RaftServicer):
         self, request: pb.FetchSnapshotRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> convert.PbResponse:
         return await self._serve(convert.fetch_snapshot_request(request), context)
+
+    async def ApiVersions(
+        self, request: pb.ApiVersionsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> convert.PbResponse:
+        return await self._serve(ApiVersionsRequest(), context)
 
 
 class QuorumServicer(rpc.QuorumServicer):

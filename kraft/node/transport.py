@@ -26,6 +26,7 @@ from typing import TypeAlias, cast
 import grpc
 
 from kraft.core.messages import (
+    ApiVersionsRequest,
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
     FetchRequest,
@@ -152,6 +153,7 @@ class RaftTransport:
                     BeginQuorumEpochRequest: stub.BeginQuorumEpoch,
                     EndQuorumEpochRequest: stub.EndQuorumEpoch,
                     FetchSnapshotRequest: stub.FetchSnapshot,
+                    ApiVersionsRequest: stub.ApiVersions,
                 }[type(out.request)]
                 reply = await method(convert.request_to_pb(out.request), timeout=timeout)
         except grpc.aio.AioRpcError as exc:

@@ -12,14 +12,15 @@ from kraft.log.base import OffsetAndEpoch
 from kraft.rpc import raft_pb2 as pb
 
 # The Raft RPCs' messages on the wire.
-PbRequest: TypeAlias = (
+PbClusterRequest: TypeAlias = (
     pb.FetchRequest | pb.VoteRequest | pb.BeginQuorumEpochRequest | pb.EndQuorumEpochRequest
     | pb.FetchSnapshotRequest | pb.AddRaftVoterRequest | pb.RemoveRaftVoterRequest
     | pb.UpdateRaftVoterRequest
 )
+PbRequest: TypeAlias = PbClusterRequest | pb.ApiVersionsRequest
 PbResponse: TypeAlias = (
     pb.FetchResponse | pb.VoteResponse | pb.BeginQuorumEpochResponse | pb.EndQuorumEpochResponse
-    | pb.FetchSnapshotResponse | pb.VoterChangeResponse
+    | pb.FetchSnapshotResponse | pb.VoterChangeResponse | pb.ApiVersionsResponse
 )
 
 
@@ -34,7 +35,7 @@ def _cluster_to_pb(cluster_id: str | None) -> pb.OptionalString | None:
     return None if cluster_id is None else pb.OptionalString(value=cluster_id)
 
 
-def _cluster_from_pb(msg: PbRequest) -> str | None:
+def _cluster_from_pb(msg: PbClusterRequest) -> str | None:
     return msg.cluster_id.value if msg.HasField("cluster_id") else None
 
 
@@ -116,6 +117,8 @@ def request_to_pb(req: m.Request) -> PbRequest:
             listeners=_listeners_to_pb(req.listener, req.endpoint),
             min_kraft_version=req.min_kraft_version, max_kraft_version=req.max_kraft_version,
         )
+    if isinstance(req, m.ApiVersionsRequest):
+        return pb.ApiVersionsRequest()
     raise TypeError(f"not a raft request: {req!r}")
 
 
@@ -217,6 +220,11 @@ def response_to_pb(resp: m.Response) -> PbResponse:
             error_code=resp.error, error_message=resp.error_message, leader_id=resp.leader_id,
             leader_epoch=resp.leader_epoch, leader_endpoint=resp.leader_endpoint,
         )
+    if isinstance(resp, m.ApiVersionsResponse):
+        return pb.ApiVersionsResponse(
+            error_code=resp.error, node_id=resp.node_id, directory_id=resp.directory_id,
+            min_kraft_version=resp.min_kraft_version, max_kraft_version=resp.max_kraft_version,
+        )
     raise TypeError(f"not a raft response: {resp!r}")
 
 
@@ -251,5 +259,10 @@ def response_from_pb(msg: PbResponse) -> m.Response:
         return m.VoterChangeResponse(
             _error(msg.error_code), msg.leader_id, msg.leader_epoch, msg.error_message,
             msg.leader_endpoint,
+        )
+    if isinstance(msg, pb.ApiVersionsResponse):
+        return m.ApiVersionsResponse(
+            _error(msg.error_code), msg.node_id, msg.directory_id, msg.min_kraft_version,
+            msg.max_kraft_version,
         )
     raise TypeError(f"not a raft response: {msg!r}")

@@ -192,6 +192,24 @@ class FetchSnapshotResponse(_message.Message):
     leader_endpoint: str
     def __init__(self, error_code: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., snapshot_id: _Optional[_Union[OffsetAndEpoch, _Mapping]] = ..., size: _Optional[int] = ..., position: _Optional[int] = ..., unaligned_records: _Optional[bytes] = ..., leader_endpoint: _Optional[str] = ...) -> None: ...
 
+class ApiVersionsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ApiVersionsResponse(_message.Message):
+    __slots__ = ("error_code", "node_id", "directory_id", "min_kraft_version", "max_kraft_version")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    MIN_KRAFT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_KRAFT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    node_id: int
+    directory_id: str
+    min_kraft_version: int
+    max_kraft_version: int
+    def __init__(self, error_code: _Optional[int] = ..., node_id: _Optional[int] = ..., directory_id: _Optional[str] = ..., min_kraft_version: _Optional[int] = ..., max_kraft_version: _Optional[int] = ...) -> None: ...
+
 class DescribeQuorumRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -59,6 +59,11 @@ class RaftStub:
                 request_serializer=kraft_dot_rpc_dot_raft__pb2.FetchSnapshotRequest.SerializeToString,
                 response_deserializer=kraft_dot_rpc_dot_raft__pb2.FetchSnapshotResponse.FromString,
                 _registered_method=True)
+        self.ApiVersions = channel.unary_unary(
+                '/kraft.raft.v1.Raft/ApiVersions',
+                request_serializer=kraft_dot_rpc_dot_raft__pb2.ApiVersionsRequest.SerializeToString,
+                response_deserializer=kraft_dot_rpc_dot_raft__pb2.ApiVersionsResponse.FromString,
+                _registered_method=True)
 
 
 class RaftServicer:
@@ -98,6 +103,13 @@ class RaftServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ApiVersions(self, request, context):
+        """Who is at this endpoint: a leader asks before it adds a voter (KIP-853).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RaftServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -125,6 +137,11 @@ def add_RaftServicer_to_server(servicer, server):
                     servicer.FetchSnapshot,
                     request_deserializer=kraft_dot_rpc_dot_raft__pb2.FetchSnapshotRequest.FromString,
                     response_serializer=kraft_dot_rpc_dot_raft__pb2.FetchSnapshotResponse.SerializeToString,
+            ),
+            'ApiVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApiVersions,
+                    request_deserializer=kraft_dot_rpc_dot_raft__pb2.ApiVersionsRequest.FromString,
+                    response_serializer=kraft_dot_rpc_dot_raft__pb2.ApiVersionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -262,6 +279,33 @@ class Raft:
             '/kraft.raft.v1.Raft/FetchSnapshot',
             kraft_dot_rpc_dot_raft__pb2.FetchSnapshotRequest.SerializeToString,
             kraft_dot_rpc_dot_raft__pb2.FetchSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApiVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.raft.v1.Raft/ApiVersions',
+            kraft_dot_rpc_dot_raft__pb2.ApiVersionsRequest.SerializeToString,
+            kraft_dot_rpc_dot_raft__pb2.ApiVersionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,7 +47,8 @@ METHOD_OPERATIONS: dict[str, str] = {
         "DescribeCluster": "Describe", "DescribeFeatures": "Describe",
     }.items()},
     **{f"/kraft.raft.v1.Raft/{m}": "ClusterAction" for m in (
-        "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot")},
+        "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot",
+        "ApiVersions")},
     "/kraft.raft.v1.Quorum/DescribeQuorum": "Describe",
     "/kraft.raft.v1.Quorum/NodeStatus": "Describe",
     # KIP-853: changing the voter set is ALTER on the cluster; a voter updating its own

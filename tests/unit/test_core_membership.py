@@ -8,6 +8,8 @@ import pytest
 from kraft.core.errors import Errors, RaftInvariantError
 from kraft.core.messages import (
     AddRaftVoterRequest,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     EndQuorumEpochRequest,
     FetchRequest,
     FetchResponse,
@@ -94,6 +96,21 @@ def caught_up_observer(h: Harness, node_id: int, directory: str | None = None) -
     h.deliver(fetch(node_id, h.epoch, h.log.end_offset, h.epoch, directory))
 
 
+def probe_answer(h: Harness, voter: int, directory: str | None = None,
+                 node_id: int | None = None, max_kraft_version: int = 1) -> None:
+    """The new voter answers the leader's ApiVersions (KIP-853's reachability check)."""
+    h.respond(h.only(ApiVersionsRequest, to=voter), ApiVersionsResponse(
+        Errors.NONE, voter if node_id is None else node_id,
+        DIR[voter] if directory is None else directory, 0, max_kraft_version,
+    ))
+
+
+def add_voter(h: Harness, voter: int) -> int:
+    token = h.deliver_async(add(voter))
+    probe_answer(h, voter)
+    return token
+
+
 def answer(h: Harness, token: int) -> VoterChangeResponse:
     reply = h.reply_for(token)
     assert isinstance(reply, VoterChangeResponse), reply
@@ -132,6 +149,8 @@ def test_add_commits_on_the_new_set_and_answers_then() -> None:
     h = elected((1,))
     caught_up_observer(h, 2)
     token = h.deliver_async(add(2))
+    assert h.core.voters.ids == {1}  # first: who answers at its endpoint (check 10)
+    probe_answer(h, 2)
     assert h.reply_for(token) is None  # waits for the commit
     assert h.core.voters.ids == {1, 2}  # in effect from the append (R2.3)
     record = h.core.voter_history.latest_offset()
@@ -148,23 +167,48 @@ def test_add_is_refused_by_kafkas_rules() -> None:
     cases = [
         (add(4, directory=""), Errors.INVALID_REQUEST),  # T9
         (AddRaftVoterRequest(CLUSTER_ID, 4, DIR[4], "no-port"), Errors.INVALID_REQUEST),
-        (add(4), Errors.REQUEST_TIMED_OUT),  # never fetched (T11)
         (add(3, directory=NEW_DISK), Errors.DUPLICATE_VOTER),  # T8
         (AddRaftVoterRequest("other", 4, DIR[4], endpoint(4)), Errors.INCONSISTENT_CLUSTER_ID),
-        (AddRaftVoterRequest(CLUSTER_ID, 4, DIR[4], endpoint(4), min_kraft_version=0,
-                             max_kraft_version=0), Errors.INVALID_REQUEST),  # T10
     ]
     for request, error in cases:
         reply = h.deliver(request)
         assert isinstance(reply, VoterChangeResponse) and reply.error == error, request
+        assert not h.sent(ApiVersionsRequest)  # refused before asking anyone (T9)
+    probed: list[tuple[dict[str, object], Errors]] = [
+        ({}, Errors.REQUEST_TIMED_OUT),  # it never fetched: not caught up (T11)
+        ({"max_kraft_version": 0}, Errors.INVALID_REQUEST),  # T10
+        ({"directory": NEW_DISK}, Errors.INVALID_REQUEST),  # another disk at that endpoint
+    ]
+    for answered, error in probed:
+        token = h.deliver_async(add(4))
+        probe_answer(h, 4, **answered)  # type: ignore[arg-type]
+        assert answer(h, token).error == error, answered
+    token = h.deliver_async(add(4))
+    h.fail(h.only(ApiVersionsRequest, to=4), unreachable=True)
+    assert answer(h, token).error == Errors.REQUEST_TIMED_OUT
     assert h.core.voters.ids == {1, 2, 3}  # nothing appended
+
+
+def test_an_api_versions_answer_from_another_node_is_ignored() -> None:
+    h = elected((1, 2, 3))
+    caught_up_observer(h, 4)
+    token = h.deliver_async(add(4))
+    probe_answer(h, 4, node_id=5)  # T12
+    assert h.reply_for(token) is None and h.core.voters.ids == {1, 2, 3}
+    h.advance(h.config.request_timeout_ms)
+    assert answer(h, token).error == Errors.REQUEST_TIMED_OUT
+
+
+def test_every_node_says_who_it_is() -> None:
+    reply = node(3, (1, 2, 3)).deliver(ApiVersionsRequest())
+    assert reply == ApiVersionsResponse(Errors.NONE, 3, DIR[3], 0, 1)
 
 
 def test_one_change_at_a_time() -> None:
     h = elected((1, 2, 3))
     caught_up_observer(h, 4)
     caught_up_observer(h, 5)
-    first = h.deliver_async(add(4))
+    first = add_voter(h, 4)
     second = h.deliver(add(5))  # T4
     assert isinstance(second, VoterChangeResponse) and second.error == Errors.REQUEST_TIMED_OUT
     h.flush()
@@ -172,7 +216,7 @@ def test_one_change_at_a_time() -> None:
         h.deliver(fetch(voter, h.epoch, h.log.end_offset, h.epoch))
     assert answer(h, first).error == Errors.NONE
     h.deliver(fetch(5, h.epoch, h.log.end_offset, h.epoch))
-    token = h.deliver_async(add(5))
+    token = add_voter(h, 5)
     assert h.reply_for(token) is None and h.core.voters.ids == {1, 2, 3, 4, 5}
 
 
@@ -190,7 +234,7 @@ def test_a_change_before_the_epoch_commits_waits() -> None:
 def test_a_timed_out_add_stays_and_commits_later() -> None:
     h = elected((1,))
     caught_up_observer(h, 2)
-    token = h.deliver_async(add(2))
+    token = add_voter(h, 2)
     h.flush()
     h.advance(h.config.request_timeout_ms)
     reply = answer(h, token)
@@ -206,7 +250,7 @@ def test_a_timed_out_add_stays_and_commits_later() -> None:
 def test_losing_leadership_answers_a_pending_change() -> None:
     h = elected((1, 2, 3))
     caught_up_observer(h, 4)
-    token = h.deliver_async(add(4))
+    token = add_voter(h, 4)
     h.deliver(vote_request(2, h.epoch + 1, h.epoch, h.log.end_offset))
     assert h.state != "Leader"
     assert answer(h, token).error == Errors.NOT_LEADER_OR_FOLLOWER  # T17
@@ -329,7 +373,7 @@ def test_snapshots_carry_the_set_in_effect_at_their_end() -> None:
     h = elected((1,))
     before = h.log.end_offset
     caught_up_observer(h, 2)
-    h.deliver_async(add(2))
+    add_voter(h, 2)
     after = h.log.end_offset
 
     def ids(records: list[bytes]) -> set[int]:
