@@ -7,6 +7,8 @@ SEEDS ?= 10000
 SEED_START ?= 0
 SIM_JOBS ?= 2
 CONTROLLER_SEEDS ?= 500
+# make sim MEMBERSHIP_SEEDS=30000: issue 18's run of the membership scenarios alone
+MEMBERSHIP_SEEDS ?= 2000
 # make chaos DURATION=300 SEED=42 CONTROLLERS=5 CHAOS_ARGS=--no-audit
 DURATION ?= 300
 SEED ?=
@@ -40,9 +42,11 @@ demo: $(STAMP)
 audit-demo: $(STAMP)
 	$(PY) -m tests.audit.demo build/audit-demo
 
-# The Raft scenarios, then the real QuorumController on simulated nodes (tests/sim/controller_sim.py).
+# The Raft scenarios (membership ones included), the membership scenarios alone, then the real
+# QuorumController on simulated nodes (tests/sim/controller_sim.py).
 sim: $(STAMP)
 	$(PY) -m kraft.sim --seeds $(SEEDS) --seed $(SEED_START) --jobs $(SIM_JOBS)
+	$(PY) -m kraft.sim --membership --seeds $(MEMBERSHIP_SEEDS) --seed $(SEED_START) --jobs $(SIM_JOBS)
 	$(PY) -m tests.sim.controller_sim --seeds $(CONTROLLER_SEEDS) --seed $(SEED_START)
 
 chaos: $(STAMP)

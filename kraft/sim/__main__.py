@@ -1,8 +1,10 @@
-"""Run simulator seeds: `python -m kraft.sim --seeds 1000 [--scenario NAME] [--jobs 2]`.
+"""Run simulator seeds: `python -m kraft.sim --seeds 1000 [--scenario NAME | --membership]
+[--jobs 2]`.
 
 Seeds are spread over the scenarios (seed s runs scenario s mod the number of scenarios unless
-one is named). A failure prints the one command that replays it; `--seed S --scenario NAME`
-replays exactly that run, with `--verbose` for the protocol's debug log.
+one is named; `--membership` spreads them over the membership scenarios only). A failure
+prints the one command that replays it; `--seed S --scenario NAME` replays exactly that run,
+with `--verbose` for the protocol's debug log.
 """
 
 from __future__ import annotations
@@ -18,11 +20,15 @@ from dataclasses import dataclass
 
 from kraft.sim.cluster import SimCluster
 from kraft.sim.invariants import SimViolation
+from kraft.sim.membership_scenarios import MEMBERSHIP_SCENARIOS
 from kraft.sim.scenarios import SCENARIOS, ScenarioStats
 from kraft.sim.storage_scenarios import STORAGE_SCENARIOS
 
-ALL_SCENARIOS: dict[str, Callable[[int], SimCluster]] = {**SCENARIOS, **STORAGE_SCENARIOS}
+ALL_SCENARIOS: dict[str, Callable[[int], SimCluster]] = {
+    **SCENARIOS, **STORAGE_SCENARIOS, **MEMBERSHIP_SCENARIOS,
+}
 NAMES = sorted(ALL_SCENARIOS)
+MEMBERSHIP_NAMES = sorted(MEMBERSHIP_SCENARIOS)
 
 
 def run(name: str, seed: int) -> ScenarioStats:
@@ -60,10 +66,13 @@ def run_seed(scenario: str, seed: int) -> SeedResult:
                       time.process_time() - started)
 
 
-def plan(seeds: int, first_seed: int, scenario: str | None) -> list[tuple[str, int]]:
+def plan(
+    seeds: int, first_seed: int, scenario: str | None, names: list[str] | None = None
+) -> list[tuple[str, int]]:
     if scenario is not None:
         return [(scenario, s) for s in range(first_seed, first_seed + seeds)]
-    return [(NAMES[s % len(NAMES)], s) for s in range(first_seed, first_seed + seeds)]
+    names = names or NAMES
+    return [(names[s % len(names)], s) for s in range(first_seed, first_seed + seeds)]
 
 
 def replay_command(result: SeedResult) -> str:
@@ -82,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=1, help="how many seeds to run")
     parser.add_argument("--seed", type=int, default=0, help="the first seed")
     parser.add_argument("--scenario", choices=NAMES, help="run only this scenario")
+    parser.add_argument("--membership", action="store_true",
+                        help="spread the seeds over the membership scenarios only")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--verbose", action="store_true", help="log the protocol at DEBUG")
     args = parser.parse_args(argv)
@@ -92,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.CRITICAL, format="%(name)s %(message)s"
     )
     started = time.monotonic()
-    results = run_many(plan(args.seeds, args.seed, args.scenario), args.jobs)
+    names = MEMBERSHIP_NAMES if args.membership else None
+    results = run_many(plan(args.seeds, args.seed, args.scenario, names), args.jobs)
     wall = time.monotonic() - started
     failures = [r for r in results if not r.ok]
     events = sum(r.events for r in results)

@@ -4,16 +4,26 @@ logs, a virtual clock and a lossy network, all driven by one seeded RNG.
 Events sit in one heap ordered by (time, sequence number), so a seed replays exactly. After
 every event the invariant checker runs; the first violation stops the run with its time and
 event number.
+
+A `dynamic` cluster (KIP-853) has no static voters: every node has a directory id, the first
+`voters` nodes are formatted with a bootstrap snapshot holding the initial voter set (as
+`kraft-storage format --standalone` or `--initial-controllers` writes it), the next `joiners`
+are controllers formatted without one (they start as observers and may be added), and every
+node finds the leader through its bootstrap servers. A wiped disk comes back with a new
+directory id and no bootstrap snapshot. Clients (kraft/sim/membership.py's operator) talk to
+the nodes over the same network under ids of their own.
 """
 
 from __future__ import annotations
 
+import base64
 import collections
+import dataclasses
 import heapq
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kraft.core.config import RaftConfig
 from kraft.core.errors import NotLeaderError, RaftError
@@ -25,9 +35,21 @@ from kraft.core.messages import (
 )
 from kraft.core.raft import RaftCore
 from kraft.core.states import ProspectiveState
+from kraft.core.voters import (
+    ReplicaKey,
+    SnapshotVoters,
+    VoterNode,
+    VoterSet,
+    bootstrap_control_records,
+)
 from kraft.log.base import CorruptRecordError, FlushJob, OffsetAndEpoch, SnapshotJob
 from kraft.log.memory import MemoryLog
-from kraft.log.snapshots import MemorySnapshotStore, align_log_with_snapshots
+from kraft.log.snapshots import (
+    BOOTSTRAP_SNAPSHOT_ID,
+    MemorySnapshotStore,
+    align_log_with_snapshots,
+    verify_snapshot_bytes,
+)
 from kraft.sim.faults import FaultyQuorumStateStore, NodeClock
 from kraft.sim.invariants import InvariantChecker, SimViolation
 from kraft.sim.network import NetworkProfile, SimNetwork
@@ -46,6 +68,19 @@ class SimTiming:
     min_fsync_ms: int = 0
     max_fsync_ms: int = 3
     max_snapshot_job_ms: int = 3  # a snapshot job (chunk read or write, freeze) takes 0..this
+
+
+def endpoint(node_id: int) -> str:
+    """A simulated node's controller listener."""
+    return f"node{node_id}:9093"
+
+
+class SimClient(Protocol):
+    """Something outside the quorum that sends requests to nodes (an admin client)."""
+
+    def on_response(self, correlation_id: int, response: Response) -> None: ...
+
+    def on_failure(self, correlation_id: int) -> None: ...
 
 
 @dataclass
@@ -76,6 +111,11 @@ class SimNode:
     pending_appends: list[PendingAppend] = field(default_factory=list)
     last_state: object = None
     prospective_entries: int = 0  # how often it stood for election (pre-vote rounds)
+    directory_id: str = ""  # meta.properties' directory.id ("" in a static cluster)
+
+    @property
+    def key(self) -> ReplicaKey:
+        return ReplicaKey(self.node_id, self.directory_id)
 
     @property
     def alive(self) -> bool:
@@ -100,10 +140,19 @@ class SimCluster:
         timing: SimTiming | None = None,
         network: NetworkProfile | None = None,
         clock_drift: float = 0.0,
+        dynamic: bool = False,
+        joiners: int = 0,
     ) -> None:
-        """`clock_drift`: each node's timers run at a rate drawn from [1 - d, 1 + d]."""
+        """`clock_drift`: each node's timers run at a rate drawn from [1 - d, 1 + d].
+        `dynamic`: the voter set lives in the log (KIP-853), see the module docstring;
+        `joiners` controllers start as observers (dynamic clusters only)."""
+        if joiners and not dynamic:
+            raise ValueError("only a dynamic cluster has joining controllers")
         self.seed = seed
         self.rng = random.Random(seed)
+        # Directory ids come from their own RNG: the protocol's random choices stay the same.
+        self._directory_rng = random.Random(f"directory-ids-{seed}")
+        self.dynamic = dynamic
         self.timing = timing or SimTiming()
         self.network = SimNetwork(random.Random(self.rng.random()), network or NetworkProfile())
         self.now = 0
@@ -111,22 +160,41 @@ class SimCluster:
         self._seq = 0
         self.event_count = 0
         voter_ids = list(range(1, voters + 1))
-        endpoints = {v: f"node{v}:9093" for v in voter_ids}
+        self.controller_ids = frozenset(range(1, voters + joiners + 1))
+        broker_ids = range(voters + joiners + 1, voters + joiners + observers + 1)
         self.nodes: dict[int, SimNode] = {}
-        for node_id in voter_ids + list(range(voters + 1, voters + observers + 1)):
+        self._by_endpoint = {endpoint(i): i for i in [*self.controller_ids, *broker_ids]}
+        for node_id in [*sorted(self.controller_ids), *broker_ids]:
+            directory_id = self.new_directory_id() if dynamic else ""
             config = RaftConfig(
                 cluster_id="sim-cluster",
                 node_id=node_id,
-                voters=endpoints,
-                local_endpoint=f"node{node_id}:9093",
+                voters={} if dynamic else {v: endpoint(v) for v in voter_ids},
+                local_endpoint=endpoint(node_id),
+                bootstrap=self._bootstrap_servers(node_id) if dynamic else (),
+                directory_id=directory_id,
+                controller=node_id in self.controller_ids,
                 election_timeout_ms=self.timing.election_timeout_ms,
                 fetch_timeout_ms=self.timing.fetch_timeout_ms,
                 request_timeout_ms=self.timing.request_timeout_ms,
                 fetch_max_wait_ms=self.timing.fetch_max_wait_ms,
             )
             rate = 1.0 + self.rng.uniform(-clock_drift, clock_drift) if clock_drift else 1.0
-            self.nodes[node_id] = SimNode(node_id, config, clock=NodeClock(rate))
-        self.voter_ids = frozenset(voter_ids)
+            self.nodes[node_id] = SimNode(
+                node_id, config, clock=NodeClock(rate), directory_id=directory_id
+            )
+        if dynamic:
+            self.initial_voters = VoterSet.of(
+                VoterNode(self.nodes[v].key, endpoint(v)) for v in voter_ids
+            )
+            for v in voter_ids:  # kraft-storage format --initial-controllers (or --standalone)
+                self.nodes[v].snapshots.builder(
+                    BOOTSTRAP_SNAPSHOT_ID, 0,
+                    control_records=bootstrap_control_records(self.initial_voters),
+                ).freeze()
+        else:
+            self.initial_voters = VoterSet.static({v: endpoint(v) for v in voter_ids})
+        self.admin_clients: dict[int, SimClient] = {}
         self.checker = InvariantChecker(self)
         self.acknowledged: dict[int, bytes] = {}  # offset -> payload reported committed
         self.verified_acks = 0  # acknowledged appends found committed
@@ -137,6 +205,26 @@ class SimCluster:
         # Nodes that crash right after their next snapshot load (before the step's flush).
         self.crash_after_snapshot_load: set[int] = set()
         self.crashes_after_snapshot_load = 0
+
+    def new_directory_id(self) -> str:
+        """A Kafka Uuid (22 characters of unpadded URL-safe base64), drawn from the seed."""
+        while True:
+            text = base64.urlsafe_b64encode(
+                self._directory_rng.getrandbits(128).to_bytes(16, "big")
+            ).decode().rstrip("=")
+            if not text.startswith("-") and text not in ("AAAAAAAAAAAAAAAAAAAAAA",
+                                                          "AAAAAAAAAAAAAAAAAAAAAQ"):
+                return text
+
+    def _bootstrap_servers(self, node_id: int) -> tuple[tuple[int, str], ...]:
+        """controller.quorum.bootstrap.servers: every controller but the node itself."""
+        others = [c for c in sorted(self.controller_ids) if c != node_id]
+        return tuple((-2 - i, endpoint(c)) for i, c in enumerate(others))
+
+    @property
+    def voter_ids(self) -> frozenset[int]:
+        """The ids of the latest committed voter set (the static set in a static cluster)."""
+        return self.checker.voters.latest_committed().ids
 
     # -- scheduling --------------------------------------------------------------------------
 
@@ -171,12 +259,26 @@ class SimCluster:
         node.core = RaftCore(
             node.config, node.log, node.store.read(), node.clock.local(self.now),
             random.Random(self.rng.random()), node.snapshots,
+            snapshot_voters=self._snapshot_voters(node),
         )
-        # As the real driver does: the state machine starts from the newest snapshot.
+        # As the real driver does: the state machine starts from the newest snapshot (before
+        # the first step: a lone voter may lead already, and a leader loads no snapshot later).
         node.state_machine = SimStateMachine()
-        node.core.snapshot_to_load = node.snapshots.latest_id()
+        latest = node.snapshots.latest_id()
+        if latest is not None:
+            node.state_machine.load(node.snapshots, latest)
+            self.checker.on_state(node, node.state_machine.applied, node.state_machine.digest)
         self.checker.on_start(node)
         self._drain(node)
+
+    @staticmethod
+    def _snapshot_voters(node: SimNode) -> SnapshotVoters | None:
+        """What the latest snapshot says of the voter set, read as the real driver does."""
+        latest = node.snapshots.latest_id()
+        if latest is None:
+            return None
+        info = verify_snapshot_bytes(node.snapshots.read_all(latest), latest)
+        return SnapshotVoters.from_control_records(latest.offset, info.control_records)
 
     def start_all(self) -> None:
         """Start every stopped node; a node still in a graceful shutdown finishes it first, as
@@ -213,13 +315,18 @@ class SimCluster:
         node.inbound_requests.clear()
 
     def wipe(self, node_id: int) -> None:
-        """The loss of a node's whole disk (it must be down)."""
+        """The loss of a node's whole disk (it must be down). In a dynamic cluster the new
+        disk is formatted with `--no-initial-controllers`: a new directory id, no bootstrap
+        snapshot, so the node is a new replica that starts as an observer."""
         node = self.nodes[node_id]
         assert not node.alive
+        self.checker.on_wipe(node)
         node.log.wipe()
         node.snapshots.wipe()
         node.store = FaultyQuorumStateStore()
-        self.checker.on_wipe(node)
+        if self.dynamic:
+            node.directory_id = self.new_directory_id()
+            node.config = dataclasses.replace(node.config, directory_id=node.directory_id)
 
     def shutdown(self, node_id: int) -> None:
         """SIGTERM: begin a graceful shutdown; the node stops once it may."""
@@ -334,7 +441,13 @@ class SimCluster:
         self.event_count += 1
         kind = event[0]
         touched: SimNode | None = None
-        if kind == "request":
+        if kind in ("response", "failure") and event[1] in self.admin_clients:
+            client = self.admin_clients[event[1]]
+            if kind == "response":
+                client.on_response(event[3], event[4])
+            else:
+                client.on_failure(event[3])
+        elif kind == "request":
             touched = self._on_request(*event[1:])
         elif kind == "response":
             touched = self._on_response(*event[1:])
@@ -521,7 +634,7 @@ class SimCluster:
             self.checker.on_state(node, machine.applied, machine.digest)
             # The checker learns this node's committed records before cleaning may drop them.
             self.checker.check_node(node)
-            machine.maybe_snapshot(node.snapshots, node.log)
+            machine.maybe_snapshot(node.snapshots, node.log, core.snapshot_control_records)
 
     def _stop_gracefully(self, node: SimNode) -> None:
         """The process exits after a last flush, so a graceful stop loses nothing (snapshot
@@ -534,8 +647,17 @@ class SimCluster:
         node.log.flush()
         self.crash(node.node_id)
 
+    def send_from_client(self, client_id: int, dest: int, cid: int, request: Request) -> None:
+        """A client's request to node `dest`; its answer (or the refusal of a dead node's
+        host) comes back to `self.admin_clients[client_id]`."""
+        for delay in self.network.delays(client_id, dest):
+            self.schedule(delay, ("request", dest, client_id, 0, cid, request))
+
     def _route_request(self, node: SimNode, request: OutboundRequest) -> None:
         dest = request.destination
+        if dest not in self.nodes:
+            # A bootstrap server, known by its endpoint only (ids -2, -3, ...).
+            dest = self._by_endpoint.get(request.endpoint, -1)
         if dest not in self.nodes:
             return
         if (node.node_id, dest) in self.refused:

@@ -3,7 +3,11 @@
 - at most one leader per epoch (live leaders and every persisted election state);
 - no node's epoch ever decreases, across restarts (except a node whose disk was wiped);
 - no node's high watermark decreases within one run of its process;
-- every committed offset is durable on a majority of voters;
+- every committed offset is durable on a majority of the voter set that committed it (the
+  committed set in effect there, or the committing leader's uncommitted change after it),
+  counted by replica key: a node whose disk was replaced is a new replica, and what a lost
+  disk held counts only up to where it held it when it was lost (a fault, not the protocol);
+- the voter-set rules of kraft/sim/voter_invariants.py;
 - no two nodes disagree on a committed offset, and a committed record never changes;
 - a new leader's log holds every committed record;
 - every append a leader reported committed is the committed record at its offset;
@@ -27,6 +31,8 @@ from typing import TYPE_CHECKING
 
 from kraft.core.errors import Errors
 from kraft.core.messages import BeginQuorumEpochRequest, FetchResponse, VoteRequest, VoteResponse
+from kraft.core.voters import ReplicaKey, VoterSet
+from kraft.sim.voter_invariants import CommittedVoters, VoterChecks, describe
 
 if TYPE_CHECKING:
     from kraft.core.raft import Output
@@ -52,6 +58,24 @@ class NodeProgress:
 
 
 @dataclass
+class LostDisk:
+    """What a disk held durably when it was lost: the committed log to `matched`, then a
+    tail (its records' epochs) not committed at the time."""
+
+    matched: int
+    tail_epochs: list[int]
+
+    def held(self, end: int, committed_epochs: list[int]) -> bool:
+        """Whether it held the committed log to `end` (same epoch at end - 1, same prefix)."""
+        if end <= self.matched:
+            return True
+        index = end - 1 - self.matched
+        return index < len(self.tail_epochs) and (
+            self.tail_epochs[index] == committed_epochs[end - 1]
+        )
+
+
+@dataclass
 class InvariantChecker:
     cluster: SimCluster
     epochs: list[int] = field(default_factory=list)  # committed records' epochs, by offset
@@ -60,6 +84,18 @@ class InvariantChecker:
     progress: dict[int, NodeProgress] = field(default_factory=dict)
     check_majority_durable: bool = True
     digests: dict[int, tuple[int, int]] = field(default_factory=dict)  # offset -> (digest, node)
+    # Replica keys whose disk was lost -> what those disks held durably then.
+    destroyed: dict[ReplicaKey, list[LostDisk]] = field(default_factory=dict)
+    voter_checks: VoterChecks = field(init=False)
+    committing: VoterSet | None = None  # the set that committed the current committed end
+    _committing_end: int = 0
+
+    def __post_init__(self) -> None:
+        self.voter_checks = VoterChecks(CommittedVoters(self.cluster.initial_voters))
+
+    @property
+    def voters(self) -> CommittedVoters:
+        return self.voter_checks.committed
 
     @property
     def committed_end(self) -> int:
@@ -111,9 +147,15 @@ class InvariantChecker:
         self.progress.setdefault(node.node_id, NodeProgress()).matched = 0
 
     def on_wipe(self, node: SimNode) -> None:
+        """Called before the disk is lost: what it held durably is remembered for its key."""
+        p = self.progress.setdefault(node.node_id, NodeProgress())
+        self._match_log(node, p, 0)
+        matched = min(p.matched, node.log.flushed_offset)
+        # Its acknowledgements of records not committed yet may still be in flight and count:
+        # the epochs of that tail say, by log matching, whether it held what commits there.
+        tail = [epoch for _, epoch, _, _ in _records(node.log, matched, node.log.flushed_offset)]
+        self.destroyed.setdefault(node.key, []).append(LostDisk(matched, tail))
         self.progress[node.node_id] = NodeProgress(wiped=True)
-        # With a lost disk the majority-durability rule cannot hold for what that disk had.
-        self.check_majority_durable = False
 
     def check(self) -> None:
         for node in self.cluster.nodes.values():
@@ -142,6 +184,9 @@ class InvariantChecker:
             self._fail(f"node {node.node_id}: high watermark went back from {p.last_hw} to {hw}")
         p.last_hw = hw
         self._match_log(node, p, hw)
+        problem = self.voter_checks.check_node(node, self.committed_end, p.matched)
+        if problem is not None:
+            self._fail(problem)
         if core.is_leader and p.led_epoch != core.epoch:
             p.led_epoch = core.epoch
             if p.matched < self.committed_end:
@@ -197,7 +242,7 @@ class InvariantChecker:
         p.matched = max(p.matched, min(log.start_offset, self.committed_end))
         limit = min(end, self.committed_end)
         if p.matched < limit:
-            for offset, epoch, record in _records(log, p.matched, limit):
+            for offset, epoch, record, _ in _records(log, p.matched, limit):
                 if self.epochs[offset] != epoch or self.records[offset] != record:
                     if offset < hw:
                         self._fail(
@@ -209,29 +254,62 @@ class InvariantChecker:
         if hw > self.committed_end:
             if p.matched < self.committed_end:
                 self._fail(f"node {node.node_id} commits past a record it does not match")
-            for offset, epoch, record in _records(log, self.committed_end, hw):
+            for offset, epoch, record, control in _records(log, self.committed_end, hw):
                 assert offset == len(self.records)
                 self.epochs.append(epoch)
                 self.records.append(record)
+                problem = self.voters.on_committed(offset, record) if control else None
+                if problem is not None:
+                    self._fail(problem)
             p.matched = hw
 
     def _check_majority_durable(self) -> None:
         if not self.check_majority_durable or not self.records:
             return
         end = self.committed_end
+        if end != self._committing_end or self.committing is None:
+            # Newly committed: find the set that committed it, and hold it to that set.
+            leaders = [n for n in self.cluster.nodes.values()
+                       if n.core is not None and n.core.is_leader]
+            candidates = self.voter_checks.committing_sets(end, leaders)
+            counts = [self._durable_on(voters, end) for voters in candidates]
+            chosen = next((i for i, (voters, count) in enumerate(zip(candidates, counts,
+                                                                      strict=True))
+                           if count >= voters.majority), None)
+            if chosen is None:
+                self._fail(
+                    f"committed offset {end - 1} is durable on only {counts[0]} of the voters "
+                    f"{describe(candidates[0])}"
+                    + "".join(f" (on {c} of {describe(v)})"
+                              for v, c in zip(candidates[1:], counts[1:], strict=True))
+                )
+                return
+            self.committing, self._committing_end = candidates[chosen], end
+            return
+        durable = self._durable_on(self.committing, end)
+        if durable < self.committing.majority:
+            self._fail(f"committed offset {end - 1} is durable on only {durable} of the voters "
+                       f"{describe(self.committing)} that committed it")
+
+    def _durable_on(self, voters: VoterSet, end: int) -> int:
+        """How many replicas of `voters` hold the committed log to `end` durably: by replica
+        key (a replaced disk is another replica), a lost disk up to where it held it."""
         durable = 0
-        for node_id in self.cluster.voter_ids:
-            node = self.cluster.nodes[node_id]
-            p = self.progress.get(node_id)
-            if p is not None and min(p.matched, node.log.flushed_offset) >= end:
-                durable += 1
-            elif p is not None and node.log.flushed_offset >= end:
-                # Not verified yet (it just restarted): verify now, then count it.
-                self._match_log(node, p, 0)
+        for voter in voters:
+            node = self.cluster.nodes.get(voter.node_id)
+            p = self.progress.get(voter.node_id)
+            same = node is not None and (
+                not voter.key.directory_id or voter.key.directory_id == node.directory_id
+            )
+            if node is not None and p is not None and same:
+                if min(p.matched, node.log.flushed_offset) < end <= node.log.flushed_offset:
+                    self._match_log(node, p, 0)  # not verified yet (it just restarted)
                 if min(p.matched, node.log.flushed_offset) >= end:
                     durable += 1
-        if durable < len(self.cluster.voter_ids) // 2 + 1:
-            self._fail(f"committed offset {end - 1} is durable on only {durable} voters")
+                    continue
+            if any(disk.held(end, self.epochs) for disk in self.destroyed.get(voter.key, ())):
+                durable += 1
+        return durable
 
     def _check_acknowledged(self) -> None:
         acknowledged = self.cluster.acknowledged
@@ -245,10 +323,10 @@ class InvariantChecker:
             self.cluster.verified_acks += 1
 
 
-def _records(log: MemoryLog, start: int, end: int) -> Iterator[tuple[int, int, bytes]]:
-    """(offset, epoch, record) for offsets in [start, end)."""
+def _records(log: MemoryLog, start: int, end: int) -> Iterator[tuple[int, int, bytes, bool]]:
+    """(offset, epoch, record, control) for offsets in [start, end)."""
     for batch in log.batches(start, end):
         for i, record in enumerate(batch.records):
             offset = batch.base_offset + i
             if start <= offset < end:
-                yield offset, batch.epoch, record
+                yield offset, batch.epoch, record, batch.control

@@ -207,40 +207,6 @@ def back_to_back(seed: int) -> SimCluster:
     return c
 
 
-def disk_loss(seed: int) -> SimCluster:
-    """A voter loses its whole disk and rejoins empty, following the operator rule of
-    KAFKA-14205: writes pause until every voter holds the whole log, and resume once the
-    replacement has caught up. Without directory ids (KIP-853) the leader cannot tell the new
-    disk from the old one and would keep counting the old disk's acknowledgements until the
-    node fetches again (seed 3923 of an earlier version of this scenario showed the loss)."""
-    c = _cluster(seed)
-    c.start_all()
-    leader = _elect(c)
-    _write_for(c, 500)
-    voters = [c.nodes[v] for v in sorted(c.voter_ids)]
-
-    def all_hold_the_log() -> bool:
-        leading = c.leader()
-        return leading is not None and all(
-            n.log.flushed_offset == leading.log.end_offset for n in voters
-        )
-
-    c.run_until(all_hold_the_log, CONVERGE_BOUND_MS, "every voter flushing the whole log")
-    rng = random.Random(seed)
-    victim = rng.choice(sorted(c.voter_ids - {leader}))
-    c.crash(victim)
-    c.wipe(victim)
-    c.start(victim)
-    c.run_until(
-        lambda: c.nodes[victim].log.flushed_offset >= c.committed_offset(),
-        CONVERGE_BOUND_MS,
-        "the wiped voter catching up",
-    )
-    _write_for(c, 500)
-    _converge(c)
-    return c
-
-
 def rejoin_without_disruption(seed: int) -> SimCluster:
     """A follower cut off for many election timeouts rejoins; pre-vote keeps the leader."""
     c = _cluster(seed, lossy=False)
@@ -393,7 +359,6 @@ SCENARIOS: dict[str, Callable[[int], SimCluster]] = {
     "leader_partitioned": leader_partitioned,
     "split_majority": split_majority,
     "back_to_back": back_to_back,
-    "disk_loss": disk_loss,
     "rejoin_without_disruption": rejoin_without_disruption,
     "chaos": chaos,
     "store_failure": store_failure,

@@ -2,15 +2,17 @@
 
 It plays the part the metadata loader plays in a real node: it replays committed records up to
 the high watermark, loads a snapshot when the driver says so (start-up, or a snapshot fetched
-from the leader), and snapshots itself every few records, after which the node cleans its log
-as retention would: the log starts at the newest snapshot that is flushed over. The digest at
-an offset is a function of the committed records below it, so two nodes, or a node that
-loaded a snapshot and one that replayed, must agree on it (the checker compares them).
+from the leader), and snapshots itself every few records (with the voter set the core says the
+snapshot must carry, KIP-853), after which the node cleans its log as retention would: the log
+starts at the newest snapshot that is flushed over. The digest at an offset is a function of
+the committed records below it, so two nodes, or a node that loaded a snapshot and one that
+replayed, must agree on it (the checker compares them).
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kraft.log.base import OffsetAndEpoch
@@ -31,8 +33,9 @@ class SimStateMachine:
 
     def load(self, store: MemorySnapshotStore, snapshot_id: OffsetAndEpoch) -> None:
         data = store.read_all(snapshot_id)
-        [record] = [r for b in decode_batches(data) if not b.control for r in b.records]
-        self.digest = int(record)
+        records = [r for b in decode_batches(data) if not b.control for r in b.records]
+        # The bootstrap snapshot (0-0) holds no state, only the initial voter set.
+        self.digest = int(records[0]) if records else 0
         self.applied = snapshot_id.offset
         self.last_epoch = snapshot_id.epoch
         self.loads += 1
@@ -54,13 +57,21 @@ class SimStateMachine:
         self.applied = high_watermark
         return True
 
-    def maybe_snapshot(self, store: MemorySnapshotStore, log: MemoryLog) -> None:
+    def maybe_snapshot(
+        self, store: MemorySnapshotStore, log: MemoryLog,
+        control_records: Callable[[int], list[bytes]] | None = None,
+    ) -> None:
         """Snapshot every SNAPSHOT_EVERY offsets, then clean: drop older snapshots and start
-        the log at the newest one, once the log is flushed that far."""
+        the log at the newest one, once the log is flushed that far. `control_records(end)`
+        is what a snapshot ending at `end` carries of the voter set (the core's
+        `snapshot_control_records`)."""
         latest = store.latest_id()
         if self.applied - (latest.offset if latest is not None else 0) >= SNAPSHOT_EVERY:
             snapshot_id = OffsetAndEpoch(self.applied, self.last_epoch)
-            builder = store.builder(snapshot_id, 0)
+            builder = store.builder(
+                snapshot_id, 0,
+                control_records=control_records(self.applied) if control_records else [],
+            )
             builder.append([str(self.digest).encode()])
             builder.freeze()
             self.snapshots_written += 1

@@ -63,9 +63,9 @@ def test_the_checker_catches_a_snapshot_that_disagrees_with_replay(
     # The deliberate bug: snapshots record a state the records do not produce.
     original = SimStateMachine.maybe_snapshot
 
-    def corrupt(self: SimStateMachine, store: object, log: object) -> None:
+    def corrupt(self: SimStateMachine, store: object, log: object, *args: object) -> None:
         self.digest += 1
-        original(self, store, log)  # type: ignore[arg-type]
+        original(self, store, log, *args)  # type: ignore[arg-type]
         self.digest -= 1
 
     monkeypatch.setattr(SimStateMachine, "maybe_snapshot", corrupt)
