@@ -87,18 +87,25 @@ def write_controller_configs(
     size: int,
     extra: dict[str, str],
     per_node: dict[int, dict[str, str]] | None = None,
+    *,
+    dynamic: bool = False,
 ) -> dict[int, NodeProcess]:
     """Config files for `size` controllers on loopback with ephemeral ports (Raft + metrics),
-    data under `root`; `extra` goes to every file, `per_node` to one node's only."""
+    data under `root`; `extra` goes to every file, `per_node` to one node's only. With
+    `dynamic` (KIP-853) no file has controller.quorum.voters: every one lists all the
+    controllers in controller.quorum.bootstrap.servers, and the voter set comes from the
+    storage (format with `ProcessCluster.format_dynamic`) and from add/remove-controller."""
     root.mkdir(parents=True, exist_ok=True)
     ports = free_ports(size * 2)
     voters = ",".join(f"{i}@127.0.0.1:{ports[i - 1]}" for i in range(1, size + 1))
+    quorum = ({"controller.quorum.bootstrap.servers": bootstrap_list(ports[:size])} if dynamic
+              else {"controller.quorum.voters": voters})
     nodes = {}
     for i in range(1, size + 1):
         props = {
             "process.roles": "controller",
             "node.id": str(i),
-            "controller.quorum.voters": voters,
+            **quorum,
             "listeners": f"CONTROLLER://127.0.0.1:{ports[i - 1]}",
             "controller.listener.names": "CONTROLLER",
             "log.dirs": str(root / f"node-{i}"),
@@ -113,6 +120,11 @@ def write_controller_configs(
     return nodes
 
 
+def bootstrap_list(ports: list[int]) -> str:
+    """controller.quorum.bootstrap.servers for controllers on these loopback ports."""
+    return ",".join(f"127.0.0.1:{port}" for port in ports)
+
+
 def write_broker_configs(
     root: Path,
     controllers: dict[int, NodeProcess],
@@ -120,12 +132,17 @@ def write_broker_configs(
     extra: dict[str, str],
     *,
     combined: bool = False,
+    dynamic: bool = False,
 ) -> dict[int, NodeProcess]:
     """Config files for broker-only nodes observing `controllers` (or, with `combined`, turn
     the controllers' files into broker,controller ones with two more listeners). A broker's
     `port` is its gRPC listener's (ADMIN: metadata service, Admin API, DescribeQuorum), its
-    `kafka_port` its Kafka-protocol listener's (PLAINTEXT)."""
+    `kafka_port` its Kafka-protocol listener's (PLAINTEXT). With `dynamic` the files name the
+    controllers in controller.quorum.bootstrap.servers only (KIP-853)."""
     voters = ",".join(f"{i}@127.0.0.1:{n.port}" for i, n in sorted(controllers.items()))
+    quorum = ({"controller.quorum.bootstrap.servers":
+               bootstrap_list([n.port for _, n in sorted(controllers.items())])} if dynamic
+              else {"controller.quorum.voters": voters})
     ids = list(controllers) if combined else broker_ids
     ports = free_ports(len(ids) * 3)
     nodes = {}
@@ -150,7 +167,7 @@ def write_broker_configs(
         props = {
             **props,
             "node.id": str(node_id),
-            "controller.quorum.voters": voters,
+            **quorum,
             "controller.listener.names": "CONTROLLER",
             "grpc.listener.names": "ADMIN",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
@@ -172,10 +189,13 @@ class ProcessCluster:
     extra: dict[str, str] = field(default_factory=dict)
     nodes: dict[int, NodeProcess] = field(default_factory=dict)
     cluster_id: str = ""
+    # KIP-853: bootstrap servers only, no controller.quorum.voters (see format_dynamic).
+    dynamic: bool = False
 
     def __post_init__(self) -> None:
         self.nodes = write_controller_configs(
-            self.root, self.size, {"internal.test.hooks.enable": "true", **self.extra}
+            self.root, self.size, {"internal.test.hooks.enable": "true", **self.extra},
+            dynamic=self.dynamic,
         )
 
     def add_brokers(
@@ -184,7 +204,8 @@ class ProcessCluster:
         """Broker-only nodes observing this cluster's controllers; they join `nodes` (their
         `endpoint` is the broker listener, which also serves Quorum.NodeStatus)."""
         brokers = write_broker_configs(
-            self.root, dict(self.nodes), broker_ids, {**self.extra, **(extra or {})})
+            self.root, dict(self.nodes), broker_ids, {**self.extra, **(extra or {})},
+            dynamic=self.dynamic)
         self.nodes.update(brokers)
         return brokers
 
@@ -192,7 +213,8 @@ class ProcessCluster:
         """Rewrite every controller's config as broker,controller with a broker listener; the
         returned nodes' `endpoint` is the broker listener (`nodes` keep the controller's)."""
         combined = write_broker_configs(
-            self.root, dict(self.nodes), [], {**self.extra, **(extra or {})}, combined=True)
+            self.root, dict(self.nodes), [], {**self.extra, **(extra or {})}, combined=True,
+            dynamic=self.dynamic)
         for node_id, node in combined.items():
             self.nodes[node_id].config_path = node.config_path
             self.nodes[node_id].kafka_port = node.kafka_port
@@ -225,10 +247,28 @@ class ProcessCluster:
             self.format_node(node.node_id, cluster_id)
         return cluster_id
 
-    def format_node(self, node_id: int, cluster_id: str) -> None:
+    def format_node(self, node_id: int, cluster_id: str, *flags: str) -> None:
+        """`kraft-storage format` of one node; `flags` such as --standalone or -N."""
         out = run_cli("server.storage_cli", "format", "-t", cluster_id, "-c",
-                      str(self.nodes[node_id].config_path))
+                      str(self.nodes[node_id].config_path), *flags)
         assert out.returncode == 0, out.stderr
+
+    def format_dynamic(self, standalone: int = 1, cluster_id: str | None = None) -> str:
+        """A dynamic quorum (KIP-853): node `standalone` formatted with --standalone (the one
+        voter), every other node with --no-initial-controllers (observers until added)."""
+        if cluster_id is None:
+            out = run_cli("server.storage_cli", "random-uuid")
+            assert out.returncode == 0, out.stderr
+            cluster_id = out.stdout.strip()
+        self.cluster_id = cluster_id
+        for node_id in self.nodes:
+            flag = "--standalone" if node_id == standalone else "--no-initial-controllers"
+            self.format_node(node_id, cluster_id, flag)
+        return cluster_id
+
+    def data_dir(self, node_id: int) -> Path:
+        """The node's log.dirs (its metadata directory), as the config writers set it."""
+        return self.root / f"node-{node_id}"
 
     def start(self, node_id: int) -> NodeProcess:
         node = self.nodes[node_id]
