@@ -85,10 +85,11 @@ def check_standalone(config: NodeConfig, cluster_id: str) -> None:
 
 def check_initial_controllers(
     config: NodeConfig, cluster_id: str, controllers: tuple[InitialController, ...]
-) -> None:
+) -> list[str]:
+    """Refuse what is certainly wrong; return warnings for what may be."""
     found = running_node(config, cluster_id)
     if found is None:
-        return
+        return []
     endpoint, status = found
     described = _leader_view(config, endpoint)
     if described is None and status.high_watermark > 0:
@@ -102,7 +103,7 @@ def check_initial_controllers(
                 f"{_JOIN}."
             )
     if described is None:
-        return  # no leader has ever been elected: the initial controllers are coming up
+        return []  # no leader has ever been elected: the initial controllers are coming up
     listed = {(c.node_id, c.directory_id) for c in controllers}
     running = {(v.replica_id, v.directory_id) for v in described.current_voters}
     if running != listed:
@@ -122,3 +123,14 @@ def check_initial_controllers(
             f"Format it with --no-initial-controllers, start it, then kraft-admin quorum "
             f"remove-controller -i {config.node_id} -d {own.directory_id} and add-controller."
         )
+    if own is not None and described.high_watermark > 0:
+        # Not fetched from this leader: never ran, or ran under an earlier leader. Only the
+        # operator knows which.
+        return [
+            f"the quorum of cluster {cluster_id} has committed records (high watermark "
+            f"{described.high_watermark}) and node {config.node_id} has not fetched from its "
+            f"leader {described.leader_id}: fine if node {config.node_id} has never run; if "
+            "this disk replaces one that had replicated, re-format it with "
+            "--no-initial-controllers instead, or its old acknowledgements would still count."
+        ]
+    return []

@@ -224,7 +224,9 @@ def _initial_controllers(
         return (standalone_controller(config),)
     if mode is QuorumMode.INITIAL_CONTROLLERS:
         controllers = parse_initial_controllers(args.initial_controllers)
-        format_probe.check_initial_controllers(config, args.cluster_id, controllers)
+        for warning in format_probe.check_initial_controllers(config, args.cluster_id,
+                                                              controllers):
+            _warn(warning)
         _warn_about_own_entry(config, controllers)
         return controllers
     return ()

@@ -466,7 +466,24 @@ def test_initial_controllers_against_a_running_quorum(
     )
     # Node 2 never fetched: formatting it late with the same list is the normal bootstrap.
     two = write_config(tmp_path, node_id=2, port=9094, bootstrap=endpoint)
-    assert fmt(capsys, two, "-I", INITIAL)[0] == 0
+    assert fmt(capsys, two, "-I", INITIAL)[::2] == (0, "")
+
+
+def test_initial_controllers_warns_when_the_quorum_has_committed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], running: tuple[FakeQuorum, str]
+) -> None:
+    """Not fetched from the current leader: never ran, or ran under an earlier leader."""
+    quorum, endpoint = running
+    quorum.answers["DescribeQuorum"][0].high_watermark = 90
+    two = write_config(tmp_path, node_id=2, port=9094, bootstrap=endpoint)
+    code, _, err = fmt(capsys, two, "-I", INITIAL)
+    assert code == 0
+    assert err == (
+        f"kraft-storage: warning: the quorum of cluster {CLUSTER} has committed records (high "
+        "watermark 90) and node 2 has not fetched from its leader 1: fine if node 2 has never "
+        "run; if this disk replaces one that had replicated, re-format it with "
+        "--no-initial-controllers instead, or its old acknowledgements would still count.\n"
+    )
 
 
 def test_initial_controllers_while_no_leader_is_elected(
