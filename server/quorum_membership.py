@@ -217,8 +217,8 @@ def _explain(resp: pb.VoterChangeResponse, verb: str, node_id: int, directory_id
             f"{_CHECK} before retrying; a timed-out {verb} may still commit (another change "
             "may also be pending, or the new controller not caught up yet).",
         Errors.DUPLICATE_VOTER:
-            f"node {node_id} is already a voter, whatever its directory id: to replace its "
-            "disk, remove-controller the old directory id first (quorum describe --status).",
+            f"node ids are unique among voters: quorum describe --status shows node {node_id}'s "
+            "current directory id; to replace its disk, remove-controller that key first.",
         Errors.VOTER_NOT_FOUND:
             f"no voter is ({node_id}, {directory_id}), or it is the last one: check the id "
             "and directory id with quorum describe --status.",
@@ -240,5 +240,6 @@ def _explain(resp: pb.VoterChangeResponse, verb: str, node_id: int, directory_id
         Errors.BROKER_NOT_AVAILABLE: "the leader is shutting down: retry in a moment.",
     }
     hint = advice.get(code, f"{_CHECK} to see the quorum's state.")
+    hint = hint[0].upper() + hint[1:]
     message = resp.error_message.rstrip(".")
     return QuorumError(f"{error_name(code)}: {message + '. ' if message else ''}{hint}")

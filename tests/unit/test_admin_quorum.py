@@ -178,23 +178,23 @@ def test_add_controller_dry_run_sends_nothing(
     ("code", "message", "line"),
     [
         (Errors.REQUEST_TIMED_OUT, "The request timed out.",
-         "REQUEST_TIMED_OUT: The request timed out. run kraft-admin quorum describe --status "
+         "REQUEST_TIMED_OUT: The request timed out. Run kraft-admin quorum describe --status "
          "before retrying; a timed-out add may still commit (another change may also be "
          "pending, or the new controller not caught up yet)."),
         (Errors.DUPLICATE_VOTER, "The voter id for ReplicaKey(id=4) is already part of the set "
          "of voters.",
          "DUPLICATE_VOTER: The voter id for ReplicaKey(id=4) is already part of the set of "
-         "voters. node 4 is already a voter, whatever its directory id: to replace its disk, "
-         "remove-controller the old directory id first (quorum describe --status)."),
+         "voters. Node ids are unique among voters: quorum describe --status shows node 4's "
+         "current directory id; to replace its disk, remove-controller that key first."),
         (Errors.UNSUPPORTED_VERSION, "",
-         "UNSUPPORTED_VERSION: the quorum runs kraft.version 0 (static "
+         "UNSUPPORTED_VERSION: The quorum runs kraft.version 0 (static "
          "controller.quorum.voters); membership changes need a quorum formatted with "
          "--standalone or --initial-controllers."),
         (Errors.INCONSISTENT_CLUSTER_ID, "",
-         "INCONSISTENT_CLUSTER_ID: the new controller's storage was formatted for another "
+         "INCONSISTENT_CLUSTER_ID: The new controller's storage was formatted for another "
          "cluster: re-format it with the cluster's id and --no-initial-controllers."),
         (Errors.INVALID_REQUEST, "The voter's kraft.version range 0..0 excludes 1.",
-         "INVALID_REQUEST: The voter's kraft.version range 0..0 excludes 1. check the "
+         "INVALID_REQUEST: The voter's kraft.version range 0..0 excludes 1. Check the "
          "controller's directory id and that it serves the controller listener and supports "
          "kraft.version 1."),
     ],
@@ -307,7 +307,7 @@ def test_remove_controller_refusals(
         "voters.")]
     base = ["--bootstrap-controller", leader.endpoint, "quorum", "remove-controller"]
     assert fails(capsys, *base, "-i", "3", "-d", D1) == (
-        "VOTER_NOT_FOUND: The voter is not part of the set of voters. no voter is (3, "
+        "VOTER_NOT_FOUND: The voter is not part of the set of voters. No voter is (3, "
         f"{D1}), or it is the last one: check the id and directory id with quorum describe "
         "--status.")
     assert fails(capsys, *base, "-i", "-1", "-d", D1) == (
