@@ -14,9 +14,22 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 
-from kraft.core.voters import ReplicaKey, VoterNode, VoterSet, bootstrap_control_records
+from kraft.core.voters import (
+    ReplicaKey,
+    SnapshotVoters,
+    VoterNode,
+    VoterSet,
+    VoterSetError,
+    bootstrap_control_records,
+)
+from kraft.log.base import CorruptRecordError
 from kraft.log.meta_properties import StorageError, is_valid_uuid, random_uuid
-from kraft.log.snapshots import BOOTSTRAP_SNAPSHOT_ID, FileSnapshotStore, snapshot_file_name
+from kraft.log.snapshots import (
+    BOOTSTRAP_SNAPSHOT_ID,
+    FileSnapshotStore,
+    snapshot_file_name,
+    verify_snapshot_file,
+)
 from metadata.configs import METADATA_VERSION, SUPPORTED_FEATURES, feature_level_name
 from metadata.topics import METADATA_PARTITION_DIR
 from server.config import NodeConfig
@@ -279,3 +292,16 @@ def write_bootstrap_snapshot(
             f"{err.strerror}."
         ) from None
     return bootstrap_snapshot_path(config)
+
+
+def read_bootstrap_snapshot(config: NodeConfig) -> SnapshotVoters | None:
+    """What the metadata directory's bootstrap snapshot holds; None when there is none."""
+    path = bootstrap_snapshot_path(config)
+    if not os.path.exists(path):
+        return None
+    try:
+        info = verify_snapshot_file(path)
+        return SnapshotVoters.from_control_records(BOOTSTRAP_SNAPSHOT_ID.offset,
+                                                   info.control_records)
+    except (CorruptRecordError, VoterSetError, OSError) as err:
+        raise StorageError(f"The bootstrap snapshot {path} cannot be read: {err}") from None

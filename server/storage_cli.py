@@ -38,11 +38,13 @@ from server.quorum_bootstrap import (
     InitialController,
     QuorumMode,
     advertised_controller_endpoint,
+    bootstrap_snapshot_path,
     check_format_flags,
     check_release_version,
     parse_features,
     parse_initial_controllers,
     parse_release_version,
+    read_bootstrap_snapshot,
     standalone_controller,
     write_bootstrap_snapshot,
 )
@@ -142,6 +144,16 @@ def print_info(config: NodeConfig, out: TextIO | None = None) -> int:
         if status.meta is not None:
             print(f"\nFound metadata in {status.path}: {status.meta}", file=out)
     problems = storage_problems(config, statuses)
+    try:
+        bootstrap = read_bootstrap_snapshot(config)
+    except StorageError as err:
+        problems.append(str(err))
+        bootstrap = None
+    if bootstrap is not None and bootstrap.voters is not None:
+        voters = ", ".join(f"{n.node_id}@{n.endpoint}:{n.key.directory_id}"
+                           for n in bootstrap.voters)
+        print(f"\nFound the bootstrap voter set in {bootstrap_snapshot_path(config)}: "
+              f"kraft.version {bootstrap.kraft_version}, voters {voters}", file=out)
     if problems:
         print("\nFound problem(s):", file=out)
         for problem in problems:

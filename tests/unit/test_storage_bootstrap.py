@@ -515,3 +515,23 @@ def test_initial_controllers_between_leaders_of_a_committed_quorum(
         "format it with --no-initial-controllers, start it, and add it with kraft-admin quorum "
         "add-controller."
     )
+
+
+def test_info_shows_the_bootstrap_voter_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_config(tmp_path)
+    assert fmt(capsys, path, "-I", f"1@127.0.0.1:9093:{D1},2@127.0.0.1:9094:{D2}")[0] == 0
+    code, out, _ = run(capsys, "info", "-c", path)
+    assert code == 0
+    assert out.endswith(
+        f"\nFound the bootstrap voter set in {tmp_path / 'data' / CHECKPOINT}: kraft.version 1, "
+        f"voters 1@127.0.0.1:9093:{D1}, 2@127.0.0.1:9094:{D2}\n")
+    checkpoint = tmp_path / "data" / CHECKPOINT
+    checkpoint.chmod(0o644)
+    checkpoint.write_bytes(checkpoint.read_bytes()[:-3])  # a torn copy
+    code, out, _ = run(capsys, "info", "-c", path)
+    assert code == 1
+    problems = out.split("Found problem(s):\n")[1].splitlines()
+    assert len(problems) == 1
+    assert problems[0].startswith(f"  The bootstrap snapshot {checkpoint} cannot be read: ")
