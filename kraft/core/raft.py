@@ -508,9 +508,16 @@ class RaftCore:
         if epoch == quorum.epoch and leader_id >= 0:
             names_us = leader_id == self.local_id
             if names_us and not quorum.is_leader and quorum.leader_id != leader_id:
-                raise RaftInvariantError(
-                    f"a peer names this node leader of epoch {epoch}, which it is not"
+                # This node's storage was lost (its old disk led this epoch; a re-formatted
+                # one is a new replica, KIP-853) and it learned the epoch from a peer first.
+                # It must not follow itself: it waits for a later epoch, as when the epoch
+                # named is above its own (_follow_or_unattach).
+                log.warning(
+                    "a peer names this node leader of epoch %d, which it does not lead (was "
+                    "its storage lost? is node.id %s configured twice?); waiting for a later "
+                    "epoch", epoch, self.local_id,
                 )
+                return
             if quorum.leader_id >= 0 and quorum.leader_id != leader_id:
                 raise RaftInvariantError(
                     f"two leaders in epoch {epoch}: {quorum.leader_id} and {leader_id}"

@@ -415,3 +415,20 @@ def test_fetch_responses_are_unchanged_for_observers_without_ids() -> None:
     h = elected((1,))
     reply = h.deliver(FetchRequest(CLUSTER_ID, -1, h.epoch, 0, 0, 0, MAX_BYTES))
     assert isinstance(reply, FetchResponse) and reply.error == Errors.NONE
+
+
+def test_a_replaced_disk_told_it_leads_its_old_epoch_waits_for_a_later_one() -> None:
+    # Its old disk led epoch 1; the new one learned epoch 1 from a Vote (disk_loss seed 15).
+    h = Harness(
+        1, voter_ids=(), directory_id=NEW_DISK, controller=True, bootstrap=((-2, endpoint(2)),),
+        snapshot_voters=SnapshotVoters(BOOTSTRAP_OFFSET, 1, voter_set(1, 2, 3)),
+    )
+    h.deliver(VoteRequest(CLUSTER_ID, 2, 1, 0, 0, False, 1, DIR[2], DIR[1]))
+    assert h.epoch == 1
+    h.run_until(lambda: bool(h.sent(FetchRequest)))
+    h.respond(h.sent(FetchRequest)[0],
+              fetch_response(1, 1, error=Errors.NOT_LEADER_OR_FOLLOWER))
+    assert h.state == "Unattached" and h.epoch == 1  # neither a crash nor following itself
+    h.run_until(lambda: bool(h.sent(FetchRequest)))
+    h.respond(h.sent(FetchRequest)[0], fetch_response(3, 2))
+    assert (h.state, h.leader_id, h.epoch) == ("Follower", 3, 2)
