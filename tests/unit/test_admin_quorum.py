@@ -18,6 +18,8 @@ import pytest
 from kraft.errors import Errors
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
+from kraft.security.certs import make_test_certs
+from kraft.security.tls import TlsConfig
 from server import admin_cli, admin_commands, quorum_client
 from server.storage_cli import main as storage_main
 
@@ -475,3 +477,29 @@ def test_no_leader_at_all_fails_before_anything_is_sent(
                  "remove-controller", "-i", "1", "-d", D1) == (
         f"gave up after 0 s: no leader is known at {follower.endpoint} (epoch 5)")
     assert follower.quorum.sent("RemoveRaftVoter") == []
+
+
+def test_add_controller_dials_as_the_new_controller_over_tls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As Kafka: the new controller's file is also the client config, so an SSL controller
+    listener is dialed with that controller's own keystore (no --command-config needed)."""
+    paths = make_test_certs(tmp_path / "certs", ["controller-1", "controller-4"], ["127.0.0.1"])
+    leader = FakeQuorum(answers={"AddRaftVoter": [pb.VoterChangeResponse()],
+                                 "DescribeQuorum": [described()]})
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    rpc.add_QuorumServicer_to_server(leader, server)
+    port = server.add_secure_port(
+        "127.0.0.1:0", TlsConfig(str(paths["controller-1"]), str(paths["ca"])).server_credentials())
+    server.start()
+    try:
+        path = new_controller(tmp_path, capsys, extra=(
+            "listener.security.protocol.map=CONTROLLER:SSL\n"
+            f"ssl.keystore.location={paths['controller-4']}\n"
+            f"ssl.truststore.location={paths['ca']}\n"))
+        assert ok(capsys, "--bootstrap-controller", f"127.0.0.1:{port}", "quorum",
+                  "add-controller", "--command-config", str(path)).startswith(
+            "Added controller 4 ")
+        assert len(leader.sent("AddRaftVoter")) == 1
+    finally:
+        server.stop(0)
