@@ -43,7 +43,7 @@ class Endpoint:
     port: int
 
     def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 def parse_endpoint(text: str) -> Endpoint:
@@ -172,10 +172,10 @@ def render_replication(rows: list[dict[str, object]], human: bool, now_ms: int) 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kraft-admin", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap-server", help="HOST:PORT of any controller (or a "
-                        "broker's gRPC listener)")
-    parser.add_argument("--bootstrap-controller", metavar="HOST:PORT",
-                        help="HOST:PORT of any controller, as kafka-metadata-quorum takes it")
+    parser.add_argument("--bootstrap-server", help="HOST:PORT[,HOST:PORT...] of any "
+                        "controller (or a broker's gRPC listener)")
+    parser.add_argument("--bootstrap-controller", metavar="HOST:PORT[,HOST:PORT...]",
+                        help="any controllers, as kafka-metadata-quorum takes them")
     parser.add_argument("--command-config", metavar="FILE",
                         help="client properties: security.protocol=SSL, ssl.keystore.location, "
                              "ssl.truststore.location (docs/security.md)")
@@ -213,7 +213,7 @@ def _bootstrap(args: argparse.Namespace, what: str) -> str:
     if not server and not controller:
         raise AdminError(f"--bootstrap-server or --bootstrap-controller HOST:PORT is required "
                          f"for quorum {what}")
-    return str(parse_endpoint(server or controller))
+    return ",".join(str(parse_endpoint(item)) for item in (server or controller).split(","))
 
 
 def run(args: argparse.Namespace) -> str:

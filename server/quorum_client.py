@@ -87,15 +87,29 @@ def retrying(attempt: Callable[[], R], retry_for_s: float) -> R:
         raise GaveUp(f"gave up after {retry_for_s:.0f} s: {cause}") from cause
 
 
+class Bootstrap:
+    """`HOST:PORT[,HOST:PORT...]`: each attempt starts at the next server, so an unreachable
+    one is skipped on the retry."""
+
+    def __init__(self, servers: str) -> None:
+        self.servers = [s.strip() for s in servers.split(",") if s.strip()]
+        self._next = 0
+
+    def first(self) -> str:
+        server = self.servers[self._next % len(self.servers)]
+        self._next += 1
+        return server
+
+
 def at_leader(
-    bootstrap: str,
+    bootstrap: Bootstrap,
     send: Callable[[str], R],
     redirect: Callable[[R], tuple[int, int, str, int] | None],
 ) -> R:
-    """`send` to `bootstrap`, then to the leader each NOT_LEADER_OR_FOLLOWER answer names.
-    `redirect(answer)` is None for an answer to keep, else (error, leader id, leader
-    endpoint, leader epoch) of a NOT_LEADER_OR_FOLLOWER answer."""
-    target = bootstrap
+    """`send` to the next bootstrap server, then to the leader each NOT_LEADER_OR_FOLLOWER
+    answer names. `redirect(answer)` is None for an answer to keep, else (error, leader id,
+    leader endpoint, leader epoch) of a NOT_LEADER_OR_FOLLOWER answer."""
+    target = bootstrap.first()
     for _ in range(MAX_LEADER_HOPS):
         answer = send(target)
         hint = redirect(answer)
@@ -111,7 +125,8 @@ def at_leader(
 def describe_quorum(
     bootstrap: str, retry_for_s: float | None = None, tls: TlsConfig | None = None
 ) -> pb.DescribeQuorumResponse:
-    """DescribeQuorum at the leader, found from any controller; retried while there is none."""
+    """DescribeQuorum at the leader, found from any of the `bootstrap` servers
+    (`HOST:PORT[,...]`); retried while there is none."""
 
     def send(target: str) -> pb.DescribeQuorumResponse:
         resp = call(target, "DescribeQuorum", pb.DescribeQuorumRequest(), tls)
@@ -126,7 +141,8 @@ def describe_quorum(
         return resp.error_code, resp.leader_id, resp.leader_endpoint, resp.leader_epoch
 
     wait_s = RETRY_FOR_S if retry_for_s is None else retry_for_s
-    return retrying(lambda: at_leader(bootstrap, send, redirect), wait_s)
+    servers = Bootstrap(bootstrap)
+    return retrying(lambda: at_leader(servers, send, redirect), wait_s)
 
 
 def node_status(node: str, tls: TlsConfig | None = None) -> pb.NodeStatusResponse:
@@ -170,5 +186,6 @@ def change_voters(
         return resp.error_code, resp.leader_id, resp.leader_endpoint, resp.leader_epoch
 
     wait_s = RETRY_FOR_S if retry_for_s is None else retry_for_s
-    retrying(lambda: at_leader(bootstrap, send, redirect), wait_s)
+    servers = Bootstrap(bootstrap)
+    retrying(lambda: at_leader(servers, send, redirect), wait_s)
     return change

@@ -503,3 +503,16 @@ def test_add_controller_dials_as_the_new_controller_over_tls(
         assert len(leader.sent("AddRaftVoter")) == 1
     finally:
         server.stop(0)
+
+
+def test_a_list_of_bootstrap_controllers_skips_an_unreachable_one(
+    capsys: pytest.CaptureFixture[str], nodes: tuple[Node, Node]
+) -> None:
+    leader, follower = nodes
+    leader.quorum.answers["DescribeQuorum"] = [described()]
+    facts = json.loads(ok(capsys, "--bootstrap-controller", f"127.0.0.1:1,{follower.endpoint}",
+                          "quorum", "describe", "--status", "--json"))
+    assert facts["leaderId"] == 1
+    assert fails(capsys, "--bootstrap-controller", "127.0.0.1:1,nope", "quorum", "describe",
+                 "--status") == "invalid address 'nope': expected HOST:PORT"
+    assert str(admin_cli.parse_endpoint("[::1]:9093")) == "[::1]:9093"
