@@ -14,8 +14,12 @@ first), restarts it and restores the preferred leaders, runs a consumer group of
 consumers over the topic while the broker coordinating the group is killed (SIGKILL) and
 restarted (the group keeps reading, its committed offsets survive in __consumer_offsets),
 inspects a controller's metadata log and snapshots with `kraft-snapshot`, and stops everything
-with SIGTERM. Node logs are in
-./demo-data/logs.
+with SIGTERM. Then a dynamic quorum (KIP-853) from config/dynamic-controller-{1,2,3}.properties,
+bootstrap servers only: controller 1 formatted --standalone, 2 and 3 with
+--no-initial-controllers, grown 1 -> 3 with `kraft-admin quorum add-controller`, its leader
+removed with `remove-controller` (3 -> 2) and added back (2 -> 3), a metadata write made on the
+one-voter quorum read back at the end. The demo fails unless every node exits 0. Node logs are
+in ./demo-data/logs.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -41,6 +46,7 @@ from server.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = [ROOT / "config" / f"controller-{i}.properties" for i in (1, 2, 3)]
+DYNAMIC_CONFIGS = {i: f"config/dynamic-controller-{i}.properties" for i in (1, 2, 3)}
 BROKER_CONFIGS = [ROOT / "config" / f"broker-{i}.properties" for i in (4, 5, 6)]
 DATA = ROOT / "demo-data"
 
@@ -237,6 +243,136 @@ def wait_leader(endpoints: list[str], timeout_s: float = 20) -> tuple[int, int]:
     raise SystemExit(f"no leader within {timeout_s} s; see {DATA / 'logs'}")
 
 
+# -- a dynamic quorum (KIP-853): grow, remove the leader, add it back -------------------------
+
+
+TOOLS = {"kraft-storage": "server.storage_cli", "kraft-admin": "server.admin_cli"}
+
+
+def shell(tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Print the command as an operator types it (from the project root), run it, show its
+    output; `check`: stop the demo if it fails."""
+    print(f"$ {tool} {' '.join(args)}", flush=True)
+    out = subprocess.run([sys.executable, "-m", TOOLS[tool], *args], cwd=ROOT,
+                         capture_output=True, text=True)
+    print(out.stdout, end="")
+    print(out.stderr, end="", file=sys.stderr if out.returncode else sys.stdout, flush=True)
+    if check and out.returncode != 0:
+        raise SystemExit(f"{tool} failed; see {DATA / 'logs'}")
+    return out
+
+
+def quorum_json(bootstrap: str, *args: str) -> Any:
+    return admin_json("--bootstrap-controller", bootstrap, "quorum", "describe", *args)
+
+
+def add_controller(bootstrap: str, node_id: int, directory_id: str) -> None:
+    """Once the leader has seen `node_id` reach its end (describe --replication), add it; on
+    REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER look before retrying, as docs/operations.md
+    says: the add may have committed anyway."""
+    key = (node_id, directory_id)
+
+    def caught_up() -> bool:
+        return any((r["nodeId"], r["directoryId"]) == key and r["status"] == "Observer"
+                   and r["lastCaughtUpTimestamp"] >= 0 and 0 <= r["lag"] < 10
+                   for r in quorum_json(bootstrap, "--replication"))
+
+    for _ in range(3):
+        wait_until(caught_up, f"controller {node_id} to catch up as an observer")
+        out = shell("kraft-admin", "--bootstrap-controller", bootstrap, "quorum",
+                    "add-controller", "--command-config", DYNAMIC_CONFIGS[node_id], check=False)
+        if out.returncode == 0:
+            return
+        if "REQUEST_TIMED_OUT" not in out.stderr and "NOT_LEADER" not in out.stderr:
+            raise SystemExit(f"add-controller {node_id} failed; see {DATA / 'logs'}")
+        voters = quorum_json(bootstrap, "--status")["currentVoters"]
+        if key in [(v["id"], v["directoryId"]) for v in voters]:
+            print(f"(describe --status: controller {node_id} is a voter, the add committed)")
+            return
+    raise SystemExit(f"add-controller {node_id} failed three times; see {DATA / 'logs'}")
+
+
+def membership_demo() -> dict[int, int]:
+    """A dynamic quorum grown from one controller, its leader removed and added back; the
+    exit code of each controller."""
+    endpoints = {i: str(load_config(ROOT / path).controller_listener.endpoint)
+                 for i, path in DYNAMIC_CONFIGS.items()}
+    bootstrap = endpoints[1]
+    cluster_id = random_uuid()
+    banner("A dynamic quorum (KIP-853): no controller.quorum.voters, only "
+           "controller.quorum.bootstrap.servers; controller 1 starts alone")
+    shell("kraft-storage", "format", "-t", cluster_id, "-c", DYNAMIC_CONFIGS[1], "--standalone")
+    for node_id in (2, 3):
+        shell("kraft-storage", "format", "-t", cluster_id, "-c", DYNAMIC_CONFIGS[node_id],
+              "--no-initial-controllers")
+    processes: dict[int, subprocess.Popen[bytes]] = {}
+
+    def start(node_id: int) -> None:
+        log = (DATA / "logs" / f"dynamic-controller-{node_id}.log").open("ab")
+        processes[node_id] = subprocess.Popen(
+            [sys.executable, "-m", "server.main", DYNAMIC_CONFIGS[node_id]],
+            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+
+    exits: dict[int, int] = {}
+    try:
+        start(1)
+        wait_leader([bootstrap])
+        shell("kraft-admin", "--bootstrap-controller", bootstrap, "configs", "alter",
+              "--entity-type", "brokers", "--entity-default", "--add-config", "num.partitions=5")
+        banner("Controllers 2 and 3 (formatted -N) start as observers and catch up")
+        for node_id in (2, 3):
+            start(node_id)
+        wait_until(lambda: len(quorum_json(bootstrap, "--status")["currentObservers"]) == 2,
+                   "controllers 2 and 3 to fetch as observers")
+        shell("kraft-admin", "--bootstrap-controller", bootstrap, "quorum", "describe",
+              "--status")
+        banner("Grow 1 -> 3: add-controller reads the new controller's id, directory id and "
+               "endpoint from its own config and meta.properties")
+        for node_id in (2, 3):
+            directory_id = next(o["directoryId"] for o in
+                                quorum_json(bootstrap, "--status")["currentObservers"]
+                                if o["id"] == node_id)
+            add_controller(bootstrap, node_id, directory_id)
+        shell("kraft-admin", "--bootstrap-controller", bootstrap, "quorum", "describe",
+              "--replication")
+        shell("kraft-admin", "--bootstrap-controller", bootstrap, "features", "describe")
+
+        facts = quorum_json(bootstrap, "--status")
+        leader = facts["leaderId"]
+        leader_dir = next(v["directoryId"] for v in facts["currentVoters"] if v["id"] == leader)
+        others = [ep for nid, ep in endpoints.items() if nid != leader]
+        banner(f"Remove the leader, controller {leader} (3 -> 2): it leads until the removal "
+               "commits, then resigns and carries on as an observer")
+        removed_at = time.monotonic()
+        shell("kraft-admin", "--bootstrap-controller", bootstrap, "quorum", "remove-controller",
+              "--controller-id", str(leader), "--controller-directory-id", leader_dir)
+        new_leader, epoch = wait_leader(others)
+        print(f"new leader: controller {new_leader} in epoch {epoch}, "
+              f"{(time.monotonic() - removed_at) * 1000:.0f} ms after the command")
+        shell("kraft-admin", "--bootstrap-controller", others[0], "quorum", "describe",
+              "--status")
+        print("(written on the one-voter quorum, read from the new leader:)")
+        shell("kraft-admin", "--bootstrap-controller", endpoints[new_leader], "configs",
+              "describe", "--entity-type", "brokers", "--entity-default")
+        banner(f"Add controller {leader} back (2 -> 3): the same key, caught up as an observer")
+        add_controller(others[0], leader, leader_dir)
+        shell("kraft-admin", "--bootstrap-controller", others[0], "quorum", "describe",
+              "--status")
+    finally:
+        banner("Stopping the dynamic quorum with SIGTERM")
+        for proc in processes.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for node_id, proc in sorted(processes.items()):
+            try:
+                exits[node_id] = proc.wait(timeout=45)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                exits[node_id] = proc.wait()
+            print(f"dynamic controller {node_id} exited with {exits[node_id]}")
+    return exits
+
+
 def main() -> int:
     configs = {load_config(path).node_id: (path, load_config(path)) for path in CONFIGS}
     brokers = {load_config(path).node_id: path for path in BROKER_CONFIGS}
@@ -250,6 +386,7 @@ def main() -> int:
                         cluster_id, "-c", str(path)], check=True, cwd=ROOT)
 
     processes: dict[int, subprocess.Popen[bytes]] = {}
+    exits: dict[str, int] = {}
 
     def start(node_id: int) -> None:
         role, path = (("controller", configs[node_id][0]) if node_id in configs
@@ -396,6 +533,12 @@ def main() -> int:
                     code = proc.wait()
                 role = "controller" if node_id in configs else "broker"
                 print(f"{role} {node_id} exited with {code}")
+                exits[f"{role} {node_id}"] = code
+    exits.update((f"dynamic controller {n}", code) for n, code in membership_demo().items())
+    failed = {name: code for name, code in exits.items() if code != 0}
+    if failed:
+        print(f"these nodes did not exit 0: {failed}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -29,14 +29,14 @@ SETTINGS: dict[str, str] = {}  # Raft timings as configured by default
 @pytest.fixture
 def dynamic_cluster(
     tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[Callable[[int], ProcessCluster]]:
+) -> Iterator[Callable[..., ProcessCluster]]:
     """Clusters with bootstrap servers only (no controller.quorum.voters); every process is
     killed at teardown, and the node logs are printed when the test failed."""
     clusters: list[ProcessCluster] = []
 
-    def factory(size: int) -> ProcessCluster:
-        cluster = ProcessCluster(tmp_path / f"cluster-{len(clusters)}", size, dict(SETTINGS),
-                                 dynamic=True)
+    def factory(size: int, **extra: str) -> ProcessCluster:
+        cluster = ProcessCluster(tmp_path / f"cluster-{len(clusters)}", size,
+                                 {**SETTINGS, **extra}, dynamic=True)
         clusters.append(cluster)
         return cluster
 
@@ -239,10 +239,12 @@ def stop_removed(cluster: ProcessCluster, node_id: int) -> None:
     assert cluster.wait_exit(node_id, WAIT_S) == 0
 
 
-def start_dynamic(make: Callable[[int], ProcessCluster], size: int) -> ProcessCluster:
+def start_dynamic(
+    make: Callable[..., ProcessCluster], size: int, **extra: str
+) -> ProcessCluster:
     """`size` controllers with bootstrap servers only: 1 formatted --standalone and leading
     alone, the others -N and running as observers."""
-    cluster = make(size)
+    cluster = make(size, **extra)
     cluster.format_dynamic(standalone=1)
     cluster.start(1)
     wait_for(lambda: cluster.leader(among={1}), WAIT_S, "the standalone controller to lead")
@@ -257,7 +259,7 @@ def start_dynamic(make: Callable[[int], ProcessCluster], size: int) -> ProcessCl
 
 
 def test_grow_1_3_5_and_shrink_to_3_removing_the_leader_under_load(
-    dynamic_cluster: Callable[[int], ProcessCluster],
+    dynamic_cluster: Callable[..., ProcessCluster],
 ) -> None:
     cluster = start_dynamic(dynamic_cluster, 5)
     writer = Writer(cluster, {1})
@@ -298,7 +300,7 @@ def test_grow_1_3_5_and_shrink_to_3_removing_the_leader_under_load(
 
 
 def test_a_voter_with_a_wiped_disk_is_replaced_under_a_new_directory_id(
-    dynamic_cluster: Callable[[int], ProcessCluster],
+    dynamic_cluster: Callable[..., ProcessCluster],
 ) -> None:
     cluster = start_dynamic(dynamic_cluster, 3)
     for node_id in (2, 3):
@@ -339,3 +341,27 @@ def test_a_voter_with_a_wiped_disk_is_replaced_under_a_new_directory_id(
     assert new_key in voter_keys(admin(cluster, lost, "quorum", "describe", "--status"))
     writer.wait_progress("with the replaced voter")
     assert_nothing_lost(cluster, writer, [1, 2, 3])
+
+
+def test_real_controllers_keep_their_leader_and_metadata_while_voters_are_added(
+    dynamic_cluster: Callable[..., ProcessCluster],
+) -> None:
+    """The same growth with the metadata controller on every node (no test hooks): adding a
+    voter needs no election, and the controller's own writes carry on across the change."""
+    cluster = start_dynamic(dynamic_cluster, 3, **{"internal.test.hooks.enable": "false"})
+    epoch = cluster.status(1).epoch
+    for node_id, partitions in ((2, "4"), (3, "5")):
+        admin(cluster, 1, "configs", "alter", "--entity-type", "brokers", "--entity-default",
+              "--add-config", f"num.partitions={partitions}")
+        assert add_controller(cluster, 1, node_id) == 0
+        status = cluster.status(1)
+        assert (status.state, status.epoch) == ("Leader", epoch), (
+            f"adding controller {node_id} cost controller 1 its leadership: {status}")
+    assert_voters(cluster, 2, [key_of(cluster, n) for n in (1, 2, 3)])
+    features = admin(cluster, 3, "features", "describe")
+    assert "Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t" \
+           "FinalizedVersionLevel: 1" in features, features
+    for node_id in (1, 2, 3):  # each node answers from its own image
+        wait_for(lambda n=node_id: "num.partitions=5" in admin(
+            cluster, n, "configs", "describe", "--entity-type", "brokers", "--entity-default"),
+            WAIT_S, f"node {node_id}'s image to hold the last write")
