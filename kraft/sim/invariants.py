@@ -162,6 +162,7 @@ class InvariantChecker:
             self.check_node(node)
         self._check_majority_durable()
         self._check_acknowledged()
+        self.voter_checks.committed_end_before = self.committed_end
 
     def check_node(self, node: SimNode) -> None:
         p = self.progress.setdefault(node.node_id, NodeProgress())

@@ -30,7 +30,7 @@ CLIENT_IDS_FROM = 100  # simulated node ids stay below this
 RETRY_BACKOFF_MS = (50, 400)
 # The operator's own deadline for an answer: the leader answers within its request timeout
 # (a pending change times out there), so only a lost message or a dead leader gets this far.
-CLIENT_TIMEOUT_FACTOR = 2
+CLIENT_TIMEOUT_MARGIN_MS = 1_000
 _RETRIABLE = {Errors.NOT_LEADER_OR_FOLLOWER, Errors.REQUEST_TIMED_OUT,
               Errors.BROKER_NOT_AVAILABLE}
 
@@ -45,6 +45,7 @@ class VoterChange:
     refusals: dict[str, int] = field(default_factory=dict)
     done: bool = False
     acknowledged: bool = False  # a NONE answer arrived (rather than finding it done)
+    timed_out_after_append: bool = False  # REQUEST_TIMED_OUT with the change in the log
 
     def __str__(self) -> str:
         return f"{'add' if self.add else 'remove'} {self.key}"
@@ -110,12 +111,7 @@ class Operator:
         if leader is None or leader.core is None:
             self._retry_later(change, "no leader")
             return
-        latest = leader.core.voters
-        already = (
-            latest.key_of(change.key.node_id) == change.key if change.add
-            else latest.key_of(change.key.node_id) != change.key
-        )
-        if already:
+        if self._appended(change, leader.node_id):
             # Appended, not committed yet (a timed-out request, or another operator's): wait.
             self._retry_later(change, "waiting for commit")
             return
@@ -131,7 +127,7 @@ class Operator:
         self._next_cid += 1
         self._in_flight[cid] = change
         self.cluster.send_from_client(self.client_id, leader.node_id, cid, request)
-        timeout = CLIENT_TIMEOUT_FACTOR * self.cluster.timing.request_timeout_ms
+        timeout = self.cluster.timing.request_timeout_ms + CLIENT_TIMEOUT_MARGIN_MS
         self.cluster.at(timeout, lambda: self._give_up(cid))
 
     def _retry_later(self, change: VoterChange, why: str) -> None:
@@ -142,6 +138,15 @@ class Operator:
         change = self._in_flight.pop(cid, None)
         if change is not None:
             self._retry_later(change, "no answer")
+
+    def _appended(self, change: VoterChange, node_id: int) -> bool:
+        """Whether node `node_id`'s latest voter set has the change (committed or not)."""
+        node = self.cluster.nodes.get(node_id)
+        if node is None or node.core is None:
+            return False
+        voters = node.core.voters
+        present = voters.key_of(change.key.node_id) == change.key
+        return present if change.add else not present
 
     # -- answers ------------------------------------------------------------------------------
 
@@ -158,6 +163,8 @@ class Operator:
             self.cluster.checker.fail(f"operator got {response!r} for {change}")
             return
         error = response.error
+        if error == Errors.REQUEST_TIMED_OUT and self._appended(change, response.leader_id):
+            change.timed_out_after_append = True
         if error == Errors.NONE:
             if not self.cluster.checker.voters.change_committed_since(
                 change.history_index, change.key, change.add

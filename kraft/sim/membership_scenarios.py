@@ -111,17 +111,64 @@ def _finish(c: SimCluster, load: Load, expected: set[ReplicaKey] | None = None) 
 def grow(seed: int) -> SimCluster:
     """One `--standalone` controller grows to three, then five (spec 9.1), under load. Two
     operators add two controllers at once each time (T4): the leader admits one change, the
-    other is refused until that one commits, and its operator retries."""
+    other is refused until that one commits, and its operator retries. On some seeds the
+    controller just added is cut off as soon as its change is appended (T2, T3): going from
+    one voter to two the quorum then stalls until it returns, and no other change may pass
+    while the first is uncommitted."""
     c = _dynamic(seed, voters=1, joiners=4)
+    rng = random.Random(seed ^ 0x6E0)
     c.start_all()
     _elect(c)
     load = Load(c)
     operators = [Operator(c, 0), Operator(c, 1)]
     for pair in ((2, 3), (4, 5)):
         changes = [op.add(node_id) for op, node_id in zip(operators, pair, strict=True)]
+        if rng.random() < 0.5:
+            c.run_until(
+                lambda pending=changes: _appended(c) is not None  # type: ignore[misc]
+                or all(ch.done for ch in pending),
+                CHANGE_BOUND_MS, f"a change adding one of {pair} appended",
+            )
+            added = _appended(c)
+            if added is not None:
+                c.network.isolate(added, set(c.nodes))
+                c.at(rng.randint(1_000, 6_000), c.network.heal)
         for change in changes:
             _await(c, change)
     return _finish(c, load, {c.nodes[i].key for i in range(1, 6)})
+
+
+def _appended(c: SimCluster) -> int | None:
+    """The node a leader's uncommitted change adds, if there is one."""
+    leader = c.leader()
+    if leader is None or leader.core is None:
+        return None
+    added = leader.core.voters.ids - c.checker.voters.latest_committed().ids
+    return min(added) if added else None
+
+
+def stalled_change(seed: int) -> SimCluster:
+    """T2 and T24: the second voter is cut off as soon as its change is appended. Two voters
+    need both, so the change cannot commit: its request times out and the record stays.
+    Another operator's change is then refused, again and again, until the first commits once
+    the voter returns (before check-quorum deposes the leader, or after a new election)."""
+    c = _dynamic(seed, voters=1, joiners=2, lossy=False)
+    rng = random.Random(seed ^ 0x57A1)
+    c.start_all()
+    _elect(c)
+    load = Load(c)
+    first, second = Operator(c, 0), Operator(c, 1)
+    adding = first.add(2)
+    c.run_until(lambda: _appended(c) == 2, CHANGE_BOUND_MS, "the change adding node 2 appended")
+    c.network.isolate(2, set(c.nodes))
+    c.run_until(lambda: adding.timed_out_after_append or adding.done, CHANGE_BOUND_MS,
+                "the first change timing out")
+    blocked = second.add(3)
+    c.run_for(rng.randint(300, 1_200))
+    c.network.heal()
+    _await(c, adding)
+    _await(c, blocked)
+    return _finish(c, load, {c.nodes[i].key for i in (1, 2, 3)})
 
 
 def shrink(seed: int) -> SimCluster:
@@ -287,6 +334,7 @@ def _leader_id(c: SimCluster) -> int | None:
 
 MEMBERSHIP_SCENARIOS: dict[str, Callable[[int], SimCluster]] = {
     "grow": grow,
+    "stalled_change": stalled_change,
     "shrink": shrink,
     "disk_loss": disk_loss,
     "remove_leader": remove_leader,

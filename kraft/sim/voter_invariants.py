@@ -6,7 +6,8 @@ records themselves (it does not take the core's word for them), starting from th
 
 - every committed change adds or removes at most one voter, and so does every change in a
   node's own (possibly uncommitted) history;
-- a node's log holds at most one uncommitted change (a change is admitted only once the
+- a node's log holds at most one uncommitted change, and a change appears only once the
+  change before it committed, in an earlier event (a change is admitted only once the
   previous one committed), and a leader appends a change only once an entry of its own epoch
   is committed (the rule that keeps a new leader from stacking a change on an older leader's
   uncommitted one);
@@ -89,13 +90,17 @@ class CommittedVoters:
 @dataclass
 class _NodeSeen:
     latest: tuple[int | None, int] = (None, 0)  # (latest offset, id of the set): the cache key
-    changes: set[tuple[int, int]] = field(default_factory=set)  # (epoch, offset) led changes
+    changes: set[tuple[int, frozenset[ReplicaKey]]] = field(default_factory=set)
 
 
 @dataclass
 class VoterChecks:
     committed: CommittedVoters
     seen: dict[int, _NodeSeen] = field(default_factory=dict)
+    # The committed end as of the end of the previous event: a change that appears in an
+    # event must find the change before it committed by then, not by the same event (a
+    # change counted on the next change's set would commit with it).
+    committed_end_before: int = 0
 
     def check_node(self, node: SimNode, committed_end: int, matched: int) -> str | None:
         """A live node's voter history against the rules; the problem, if any."""
@@ -117,7 +122,7 @@ class VoterChecks:
             return None
         seen.latest = key
         entries = history.entries()
-        uncommitted_changes = []
+        changes: list[int] = []  # offsets of the changes in the history, in order
         for (_, before), (offset, after) in itertools.pairwise(entries):
             added, removed = changed_keys(before, after)
             if not added and not removed:
@@ -127,26 +132,34 @@ class VoterChecks:
                     f"node {node.node_id}'s voter set jumps by more than one voter at offset "
                     f"{offset}: {describe(before)} -> {describe(after)}"
                 )
-            if offset >= committed_end:
-                uncommitted_changes.append(offset)
-        if len(uncommitted_changes) > 1:
+            new = (offset, frozenset(n.key for n in after))
+            if new not in seen.changes:
+                seen.changes.add(new)
+                if changes and changes[-1] >= self.committed_end_before:
+                    return (
+                        f"node {node.node_id}'s log has a voter change at offset {offset} "
+                        f"({describe(after)}) while the change before it, at offset "
+                        f"{changes[-1]}, was not committed (committed end "
+                        f"{self.committed_end_before}): a change was admitted before the "
+                        "previous one committed"
+                    )
+            changes.append(offset)
+        uncommitted = [o for o in changes if o >= committed_end]
+        if len(uncommitted) > 1:
             return (
-                f"node {node.node_id}'s log holds {len(uncommitted_changes)} uncommitted voter "
-                f"changes (at offsets {uncommitted_changes}; committed end {committed_end}): a "
+                f"node {node.node_id}'s log holds {len(uncommitted)} uncommitted voter "
+                f"changes (at offsets {uncommitted}; committed end {committed_end}): a "
                 "change was admitted before the previous one committed"
             )
         state = core.state
-        if isinstance(state, LeaderState) and uncommitted_changes:
-            offset = uncommitted_changes[0]
-            first_sight = (state.epoch, offset) not in seen.changes
-            seen.changes.add((state.epoch, offset))
-            if (first_sight and offset > state.epoch_start_offset
-                    and committed_end <= state.epoch_start_offset):
-                return (
-                    f"leader {node.node_id} of epoch {state.epoch} appended a voter change at "
-                    f"offset {offset} before any entry of its epoch committed (epoch start "
-                    f"{state.epoch_start_offset}, committed end {committed_end})"
-                )
+        if (isinstance(state, LeaderState) and uncommitted
+                and uncommitted[0] > state.epoch_start_offset
+                and committed_end <= state.epoch_start_offset):
+            return (
+                f"leader {node.node_id} of epoch {state.epoch} appended a voter change at "
+                f"offset {uncommitted[0]} before any entry of its epoch committed (epoch start "
+                f"{state.epoch_start_offset}, committed end {committed_end})"
+            )
         return None
 
     def committing_sets(self, committed_end: int, leaders: list[SimNode]) -> list[VoterSet]:
