@@ -81,6 +81,17 @@ class RaftClient(Protocol):
         NotLeaderError when this node is not (or stops being) the leader, RaftError otherwise
         (RECORD_BATCH_TOO_LARGE, KAFKA_STORAGE_ERROR)."""
 
+    def submit(self, records: list[bytes]) -> Awaitable[int]:
+        """`append`, with the records queued before this returns: they reach the log after
+        everything submitted before them and before any control batch the Raft layer
+        appends later (see `control_records_appended`)."""
+
+    def control_records_appended(self) -> int:
+        """How many records this node has appended as leader in control batches of its own
+        (KIP-853 voter changes) since it started. A state machine that predicts the offsets
+        of its appends skips that many more offsets when the count grows: such a batch lands
+        after every record submitted before it grew."""
+
     def leader_and_epoch(self) -> LeaderAndEpoch: ...
 
     def high_watermark(self) -> int: ...

@@ -25,7 +25,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from kraft.client import LeaderAndEpoch, RaftClient, RaftError
@@ -104,6 +104,7 @@ class QuorumController:
         self._active_epoch = -1
         self._renounced_epoch = -1
         self._next_offset = 0
+        self._control_records_seen = 0
         self._noop_task: asyncio.Task[None] | None = None
         self._committed = EMPTY_IMAGE
         self._committed_next = 0  # the offset after the last batch the loader published
@@ -143,7 +144,7 @@ class QuorumController:
 
     async def write(self, rule: Rule[T]) -> T:
         """Run `rule` on the latest image; append its records; answer once they commit."""
-        append: Coroutine[Any, Any, int] | None = None
+        append: Awaitable[int] | None = None
         pending: list[asyncio.Future[int]] | None = None
         async with self._queue:
             latest = self._require_active()
@@ -151,12 +152,11 @@ class QuorumController:
             if not result.records:
                 pass
             elif result.atomic:
-                # The common case, without a task of its own: the append is issued only when
-                # it is awaited below, but nothing between here and there yields to the event
-                # loop (releasing the lock does not), and RaftClient.append queues its records
-                # before its first await — so appends still reach the log in the order their
-                # rules ran, and concurrent writes still share one Raft batch per loop turn.
-                append = self.client.append(self._apply(result.records))
+                # The common case, without a task of its own: `submit` queues the records
+                # now, so appends reach the log in the order their rules ran, ahead of any
+                # voter-change control batch the Raft layer appends later, and concurrent
+                # writes still share one Raft batch per loop turn.
+                append = self.client.submit(self._apply(result.records))
             else:
                 # A big non-atomic result (fencing a broker in 100,000 ISRs) is applied and
                 # appended a slice at a time, yielding to the event loop between slices, so
@@ -200,6 +200,7 @@ class QuorumController:
         """Replay `records` onto the speculative image; their encoding, to append."""
         # Encode first: a record that cannot be encoded must not reach the image.
         encoded = [encode_record(record) for record in records]
+        self._skip_control_records()
         base = self._next_offset
         assert self._latest is not None
         delta = MetadataDelta(self._latest)
@@ -212,7 +213,7 @@ class QuorumController:
 
     def _apply_and_append(self, records: Sequence[Record]) -> asyncio.Future[int]:
         """Replay `records` onto the speculative image and append them as one batch."""
-        return asyncio.ensure_future(self.client.append(self._apply(records)))
+        return asyncio.ensure_future(self.client.submit(self._apply(records)))
 
     # -- broker lifecycle ----------------------------------------------------------------------
 
@@ -325,7 +326,19 @@ class QuorumController:
             await self._applied.wait()
             self._require_active()
 
+    def _skip_control_records(self) -> None:
+        """The Raft layer appended control batches of its own (a voter change) after all this
+        controller submitted before: the next records land that much further on."""
+        appended = self.client.control_records_appended()
+        if appended != self._control_records_seen:
+            self._next_offset += appended - self._control_records_seen
+            self._control_records_seen = appended
+
     def _require_active(self) -> MetadataImage:
+        """The latest image, to write on; also moves the next write's offset past control
+        batches the Raft layer appended meanwhile (a rule may use that offset)."""
+        if self._latest is not None:
+            self._skip_control_records()
         if self._latest is None:
             leader = self.leader_id
             raise NotControllerError(
@@ -361,6 +374,7 @@ class QuorumController:
         self._active_epoch = epoch
         self._latest = self._committed
         self._next_offset = self.client.log_end_offset()
+        self._control_records_seen = self.client.control_records_appended()
         self.heartbeats.reset(self._latest, _wall_ms())
         self.liveness.reset()
         self._inactive.clear()

@@ -113,6 +113,10 @@ class LeaderState:
         voter keeps the progress it made as an observer, a removed one becomes an observer.
         Returns True when the HW advanced (it never goes back)."""
         previous = self.voters
+        if len(previous) == 1 and self.is_member:
+            # A lone leader's check-quorum timer stood still; a voter just added gets a whole
+            # window to fetch (Kafka restarts the timer while the leader is alone).
+            self.check_quorum_deadline = now + self.check_quorum_timeout_ms()
         self.voter_set = voter_set
         self.voters = {}
         for node in voter_set:

@@ -149,10 +149,16 @@ class RaftCore:
         self.snapshot_to_load: OffsetAndEpoch | None = None
         self.rng = rng
         self.voter_history = VoterHistory(VoterSet.static(config.voters))
+        # Records of the control batches this node appended as leader for voter changes.
+        self.leader_control_records = 0
+        first = log_.start_offset
         if snapshot_voters is not None:
             snapshot_voters.apply_to(self.voter_history)
+            # The log may still hold records the snapshot covers (retention deletes whole
+            # segments): the snapshot's set already includes theirs.
+            first = max(first, snapshot_voters.offset + 1)
         self._apply_control_batches(
-            b for b in log_.batches(log_.start_offset, log_.end_offset) if b.control
+            b for b in log_.batches(first, log_.end_offset) if b.control and b.base_offset >= first
         )
         self.quorum = QuorumState(config, rng, self.voter_history.latest)
         self.connections = Connections()
@@ -603,6 +609,7 @@ class RaftCore:
         base = self.log.append_as_leader(
             records, leader.epoch, now + self.wall_clock_offset_ms, control=True
         )
+        self.leader_control_records += len(records)
         self._apply_control_batches(self.log.batches(base, base + len(records)))
         if leader.set_voters(self.voters, now):
             self.note_leader_high_watermark(leader)

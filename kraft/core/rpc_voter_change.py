@@ -244,14 +244,17 @@ def _updated(core: HandlerContext, leader: LeaderState, req: UpdateRaftVoterRequ
 def on_high_watermark(core: HandlerContext, leader: LeaderState) -> None:
     """The HW moved: a pending change whose record it passed is answered; a leader that
     removed itself resigns once that is committed (R5.2)."""
+    hw = leader.high_watermark
+    if hw is None:
+        return
     pending = leader.pending_change
-    if pending is None or leader.high_watermark is None or pending.record_offset < 0:
-        return
-    if leader.high_watermark <= pending.record_offset:
-        return
-    leader.pending_change = None
-    core.reply_later(pending.token, _answer(core, Errors.NONE))
-    if not leader.is_member:
+    if pending is not None and 0 <= pending.record_offset < hw:
+        leader.pending_change = None
+        core.reply_later(pending.token, _answer(core, Errors.NONE))
+    latest = core.voter_history.latest_offset()
+    if not leader.is_member and latest is not None and latest < hw:
+        # Its removal committed, whether or not the request is still waiting for it (one
+        # that timed out commits later, R4.3).
         log.info("this leader is no longer a voter (its removal committed); resigning")
         leader.resign_requested = True
 

@@ -30,7 +30,13 @@ import aiofiles.os
 from kraft.client import RaftClient, RaftClientListener
 from kraft.core.config import RaftConfig
 from kraft.core.errors import Errors, NotLeaderError, RaftError
-from kraft.core.messages import QuorumDescription, Request, Response
+from kraft.core.messages import (
+    ApiVersionsResponse,
+    QuorumDescription,
+    Request,
+    Response,
+    VoterChangeRequest,
+)
 from kraft.core.raft import LeaderAndEpoch, NodeStatus, Output, RaftCore
 from kraft.core.voters import SnapshotVoters, VoterSet
 from kraft.delivery import ListenerContext, announcement
@@ -372,6 +378,8 @@ class RaftNode:
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._replies[token] = future
         try:
+            if isinstance(request, VoterChangeRequest):
+                self._drain_before_control_batch()
             # Should this step stop the node, _go_fatal fails the future with NodeStoppedError.
             self._guarded(lambda core: core.handle_request(token, request, monotonic_ms()))
             return await future
@@ -393,21 +401,39 @@ class RaftNode:
         Appends made in the same event-loop iteration share one batch (Kafka's accumulator,
         without its linger): concurrent writers cost one log batch and one core step, and a
         lone writer waits for nothing."""
-        self._refuse_if_fatal()
-        if not records:
-            raise ValueError("nothing to append")
-        if self.disk_full:
-            raise RaftError(
-                Errors.KAFKA_STORAGE_ERROR,
-                "the metadata log's disk is full; free space on it and the node resumes",
-            )
+        return await self.submit(records)
+
+    def submit(self, records: list[bytes]) -> asyncio.Future[int]:
+        """`append`'s queueing, done before it returns (RaftClient.submit); a refusal comes
+        out of the future, as from `append`."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
+        try:
+            self._refuse_if_fatal()
+            if not records:
+                raise ValueError("nothing to append")
+            if self.disk_full:
+                raise RaftError(
+                    Errors.KAFKA_STORAGE_ERROR,
+                    "the metadata log's disk is full; free space on it and the node resumes",
+                )
+        except (NodeStoppedError, ValueError, RaftError) as exc:
+            future.set_exception(exc)
+            return future
         self._accumulated.append((records, future, time.perf_counter()))
         if not self._drain_scheduled:
             self._drain_scheduled = True
             loop.call_soon(self._drain_accumulated)
-        return await future
+        return future
+
+    def control_records_appended(self) -> int:
+        return self._core().leader_control_records
+
+    def _drain_before_control_batch(self) -> None:
+        """The core may append a voter-change control batch in the next step: what the state
+        machine submitted goes first, so its predicted offsets hold (RaftClient.submit)."""
+        if self._accumulated:
+            self._drain_accumulated()
 
     def _drain_accumulated(self) -> None:
         self._drain_scheduled = False
@@ -569,6 +595,8 @@ class RaftNode:
     def _on_response(self, correlation_id: int, response: Response) -> None:
         if self._stopped:
             return
+        if isinstance(response, ApiVersionsResponse):
+            self._drain_before_control_batch()  # it may let an AddRaftVoter append
         self._guarded(lambda core: core.handle_response(correlation_id, response, monotonic_ms()))
 
     def _on_failure(self, correlation_id: int, unreachable: bool, timed_out: bool) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kraft.client import RaftClient, RaftClientListener
-from kraft.core.errors import NotLeaderError
+from kraft.core.errors import NotLeaderError, RaftError
 from kraft.core.raft import LeaderAndEpoch
 from kraft.delivery import ListenerContext, announcement
 from kraft.log.base import OffsetAndEpoch, SnapshotInfo
@@ -60,17 +60,28 @@ class SimRaftClient:
         self._contexts.append(ListenerContext(listener))
 
     async def append(self, records: list[bytes]) -> int:
-        if not self.alive:
-            raise NotLeaderError("the node is down")
+        return await self.submit(records)
+
+    def submit(self, records: list[bytes]) -> asyncio.Future[int]:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         cluster, node = self._cluster, self._node
         core = node.core
-        assert core is not None
+        if not self.alive or core is None:
+            future.set_exception(NotLeaderError("the node is down"))
+            return future
         cluster.sync_clock()
-        last = core.append(records, node.clock.local(cluster.now))  # raises NotLeaderError
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        try:
+            last = core.append(records, node.clock.local(cluster.now))
+        except RaftError as exc:  # NotLeaderError among them
+            future.set_exception(exc)
+            return future
         self._appends.append(_Append(last, core.epoch, future))
         cluster.drain_node(node)
-        return await future
+        return future
+
+    def control_records_appended(self) -> int:
+        core = self._node.core
+        return core.leader_control_records if self.alive and core is not None else 0
 
     def leader_and_epoch(self) -> LeaderAndEpoch:
         core = self._node.core

@@ -36,6 +36,7 @@ from tests.unit.core_harness import (
     batches,
     endpoint,
     fetch_response,
+    make_log,
     vote_request,
     vote_response,
 )
@@ -432,3 +433,40 @@ def test_a_replaced_disk_told_it_leads_its_old_epoch_waits_for_a_later_one() -> 
     h.run_until(lambda: bool(h.sent(FetchRequest)))
     h.respond(h.sent(FetchRequest)[0], fetch_response(3, 2))
     assert (h.state, h.leader_id, h.epoch) == ("Follower", 3, 2)
+
+
+def test_a_lone_leader_that_gains_a_voter_gives_it_a_whole_check_quorum_window() -> None:
+    h = elected((1,))
+    h.advance(10 * h.config.fetch_timeout_ms)  # alone for long: no check-quorum needed
+    caught_up_observer(h, 2)
+    add_voter(h, 2)
+    h.advance(h.config.fetch_timeout_ms)
+    assert h.state == "Leader"  # the new voter has 1.5 fetch timeouts to fetch
+    h.advance(h.config.fetch_timeout_ms)
+    assert h.state == "Resigned"  # it never did
+
+
+def test_a_restart_with_log_records_below_the_snapshot_uses_the_snapshots_set() -> None:
+    # Retention deletes whole segments: the log may start below the snapshot (sim seed 191).
+    log = make_log((1, 1))
+    log.append_as_leader(control_records_for(1, voter_set(1, 2, 3)), 1, 0, control=True)
+    log.append_as_leader(control_records_for(1, voter_set(1, 2, 3, 4)), 1, 0, control=True)
+    log.append_as_leader([b"x"], 1, 0)
+    snapshot = SnapshotVoters(log.end_offset - 1, 1, voter_set(1, 2, 3, 4))
+    log.append_as_leader(control_records_for(1, voter_set(1, 2, 4)), 1, 0, control=True)
+    log.flush()
+    h = Harness(2, voter_ids=(), directory_id=DIR[2], controller=True, log=log,
+                bootstrap=((-2, endpoint(1)),), snapshot_voters=snapshot)
+    assert h.core.voters.ids == {1, 2, 4}  # the snapshot's set, then the log after it
+    assert [o for o, _ in h.core.voter_history.entries()] == [snapshot.offset, 7]
+
+
+def test_a_leader_whose_timed_out_removal_commits_later_resigns() -> None:
+    h = elected((1, 2, 3))
+    token = h.deliver_async(remove(1))
+    h.flush()
+    h.advance(h.config.request_timeout_ms)
+    assert answer(h, token).error == Errors.REQUEST_TIMED_OUT
+    h.deliver(fetch(2, h.epoch, h.log.end_offset, h.epoch))
+    h.deliver(fetch(3, h.epoch, h.log.end_offset, h.epoch))  # the removal commits now
+    assert h.state == "Resigned"  # sim seed 195 of remove_leader
