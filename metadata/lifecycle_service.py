@@ -49,7 +49,7 @@ class BrokerLifecycleServicer(rpc.BrokerLifecycleServicer):
     ) -> None:
         self.controller = controller
         self.cluster_id = cluster_id
-        self.endpoints = dict(endpoints)
+        self.endpoints = endpoints  # a live view in a dynamic quorum: read at each use
 
     def _hint(self, leader_id: int) -> pb.ControllerHint:
         return pb.ControllerHint(

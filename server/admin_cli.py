@@ -79,7 +79,8 @@ def status_facts(d: pb.DescribeQuorumResponse) -> dict[str, object]:
     elif laggiest.last_caught_up_timestamp < 0 or leader.last_caught_up_timestamp < 0:
         lag_ms = -1
     else:
-        lag_ms = leader.last_caught_up_timestamp - laggiest.last_caught_up_timestamp
+        # The leader's own time moves only with its flushes: a follower may be fresher.
+        lag_ms = max(0, leader.last_caught_up_timestamp - laggiest.last_caught_up_timestamp)
     return {
         "clusterId": d.cluster_id,
         "leaderId": d.leader_id,

@@ -14,11 +14,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import fcntl
+import functools
 import logging
 import os
 import signal
 import sys
 import threading
+import time
+from collections.abc import Awaitable, Callable
 from wsgiref.simple_server import WSGIServer
 
 import grpc
@@ -61,6 +64,7 @@ from snapshots.generator import SnapshotGenerator
 log = logging.getLogger("server")
 
 SHUTDOWN_TIMEOUT_S = 5.0
+SLOW_STOP_STEP_S = 2.0
 STOP_GRACE_S = 5.0  # for the steps after the handover: servers, tasks, the final flush
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0  # a broker's wait for its leaderships to move
 
@@ -313,7 +317,8 @@ class Server:
             add_admin_service(self.server, self.admin)
             add_broker_lifecycle_service(
                 self.server,
-                BrokerLifecycleServicer(self.controller, self.cluster_id, endpoints),
+                BrokerLifecycleServicer(
+                    self.controller, self.cluster_id, self.admin.controller_endpoints),
             )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         address = f"{listener.host}:{listener.port}"
@@ -339,21 +344,28 @@ class Server:
             handed_over = await self.node.shutdown(SHUTDOWN_TIMEOUT_S)
             log.info("graceful shutdown %s", "complete" if handed_over else "timed out")
         await self.health.enter_graceful_shutdown()
-        if self.broker is not None:
-            await self.broker.stop()
-        if self.server is not None:
-            await self.server.stop(grace=0.5)
-        if self.admin is not None:
-            await self.admin.close()
-        if self.controller is not None:
-            await self.controller.close()
-        if self.snapshot_generator is not None:
-            await self.snapshot_generator.close()
-        if self.faults is not None:
-            await self.faults.stop()
-        if self.data_plane_faults is not None:
-            await self.data_plane_faults.stop()
-        await self.node.stop()
+        steps: list[tuple[str, Callable[[], Awaitable[object]] | None]] = [
+            ("broker", self.broker.stop if self.broker is not None else None),
+            ("gRPC server", functools.partial(self.server.stop, grace=0.5)
+             if self.server is not None else None),
+            ("admin", self.admin.close if self.admin is not None else None),
+            ("controller", self.controller.close if self.controller is not None else None),
+            ("snapshot generator", self.snapshot_generator.close
+             if self.snapshot_generator is not None else None),
+            ("fault injector", self.faults.stop if self.faults is not None else None),
+            ("data-plane faults", self.data_plane_faults.stop
+             if self.data_plane_faults is not None else None),
+            ("raft node", self.node.stop),
+        ]
+        for name, step in steps:
+            if step is None:
+                continue
+            started = time.monotonic()
+            await step()
+            took = time.monotonic() - started
+            if took > SLOW_STOP_STEP_S:
+                # A stop that overruns its budget ends in exit code 4: say which step.
+                log.warning("stopping the %s took %.1f s", name, took)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
 

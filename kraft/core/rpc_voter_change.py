@@ -145,8 +145,7 @@ def _probe(
     voters = core.voters
     if req.voter_id in voters.ids:
         raise Refusal(Errors.DUPLICATE_VOTER,
-                      f"node {req.voter_id} is already a voter (as {voters.key_of(req.voter_id)}); "
-                      "to replace its disk, remove that key first")
+                      f"node {req.voter_id} is already a voter (as {voters.key_of(req.voter_id)})")
     if not core.connections.is_ready(req.voter_id, now):
         raise Refusal(Errors.REQUEST_TIMED_OUT,
                       f"a request to node {req.voter_id} is already under way; try again shortly")
