@@ -81,7 +81,8 @@ def raft_config(config: NodeConfig, cluster_id: str, directory_id: str = "") -> 
     listener = config.controller_listener
     if config.is_controller and listener is not None:
         advertised = config.advertised_listeners.get(listener.name, listener)
-        local_endpoint = f"{advertised.host}:{advertised.port}"
+        # As `kraft-storage format` writes it into the voter set (Kafka: localhost if no host).
+        local_endpoint = f"{advertised.host or 'localhost'}:{advertised.port}"
     return RaftConfig(
         cluster_id=cluster_id,
         node_id=config.node_id,

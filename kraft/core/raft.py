@@ -67,6 +67,7 @@ from kraft.core.voters import (
     ReplicaKey,
     SnapshotVoters,
     VoterHistory,
+    VoterNode,
     VoterSet,
     VoterSetError,
     apply_control_record,
@@ -575,10 +576,15 @@ class RaftCore:
             now + self.wall_clock_offset_ms,
             control=True,
         )
-        if self.kraft_version >= 1 and self.voter_history.latest_offset() == BOOTSTRAP_OFFSET:
+        voters = self._voters_with_own_endpoint()
+        if self.kraft_version >= 1 and (
+            self.voter_history.latest_offset() == BOOTSTRAP_OFFSET or voters != self.voters
+        ):
             # The bootstrap snapshot is local and never served: the first leader copies its
-            # voter set into the log, which replicates it (R2.1).
-            self.append_voters(self.voters, now)
+            # voter set into the log, which replicates it (R2.1). A leader whose own entry
+            # lacks its configured endpoint corrects it there too (R2.2); the keys, and so
+            # the majorities, stay the same.
+            self.append_voters(voters, now)
         leader.update_local(self.log.flushed_offset, now)
         log.info("node %s leads epoch %d from offset %d", self.local_id, leader.epoch,
                  leader.epoch_start_offset)
@@ -615,6 +621,20 @@ class RaftCore:
             self.note_leader_high_watermark(leader)
         rpc_fetch.complete_parked(self, leader, now)
         return base + len(records) - 1
+
+    def _voters_with_own_endpoint(self) -> VoterSet:
+        voters = self.voters
+        key = self.local_key
+        node = voters.nodes.get(key.node_id) if key is not None else None
+        endpoint = self.config.local_endpoint
+        if node is None or node.key != key or not endpoint or (
+            (node.endpoint, node.listener) == (endpoint, self.config.listener)
+        ):
+            return voters
+        return voters.updating(VoterNode(
+            node.key, endpoint, self.config.listener, node.min_kraft_version,
+            node.max_kraft_version,
+        ))
 
     def on_appended_as_follower(self, data: bytes) -> None:
         """Records from the leader landed in the log: apply the voter-set records among
@@ -692,7 +712,8 @@ class RaftCore:
             return True
         if error in (Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE):
             return False  # FetchSnapshot's own answers: its handler restarts the transfer
-        if error == Errors.INVALID_REQUEST:
+        if error == Errors.INVALID_REQUEST and not isinstance(response, VoterChangeResponse):
+            # (An UpdateRaftVoter refused for what it says of this node is logged instead.)
             raise RaftInvariantError(
                 f"node {entry.destination} called our {type(entry.request).__name__} invalid"
             )
@@ -755,6 +776,10 @@ class RaftCore:
     def _single_voter(self) -> bool:
         return self.quorum.is_only_voter()
 
+    def _latest_voters_committed(self) -> bool:
+        latest = self.voter_history.latest_offset()
+        return latest is None or latest < self.high_watermark
+
     def _poll_leader(self, leader: LeaderState, now: int) -> None:
         if leader.resign_requested or leader.check_quorum_expired(now):
             if not leader.resign_requested:
@@ -804,7 +829,12 @@ class RaftCore:
         rpc_vote.send_votes(self, state, pre_vote=True, now=now)
 
     def _poll_follower(self, state: FollowerState, now: int) -> None:
-        if self._single_voter() and not self.shutting_down:
+        if self._single_voter() and not self.shutting_down and (
+            not state.leader_live or self._latest_voters_committed()
+        ):
+            # The only voter leads itself; but while a live leader still commits the change
+            # that made it the only one (its own removal, R5.2) it fetches on, so the change
+            # commits and is answered before it stands.
             self.quorum.to_prospective(now)
             return
         if now >= state.fetch_deadline:
@@ -814,6 +844,7 @@ class RaftCore:
                     return
             else:
                 state.fetch_from_bootstrap = True
+                state.leader_live = False  # it may grant pre-votes now (T1)
             state.fetch_deadline = now + self.config.fetch_timeout_ms
         if state.fetch_from_bootstrap:
             self._maybe_send_discovery_fetch(now)

@@ -310,7 +310,11 @@ def on_unreachable(core: HandlerContext, entry: InFlight, now: int) -> None:
     if not isinstance(entry.request, FetchRequest | FetchSnapshotRequest):
         return
     if not core.quorum.is_voter:
+        # An observer asks the bootstrap servers instead; and grants pre-votes, which a
+        # quorum that needs it (an added voter that has not fetched its addition yet) must
+        # get once the leader is gone (T1).
         state.fetch_from_bootstrap = True
+        state.leader_live = False
         return
     if not state.leader_live:
         return
@@ -341,6 +345,7 @@ def on_timeout(core: HandlerContext, entry: InFlight, now: int) -> None:
         return
     if not core.quorum.is_voter:
         state.fetch_from_bootstrap = True
+        state.leader_live = False
         return
     if isinstance(entry.request, FetchRequest) and state.leader_live:
         log.info("no answer from leader %d to a fetch within its max wait + %d ms: it may "

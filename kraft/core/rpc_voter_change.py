@@ -201,7 +201,9 @@ def on_failure(core: HandlerContext, entry: InFlight, now: int) -> None:
     if not isinstance(entry.request, ApiVersionsRequest) or not isinstance(leader, LeaderState):
         return
     pending = leader.pending_change
-    if pending is None or pending.record_offset >= 0:
+    if pending is None or pending.record_offset >= 0 or (
+        entry.destination != pending.request.voter_id
+    ):
         return
     leader.pending_change = None
     core.reply_later(pending.token, _answer(
@@ -313,7 +315,9 @@ def maybe_send_update(core: HandlerContext, state: FollowerState, now: int) -> b
     if key is None or not key.directory_id or not endpoint or core.kraft_version < 1:
         return False
     node = core.voters.nodes.get(key.node_id)
-    if node is None or node.key != key or node.endpoint == endpoint:
+    if node is None or node.key != key or (
+        (node.endpoint, node.listener) == (endpoint, core.config.listener)
+    ):
         return False
     log.info("the voter set lists this node at %s, not %s: asking the leader to update it",
              node.endpoint, endpoint)

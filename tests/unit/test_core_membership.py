@@ -470,3 +470,57 @@ def test_a_leader_whose_timed_out_removal_commits_later_resigns() -> None:
     h.deliver(fetch(2, h.epoch, h.log.end_offset, h.epoch))
     h.deliver(fetch(3, h.epoch, h.log.end_offset, h.epoch))  # the removal commits now
     assert h.state == "Resigned"  # sim seed 195 of remove_leader
+
+
+# -- review findings ---------------------------------------------------------------------------
+
+
+def test_an_observer_that_lost_its_leader_grants_pre_votes() -> None:
+    # T1(a): 4's addition reached only 2 before leader 1 died; 2 needs 4's vote.
+    h = node(4, (1, 2, 3), persisted=ElectionState(5, leader_id=1))
+    h.respond(h.only(FetchRequest), fetch_response(1, 5))
+    refused = h.deliver(vote_request(2, 5, 0, 0, pre_vote=True))
+    assert refused is not None and not refused.vote_granted  # type: ignore[union-attr]
+    h.advance(1000)
+    h.fail(h.only(FetchRequest), timed_out=True)
+    granted = h.deliver(vote_request(2, 5, 0, 0, pre_vote=True))
+    assert granted is not None and granted.vote_granted  # type: ignore[union-attr]
+
+
+def test_the_last_follower_of_a_leader_removing_itself_lets_the_removal_commit() -> None:
+    h = node(2, (1, 2), persisted=ElectionState(5, leader_id=1))
+    h.respond(h.only(FetchRequest), fetch_response(1, 5, encode_batch(0, 5, [b"a"], 0)))
+    h.flush()
+    h.respond(h.only(FetchRequest), fetch_response(1, 5, _voters_batch(1, 5, voter_set(2))))
+    assert h.core.voters.ids == {2}
+    h.flush()
+    assert h.state == "Follower"  # its fetch acknowledges the removal to the live leader
+    h.respond(h.only(FetchRequest), fetch_response(1, 5, high_watermark=3))
+    assert h.state in ("Prospective", "Candidate", "Leader")  # committed: it leads alone
+
+
+def test_removing_the_leader_of_two_voters_is_answered() -> None:
+    h = elected((1, 2))
+    token = h.deliver_async(remove(1))
+    h.flush()
+    h.deliver(fetch(2, h.epoch, h.log.end_offset, h.epoch))
+    assert answer(h, token).error == Errors.NONE  # T15 with two voters
+    assert h.state == "Resigned"
+
+
+def test_a_leader_corrects_its_own_endpoint_at_the_start_of_its_epoch() -> None:
+    stale = VoterSet.of([VoterNode(ReplicaKey(1, DIR[1]), "old-host:1111")])
+    h = Harness(1, voter_ids=(), directory_id=DIR[1], controller=True,
+                bootstrap=((-2, endpoint(1)),),
+                snapshot_voters=SnapshotVoters(BOOTSTRAP_OFFSET, 1, stale))
+    assert h.state == "Leader"
+    assert h.core.voters.endpoint(1) == endpoint(1)  # R2.2: in its epoch-start batch
+
+
+def test_a_change_sent_to_a_follower_names_the_leader() -> None:
+    h = node(2, (1, 2, 3), persisted=ElectionState(5, leader_id=1))
+    for request in (add(4), remove(3)):
+        reply = h.deliver(request)  # T5
+        assert isinstance(reply, VoterChangeResponse)
+        assert (reply.error, reply.leader_id, reply.leader_endpoint) == (
+            Errors.NOT_LEADER_OR_FOLLOWER, 1, endpoint(1))
