@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import grpc
@@ -21,7 +21,7 @@ import grpc
 from broker.cache import CacheSnapshot, MetadataCache
 from broker.rpc import broker_metadata_pb2 as pb
 from broker.rpc import broker_metadata_pb2_grpc as rpc
-from kraft.client import RaftClient
+from kraft.client import ControllerEndpoints, RaftClient
 from kraft.errors import Errors
 from kraft.security.tls import TlsConfig
 from metadata.admin_service import AdminServicer
@@ -153,41 +153,15 @@ class _BrokerControllerView:
                                  "active controller")
 
 
-class _ControllerEndpoints(Mapping[int, str]):
-    """The voters' endpoints plus the leader's as the Raft observer learned it (a broker that
-    knows the quorum only through controller.quorum.bootstrap.servers has no voter list)."""
-
-    def __init__(self, voters: Mapping[int, str], client: RaftClient) -> None:
-        self._voters = dict(voters)
-        self._client = client
-
-    def _all(self) -> dict[int, str]:
-        endpoints = dict(self._voters)
-        leader = self._client.leader_and_epoch().leader_id
-        endpoint = self._client.leader_endpoint() if leader >= 0 else ""
-        if leader >= 0 and endpoint and leader not in endpoints:
-            endpoints[leader] = endpoint
-        return endpoints
-
-    def __getitem__(self, key: int) -> str:
-        return self._all()[key]
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
-
-
 class BrokerAdminServicer(AdminServicer):
     """The Admin service on a broker-only node's listener."""
 
     def __init__(
         self, client: RaftClient, cache: MetadataCache, cluster_id: str,
-        voters: Mapping[int, str], tls: TlsConfig | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
-        super().__init__(_BrokerControllerView(client, cache), cluster_id, voters, tls=tls)
-        self.controller_endpoints = _ControllerEndpoints(voters, client)
+        super().__init__(_BrokerControllerView(client, cache), cluster_id,
+                         ControllerEndpoints(client), tls=tls)
 
 
 # ---- serving only when running ----

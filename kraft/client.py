@@ -20,7 +20,7 @@ It writes through `append` (atomic, answered once committed) and `create_snapsho
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -67,6 +67,35 @@ class RaftClientListener(Protocol):
     def handle_leader_change(self, leader: LeaderAndEpoch, epoch_start_offset: int) -> None: ...
 
 
+class ControllerEndpoints(Mapping[int, str]):
+    """The controllers' endpoints as a node's Raft replica knows them right now: the latest
+    voter set's, plus the leader's when discovery taught it and the set does not list it yet
+    (an observer that has not read the voters). The Admin services hand these out
+    (NOT_CONTROLLER hints, DescribeCluster): a live view, since a dynamic quorum's voters
+    change with add-controller and remove-controller."""
+
+    def __init__(self, client: RaftClient) -> None:
+        self._client = client
+
+    def _all(self) -> dict[int, str]:
+        endpoints = self._client.voter_endpoints()
+        leader = self._client.leader_and_epoch().leader_id
+        if leader >= 0 and leader not in endpoints:
+            endpoint = self._client.leader_endpoint()
+            if endpoint:
+                endpoints[leader] = endpoint
+        return endpoints
+
+    def __getitem__(self, key: int) -> str:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
 class RaftClient(Protocol):
     """A Raft node as its state machine sees it (implemented by `kraft.node.RaftNode`)."""
 
@@ -100,6 +129,10 @@ class RaftClient(Protocol):
 
     def leader_endpoint(self) -> str:
         """host:port of the leader's controller listener, '' when unknown."""
+
+    def voter_endpoints(self) -> dict[int, str]:
+        """host:port of each voter of the latest voter set this node knows (KIP-853: from
+        the log or a snapshot; the static controller.quorum.voters otherwise)."""
 
     def resign(self, epoch: int) -> None:
         """Step down as the leader of `epoch` (ignored for any other epoch)."""

@@ -54,7 +54,6 @@ from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.loader import MetadataLoader
 from metadata.rpc import admin_pb2, broker_pb2
 from server.config import Listener, NodeConfig
-from server.quorum_endpoints import ControllerEndpoints
 
 
 def broker_listeners(config: NodeConfig) -> list[Listener]:
@@ -312,10 +311,8 @@ class BrokerRole:
         """The Admin service of a broker-only node, forwarding writes to the active controller
         at the endpoints its Raft observer knows (the voters from the log in a dynamic
         quorum: no controller.quorum.voters needed)."""
-        admin = BrokerAdminServicer(self.node, self.cache, self.cluster_id, {},
-                                    tls=self.config.controller_tls)
-        admin.controller_endpoints = ControllerEndpoints(self.node)
-        return admin
+        return BrokerAdminServicer(self.node, self.cache, self.cluster_id,
+                                   tls=self.config.controller_tls)
 
     def _leader_endpoint(self) -> str | None:
         status = self.node.status()

@@ -29,6 +29,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from prometheus_client import start_http_server
 
+from kraft.client import ControllerEndpoints
 from kraft.core.config import RaftConfig
 from kraft.log.base import CorruptRecordError
 from kraft.log.meta_properties import StorageError, read_meta_properties
@@ -57,7 +58,6 @@ from server.config import ConfigError, Listener, NodeConfig, load_config
 from server.data_plane_faults import DataPlaneFaults
 from server.logging_setup import configure_logging, set_status_source
 from server.quorum_bootstrap import has_bootstrap_snapshot
-from server.quorum_endpoints import ControllerEndpoints
 from server.storage import ensure_formatted
 from snapshots.generator import SnapshotGenerator
 
@@ -310,11 +310,10 @@ class Server:
         if self.config.test_hooks_enabled:
             rpc.add_TestHooksServicer_to_server(TestHooksServicer(self.node), self.server)
         if self.controller is not None:
-            endpoints = {vid: f"{ep.host}:{ep.port}" for vid, ep in self.config.voters.items()}
-            self.admin = AdminServicer(self.controller, self.cluster_id, endpoints,
-                                       tls=self.config.controller_tls)
             # The voters of a dynamic quorum live in the log: hand out the live set.
-            self.admin.controller_endpoints = ControllerEndpoints(self.node)
+            self.admin = AdminServicer(self.controller, self.cluster_id,
+                                       ControllerEndpoints(self.node),
+                                       tls=self.config.controller_tls)
             add_admin_service(self.server, self.admin)
             add_broker_lifecycle_service(
                 self.server,

@@ -227,6 +227,9 @@ class RaftNode:
     def kraft_version(self) -> int:
         return self._core().kraft_version
 
+    def voter_endpoints(self) -> dict[int, str]:
+        return self._core().voters.endpoints()
+
     def _snapshot_voters(self) -> SnapshotVoters | None:
         """What the latest snapshot (the bootstrap one included) says of the voter set."""
         latest = self.snapshots.latest_id()

@@ -79,6 +79,10 @@ class SimRaftClient:
         cluster.drain_node(node)
         return future
 
+    def voter_endpoints(self) -> dict[int, str]:
+        core = self._node.core
+        return core.voters.endpoints() if core is not None else {}
+
     def control_records_appended(self) -> int:
         core = self._node.core
         return core.leader_control_records if self.alive and core is not None else 0

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kraft.client import ControllerEndpoints
 from kraft.core.voters import ReplicaKey
 from kraft.log.meta_properties import read_meta_properties
 from kraft.log.quorum_state import QuorumStateStore
@@ -20,7 +21,6 @@ from kraft.log.snapshots import FileSnapshotStore
 from kraft.node.raft_node import RaftNode
 from server.config import NodeConfig, load_config
 from server.main import StartupError, _check_quorum_storage, metadata_directory_id, raft_config
-from server.quorum_endpoints import ControllerEndpoints
 from server.storage_cli import main as storage_main
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
