@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
 import grpc
@@ -204,8 +203,9 @@ class AdminOperations:
         self.tls = tls  # how to dial the active controller when forwarding
         self.controller = controller
         self.cluster_id = cluster_id
-        self.controller_endpoints: Mapping[int, str] = MappingProxyType(
-            dict(controller_endpoints))
+        # Read at each use: a live view (kraft.client.ControllerEndpoints) follows a dynamic
+        # quorum's voter changes.
+        self.controller_endpoints = controller_endpoints
         self.forward_timeout_s = forward_timeout_s
         self._channels: dict[str, grpc.aio.Channel] = {}
 

@@ -45,10 +45,6 @@ class AdminServicer(rpc.AdminServicer):
     def controller_endpoints(self) -> Mapping[int, str]:
         return self.ops.controller_endpoints
 
-    @controller_endpoints.setter
-    def controller_endpoints(self, endpoints: Mapping[int, str]) -> None:
-        self.ops.controller_endpoints = endpoints
-
     async def close(self) -> None:
         """Close the channels used for forwarding."""
         await self.ops.close()

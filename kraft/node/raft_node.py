@@ -228,7 +228,9 @@ class RaftNode:
         return self._core().kraft_version
 
     def voter_endpoints(self) -> dict[int, str]:
-        return self._core().voters.endpoints()
+        if self.core is None:  # before start: what the configuration says
+            return dict(self.config.voters)
+        return self.core.voters.endpoints()
 
     def _snapshot_voters(self) -> SnapshotVoters | None:
         """What the latest snapshot (the bootstrap one included) says of the voter set."""
