@@ -21,7 +21,7 @@ from core_harness import (
 
 from kraft.core.errors import Errors, RaftInvariantError
 from kraft.core.messages import FetchRequest, FetchResponse, VoteRequest
-from kraft.core.rpc_fetch import HW_NEWS_LINGER_MS
+from kraft.core.rpc_fetch import HW_NEWS_LINGER_MS, VOTER_HW_NEWS_LINGER_MS
 from kraft.core.voters import ReplicaKey
 from kraft.election_state import ElectionState
 from kraft.log.base import OffsetAndEpoch
@@ -62,7 +62,7 @@ def test_leader_reports_where_the_fetcher_diverges(
     reply = h.reply_for(token)
     if diverging is None and fetch_offset == h.log.end_offset:
         assert reply is None  # caught up, only the HW to learn: answered after the linger
-        h.advance(HW_NEWS_LINGER_MS)
+        h.advance(VOTER_HW_NEWS_LINGER_MS)
         reply = h.reply_for(token)
     assert isinstance(reply, FetchResponse)  # a divergence is answered at once, never parked
     assert reply.error == Errors.NONE
@@ -264,8 +264,26 @@ def test_fetch_with_only_a_newer_high_watermark_to_learn_waits_for_the_linger() 
     h, _ = parked_leader()
     token = h.deliver_async(fetch_request(3, 1, 1, 1, max_wait_ms=500, high_watermark=0))
     assert h.reply_for(token) is None
-    h.advance(HW_NEWS_LINGER_MS)
+    h.advance(VOTER_HW_NEWS_LINGER_MS)
     reply = h.reply_for(token)
+    assert isinstance(reply, FetchResponse)
+    assert (reply.records, reply.high_watermark) == (b"", 1)
+
+
+def test_a_voter_waits_longer_for_records_to_ride_along_than_an_observer() -> None:
+    """An observer (a broker) serves what it learns: its HW news waits 1 ms. A voter's HW only
+    paces its own replay: it waits long enough for a remote writer's next append."""
+    h, _ = parked_leader()
+    voter = h.deliver_async(fetch_request(3, 1, 1, 1, max_wait_ms=500, high_watermark=0))
+    observer = h.deliver_async(fetch_request(9, 1, 1, 1, max_wait_ms=500, high_watermark=0))
+    h.advance(HW_NEWS_LINGER_MS)
+    answered = h.reply_for(observer)
+    assert isinstance(answered, FetchResponse) and answered.high_watermark == 1
+    assert h.reply_for(voter) is None
+    h.advance(VOTER_HW_NEWS_LINGER_MS - HW_NEWS_LINGER_MS - 1)
+    assert h.reply_for(voter) is None
+    h.advance(1)
+    reply = h.reply_for(voter)
     assert isinstance(reply, FetchResponse)
     assert (reply.records, reply.high_watermark) == (b"", 1)
 
@@ -286,7 +304,7 @@ def test_parked_fetch_completes_when_the_high_watermark_moves() -> None:
     h.deliver(fetch_request(3, 1, 1, 1, max_wait_ms=0))
     assert h.hw == 1
     assert h.reply_for(token) is None  # the HW moved: the answer waits out the linger
-    h.advance(HW_NEWS_LINGER_MS)
+    h.advance(VOTER_HW_NEWS_LINGER_MS)
     reply = h.reply_for(token)
     assert isinstance(reply, FetchResponse)
     assert (reply.error, reply.records, reply.high_watermark) == (Errors.NONE, b"", 1)

@@ -24,7 +24,7 @@ from kraft.core.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
 )
-from kraft.core.rpc_fetch import HW_NEWS_LINGER_MS
+from kraft.core.rpc_fetch import VOTER_HW_NEWS_LINGER_MS
 from kraft.log import MemoryLog
 from kraft.log.base import OffsetAndEpoch
 from kraft.log.snapshots import MemorySnapshotStore
@@ -81,7 +81,7 @@ def test_leader_sends_fetchers_it_cannot_serve_to_its_latest_snapshot(
     reply = h.reply_for(token)
     assert redirect or reply is not None or fetch_offset == h.log.end_offset
     if reply is None:  # at the log end with only the HW to learn: answered after the linger
-        h.advance(HW_NEWS_LINGER_MS)
+        h.advance(VOTER_HW_NEWS_LINGER_MS)
         reply = h.reply_for(token)
     assert isinstance(reply, FetchResponse)
     assert reply.error == Errors.NONE
@@ -274,7 +274,7 @@ def test_an_empty_follower_catches_up_through_the_snapshot_end_to_end() -> None:
             fresh.advance(10)
             continue
         for out in sent:
-            route(fresh, lead, out, wait_ms=HW_NEWS_LINGER_MS)
+            route(fresh, lead, out, wait_ms=VOTER_HW_NEWS_LINGER_MS)
         if fresh.log.end_offset == lead.log.end_offset and fresh.hw == lead.hw:
             break
     assert fresh.snapshots.ids() == [SNAP]
