@@ -3,7 +3,9 @@ project's: each trial starts from a healthy cluster (every member agrees on the 
 write through it succeeded), acts on the leader, and takes the time from the action to the
 first write acknowledged by a new leader: the survivors' status is polled every 5 ms and, as
 soon as one names a new leader, a write goes through it (over a connection opened before the
-clock started). A killed member is then restarted on its data directory."""
+clock started). A killed member is then restarted on its data directory; a stopped one
+(SIGSTOP: a hung leader, alive but silent) gets SIGCONT and the next trial waits until the
+cluster is healthy again (every member agrees on one leader and a write through it succeeds)."""
 
 from __future__ import annotations
 
@@ -71,6 +73,36 @@ async def kill_trials(peer: Peer, names: tuple[str, ...], trials: int, label: st
         print(f"    {label} kill -9 #{i + 1}: leader {leader} -> {new_leader}, first write "
               f"after {results[-1]['ms'] or float('nan'):.1f} ms", flush=True)
     await peer.leader()
+    return _summarise(results)
+
+
+async def stop_trials(peer: Peer, names: tuple[str, ...], trials: int, label: str
+                      ) -> dict[str, Any]:
+    """SIGSTOP of the leader -> first write acknowledged by a new leader; then SIGCONT, and
+    the next trial starts only from a healthy cluster. The old leader is never left stopped:
+    SIGCONT runs in `finally`, whatever happened in between."""
+    results = []
+    for i in range(trials):
+        leader, term = await peer.leader()
+        survivors = [n for n in names if n != leader]
+        writes, conns = await _survivor_writers(peer, survivors)
+        started = time.perf_counter()
+        peer.group.signal(leader, signal.SIGSTOP)
+        try:
+            new_leader, seconds = await first_write_by_new_leader(peer, leader, writes,
+                                                                  started)
+        finally:
+            peer.group.signal(leader, signal.SIGCONT)
+            for conn in conns:
+                conn.close()
+        healthy = time.perf_counter()
+        await peer.leader()  # the old leader back as a follower, all agree, a write commits
+        results.append({"victim": leader, "term": term, "new_leader": new_leader,
+                        "ms": seconds * 1000 if seconds is not None else None,
+                        "healthy_after_sigcont_s": time.perf_counter() - healthy})
+        print(f"    {label} SIGSTOP #{i + 1}: leader {leader} -> {new_leader}, first write "
+              f"after {results[-1]['ms'] or float('nan'):.1f} ms (healthy "
+              f"{results[-1]['healthy_after_sigcont_s']:.1f} s after SIGCONT)", flush=True)
     return _summarise(results)
 
 

@@ -5,10 +5,18 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-KRAFT_WRITES = ("kraft append (in process)", "kraft append (gRPC)", "kraft Admin API")
+IN_PROCESS = "kraft append (in process)"
+USER_PATHS = ("kraft Admin API", "kraft append (gRPC)")  # what a client of this product calls
+KRAFT_WRITES = (IN_PROCESS, *USER_PATHS)
+ETCD_GRPC = "etcd put (gRPC)"
+ETCD_GATEWAY = "etcd put (JSON gateway)"
+# Rows shown but never a ratio's denominator: etcd's gateway adds a JSON hop etcdctl and the Go
+# client do not take ("etcd" is an older run's name for it).
+NOT_A_REFERENCE = (ETCD_GATEWAY, "etcd", "etcd (gRPC)")
 
 
 def fmt(value: float | None) -> str:
@@ -21,7 +29,7 @@ def fmt(value: float | None) -> str:
     return f"{value:.3f}"
 
 
-def _real(values: list[float | None]) -> list[float]:
+def _real(values: Sequence[float | None]) -> list[float]:
     """Drop NaN and None (a NaN reads back from the JSON as null)."""
     return [v for v in values if v is not None and v == v]
 
@@ -48,12 +56,11 @@ def _row(rows: list[dict[str, Any]], writers: int) -> dict[str, Any] | None:
     return next((r for r in rows if r["writers"] == writers), None)
 
 
-def writes_tables(writes: dict[str, list[dict[str, Any]]]) -> list[str]:
-    out = ["### Writes: 100-byte values, closed-loop writers, 3 voters", "",
-           "| system | writers | writes/s | p50 ms | p99 ms | client CPU | server CPU |",
+def _system_rows(writes: dict[str, list[dict[str, Any]]], systems: list[str]) -> list[str]:
+    out = ["| system | writers | writes/s | p50 ms | p99 ms | client CPU | server CPU |",
            "|---|---:|---:|---:|---:|---:|---:|"]
-    for system, rows in writes.items():
-        for row in rows:
+    for system in systems:
+        for row in writes[system]:
             runs = row["runs"]
             out.append(f"| {system} | {row['writers']} "
                        f"| {spread([r['writes_per_s'] for r in runs])} "
@@ -61,8 +68,18 @@ def writes_tables(writes: dict[str, list[dict[str, Any]]]) -> list[str]:
                        f"| {spread([r['p99_ms'] for r in runs])} "
                        f"| {fmt(med([r['client_cpu'] for r in runs]))} "
                        f"| {fmt(med([r['server_cpu'] for r in runs]))} |")
-    peers = [s for s in writes if s not in KRAFT_WRITES]
-    ours = [s for s in KRAFT_WRITES if s in writes]
+    return out
+
+
+def writes_tables(writes: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The user paths and the peers, with ratios to the peers (etcd over gRPC first); the
+    in-process append apart, in no ratio."""
+    outside = [s for s in writes if s != IN_PROCESS]
+    out = ["### Writes: 100-byte values, closed-loop writers, 3 voters", "",
+           *_system_rows(writes, outside)]
+    peers = sorted((s for s in writes if s not in KRAFT_WRITES and s not in NOT_A_REFERENCE),
+                   key=lambda s: s != ETCD_GRPC)
+    ours = [s for s in USER_PATHS if s in writes]
     if peers and ours:
         out += ["", "Ratios, this project ÷ peer (medians of the same run; writes/s above 1 "
                 "and p50 below 1 favour this project):", "",
@@ -82,11 +99,17 @@ def writes_tables(writes: dict[str, list[dict[str, Any]]]) -> list[str]:
                     cells.append(ratio(med([r["p50_ms"] for r in row["runs"]]),
                                        med([r["p50_ms"] for r in other["runs"]])))
                 out.append(f"| {system} | {row['writers']} | " + " | ".join(cells) + " |")
+    if IN_PROCESS in writes:
+        out += ["", "### Inside one process (not a user path; never in a verdict)", "",
+                "The leader's append API called by writers in the benchmark's own process "
+                "(the leader runs in its event loop; client CPU is that whole process, server "
+                "CPU the two followers):", "", *_system_rows(writes, [IN_PROCESS])]
     return out
 
 
-KIND_NAMES = {"kill": "kill -9 of the leader",
+KIND_NAMES = {"kill": "kill -9 of the leader", "stop": "SIGSTOP of the leader",
               "handover": "graceful handover"}
+ACTIONS = {"kill": "kill -9", "stop": "SIGSTOP (SIGCONT after)"}
 HANDOVER = {"kraft": "SIGTERM (resign, EndQuorumEpoch)", "etcd": "move-leader",
             "pysyncobj": "transferLeadership (TimeoutNow)"}
 
@@ -98,7 +121,7 @@ def failover_tables(failover: dict[str, dict[str, Any]]) -> list[str]:
     for system, kinds in failover.items():
         for kind, data in kinds.items():
             s = data["summary"]
-            action = "kill -9" if kind == "kill" else HANDOVER.get(system, kind)
+            action = ACTIONS.get(kind) or HANDOVER.get(system, kind)
             out.append(f"| {system} | {action} | {s['n']} | {fmt(s['median'])} "
                        f"| {fmt(s['p90'])} | {fmt(s['p99'])} | {fmt(s['min'])} "
                        f"| {fmt(s['max'])} | {data['timeouts']} |")
@@ -120,18 +143,36 @@ def failover_tables(failover: dict[str, dict[str, Any]]) -> list[str]:
 def scale_tables(scale: dict[str, dict[str, Any]]) -> list[str]:
     out = ["### Metadata at scale: a new controller ready to act", "",
            "| partitions | this project: kill -9 of the active controller → new active "
-           "accepts a write, ms | trials | ZooKeeper: full read of the partition state by "
-           "one client, ms | reads | ZooKeeper ÷ this project (medians) |",
-           "|---:|---:|---:|---:|---:|---:|"]
+           "accepts a write, ms | trials | ZooKeeper full read, Java client, ms | ZooKeeper "
+           "full read, kazoo, ms | reads each | ZooKeeper ÷ this project (medians; Java, "
+           "kazoo) |", "|---:|---:|---:|---:|---:|---:|---:|"]
     for size, data in sorted(scale.items(), key=lambda kv: int(kv[0])):
-        ours, theirs = data.get("kraft"), data.get("zookeeper")
-        run = (ours or theirs or {}).get("later_run")
+        ours, kazoo, java = data.get("kraft"), data.get("zookeeper"), data.get("zookeeper_java")
+        run = (ours or kazoo or {}).get("later_run")
         label = f"{int(size):,}" + (f" (run {run + 1})" if run else "")
+        ratios = [ratio(med(z["ms"]), med(ours["ms"])) if ours and z else "-"
+                  for z in (java, kazoo)]
         out.append(
             f"| {label} | {spread(ours['ms']) if ours else '-'} "
-            f"| {len(ours['ms']) if ours else 0} | {spread(theirs['ms']) if theirs else '-'} "
-            f"| {len(theirs['ms']) if theirs else 0} "
-            f"| {ratio(med(theirs['ms']), med(ours['ms'])) if ours and theirs else '-'} |")
+            f"| {len(ours['ms']) if ours else 0} | {spread(java['ms']) if java else '-'} "
+            f"| {spread(kazoo['ms']) if kazoo else '-'} "
+            f"| {max(len(z['ms']) for z in (java, kazoo) if z) if java or kazoo else 0} "
+            f"| {', '.join(ratios)} |")
+    javas = [(size, d["zookeeper_java"]) for size, d in scale.items() if "zookeeper_java" in d]
+    if javas:
+        out += ["", "The Java reader's time runs from before its connect to the last state "
+                "parsed (as kazoo's); a fresh JVM per read, whose start is outside it:", "",
+                "| partitions | Java: read ms | JVM process wall ms | client CPU s | server "
+                "CPU s | kazoo: client CPU s | server CPU s |",
+                "|---:|---:|---:|---:|---:|---:|---:|"]
+        for size, java in sorted(javas, key=lambda kv: int(kv[0])):
+            kazoo_reads = scale[size].get("zookeeper", {}).get("reads", [])
+            out.append(f"| {int(size):,} | {spread(java['ms'])} "
+                       f"| {spread([r['process_wall_ms'] for r in java['reads']])} "
+                       f"| {fmt(med([r['client_cpu_s'] for r in java['reads']]))} "
+                       f"| {fmt(med([r['server_cpu_s'] for r in java['reads']]))} "
+                       f"| {fmt(med([r['client_cpu_s'] for r in kazoo_reads]))} "
+                       f"| {fmt(med([r['server_cpu_s'] for r in kazoo_reads]))} |")
     return out
 
 
@@ -165,9 +206,11 @@ def plots(results: dict[str, Any], directory: str) -> list[str]:
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
         for system, rows in writes.items():
             xs = [r["writers"] for r in rows]
-            style = "-o" if system.startswith("kraft") else "--s"
+            style = ":^" if system == IN_PROCESS else "-o" if system.startswith("kraft") \
+                else "--s"
+            label = f"{system}: not a user path" if system == IN_PROCESS else system
             ax1.plot(xs, [med([x["writes_per_s"] for x in r["runs"]]) for r in rows], style,
-                     label=system)
+                     label=label)
             ax2.plot(xs, [med([x["p50_ms"] for x in r["runs"]]) for r in rows], style,
                      label=system)
         counts = sorted({r["writers"] for rows in writes.values() for r in rows})
@@ -191,7 +234,8 @@ def plots(results: dict[str, Any], directory: str) -> list[str]:
         for system, kinds in failover.items():
             for kind, d in kinds.items():
                 if d["ms"]:
-                    labels.append(f"{system}\n{'kill -9' if kind == 'kill' else 'handover'}")
+                    short = {"kill": "kill -9", "stop": "SIGSTOP"}.get(kind, "handover")
+                    labels.append(f"{system}\n{short}")
                     data.append(d["ms"])
         ax.boxplot(data, whis=(0, 100))
         ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=8)
@@ -207,12 +251,14 @@ def plots(results: dict[str, Any], directory: str) -> list[str]:
     if scale:
         fig, ax = plt.subplots(figsize=(7, 4.2))
         sizes = sorted(scale, key=int)
-        width = 0.38
+        width = 0.27
         for offset, (key, label) in enumerate((("kraft", "this project: new active controller "
                                                 "accepts a write"),
-                                               ("zookeeper", "ZooKeeper: full read"))):
+                                               ("zookeeper_java", "ZooKeeper: full read, Java "
+                                                "client"),
+                                               ("zookeeper", "ZooKeeper: full read, kazoo"))):
             values = [med(scale[s][key]["ms"]) / 1000 if key in scale[s] else 0 for s in sizes]
-            ax.bar([i + (offset - 0.5) * width for i in range(len(sizes))], values, width,
+            ax.bar([i + (offset - 1) * width for i in range(len(sizes))], values, width,
                    label=label)
         ax.set_xticks(range(len(sizes)), [f"{int(s):,} partitions" for s in sizes])
         ax.set_yscale("log")

@@ -1,19 +1,25 @@
 """Side by side with the peers, in one run on one machine:
 `python -m bench.peers [--install] [--parts writes,failover,scale] [--scale 100000,1000000]`.
 
-1. writes     1, 16, 64 closed-loop writers of 100-byte values: this project through the
-              leader's append API (in process, and over gRPC) and through the Admin API (one
-              config change per request); etcd 3 members (v3 put over the JSON gateway, and
-              over its gRPC API from a grpc.aio client);
-              PySyncObj 3 nodes (with its defaults, and with a 5 ms tick). writes/s, p50,
-              p99, client and server CPU.
+1. writes     1, 16, 64 closed-loop writers of 100-byte values: this project through its user
+              paths, the Admin API (one config change per request) and the leader's append API
+              over gRPC; etcd 3 members through its gRPC API (KV/Put from a grpc.aio client:
+              the etcd row every ratio and verdict uses) and, labelled, through its JSON
+              gateway; PySyncObj 3 nodes (with its defaults, and with a 5 ms tick).
+              writes/s, p50, p99, client and server CPU. This project's leader append API
+              called inside the benchmark process is measured too, and reported apart: it is
+              not a user path and is in no ratio or verdict.
               All systems run at once and take turns under the same load (the machine is
               shared; interleaving keeps each ratio within the same minutes).
-2. failover   kill -9 of the leader -> first successful write (--trials each), and graceful
-              handover: this project SIGTERM, etcd move-leader, PySyncObj transferLeadership.
+2. failover   for every system: kill -9 of the leader, SIGSTOP of the leader (SIGCONT after,
+              then wait for a healthy cluster), and graceful handover (this project SIGTERM,
+              etcd move-leader, PySyncObj transferLeadership) -> first write acknowledged by a
+              new leader (--trials each).
 3. scale      N partitions (--scale): kill -9 of this project's active controller -> first
               Admin write a new active controller accepts; against ZooKeeper: a full read of
-              the same metadata in Kafka's znode layout by one client.
+              the same metadata in Kafka's znode layout by one client, with kazoo (Python) and
+              with ZooKeeper's own Java client (bench/peers/java/ZkFullRead.java, compiled
+              with javac at run time), read for read interleaved.
 
 --install lets the harness `apt-get install -y etcd-server zookeeper` and
 `pip install pysyncobj kazoo` into this environment; without it, a peer that is missing is
@@ -39,8 +45,8 @@ from typing import Any
 
 from bench.log_bench import filesystem, machine
 from bench.peers import etcd as etcd_mod
-from bench.peers import etcd_grpc, kraft_side, report, syncobj_peer, zk
-from bench.peers.failover import handover_trials, kill_trials
+from bench.peers import etcd_grpc, kraft_side, report, syncobj_peer, zk, zk_java
+from bench.peers.failover import handover_trials, kill_trials, stop_trials
 from bench.peers.load import Target, Write, interleaved, summary
 from bench.quorum_bench import git
 from metadata.topics import METADATA_PARTITION_DIR
@@ -137,9 +143,9 @@ async def part_writes(root: Path, args: argparse.Namespace, skip: dict[str, str 
             stops.append(_async(etcd.stop_all))
             etcd.start_all()
             leader, _ = await etcd.leader()
-            targets.append(http_target(etcd, "etcd", leader))
-            # Its own API too, as etcdctl and the Go client use it: the goals are set against it.
-            targets.append(etcd_grpc.grpc_target(etcd, leader, "etcd (gRPC)"))
+            # Its own API, as etcdctl and the Go client use it: the row the ratios use.
+            targets.append(etcd_grpc.grpc_target(etcd, leader, report.ETCD_GRPC))
+            targets.append(http_target(etcd, report.ETCD_GATEWAY, leader))
         if not skip["pysyncobj"]:
             variants = [("pysyncobj", syncobj_peer.DEFAULT_TICK_S)]
             if args.syncobj_tick > 0:
@@ -173,8 +179,10 @@ def _async(fn: Callable[[], None]) -> Callable[[], Awaitable[None]]:
 async def part_failover(root: Path, args: argparse.Namespace, skip: dict[str, str | None],
                         results: dict[str, Any]) -> None:
     print("\n## failover: this project", flush=True)
-    out = await kraft_side.failover_raft(root / "f-kraft", ["kill", "term"], args.trials)
-    results["failover"]["kraft"] = {"kill": out["kill"], "handover": out["term"]}
+    out = await kraft_side.failover_raft(root / "f-kraft", ["kill", "stop", "term"],
+                                         args.trials)
+    results["failover"]["kraft"] = {"kill": out["kill"], "stop": out["stop"],
+                                    "handover": out["term"]}
     print("\n## failover: etcd", flush=True)
     if skip["etcd"]:
         print(f"  SKIPPED: {skip['etcd']}", flush=True)
@@ -187,6 +195,7 @@ async def part_failover(root: Path, args: argparse.Namespace, skip: dict[str, st
             await etcd.leader()
             fo = results["failover"].setdefault("etcd", {})
             fo["kill"] = await kill_trials(etcd, etcd_mod.NAMES, args.trials, "etcd")
+            fo["stop"] = await stop_trials(etcd, etcd_mod.NAMES, args.trials, "etcd")
 
             async def move(leader: str) -> bool:
                 target = next(n for n in etcd_mod.NAMES if n != leader)
@@ -206,6 +215,7 @@ async def part_failover(root: Path, args: argparse.Namespace, skip: dict[str, st
         await syncobj.leader()
         fo = results["failover"].setdefault("pysyncobj", {})
         fo["kill"] = await kill_trials(syncobj, syncobj_peer.NAMES, args.trials, "pysyncobj")
+        fo["stop"] = await stop_trials(syncobj, syncobj_peer.NAMES, args.trials, "pysyncobj")
         fo["handover"] = await handover_trials(syncobj, syncobj_peer.NAMES, args.trials,
                                                "pysyncobj", syncobj.transfer)
     finally:
@@ -255,6 +265,15 @@ async def part_kraft_scale(root: Path, args: argparse.Namespace,
 
 
 def part_zookeeper(root: Path, args: argparse.Namespace, results: dict[str, Any]) -> None:
+    """Each size: populate, then --zk-reads full reads with kazoo and as many with the Java
+    client, alternating (kazoo, Java, kazoo, ...) so both see the same server state."""
+    java_skip = zk_java.available()
+    classpath = None
+    if java_skip is None:
+        classpath = zk_java.build(root / "zk-java-build")
+    else:
+        print(f"  zookeeper Java client: SKIPPED: {java_skip}", flush=True)
+        results["machine"]["skipped"]["zookeeper java client"] = java_skip
     server = zk.ZooKeeper(root / "zookeeper", heap_mb=args.zk_heap_mb)
     try:
         server.start()
@@ -265,20 +284,40 @@ def part_zookeeper(root: Path, args: argparse.Namespace, results: dict[str, Any]
             populated = server.populate(size, created)
             created = size
             print(f"    {populated['znodes_per_s']:,.0f} znodes/s", flush=True)
-            reads = []
+            reads: list[dict[str, Any]] = []
+            java_reads: list[dict[str, Any]] = []
             for i in range(args.zk_reads):
                 cpu0, zk0 = time.process_time(), server.cpu_seconds()
                 read = server.full_read()
                 read["client_cpu_s"] = time.process_time() - cpu0
                 read["server_cpu_s"] = server.cpu_seconds() - zk0
                 reads.append(read)
-                print(f"    full read #{i + 1}: {read['read_s']:.2f} s "
+                print(f"    kazoo full read #{i + 1}: {read['read_s']:.2f} s "
                       f"({read['znodes_per_s']:,.0f} znodes/s, client CPU "
                       f"{read['client_cpu_s']:.1f} s, server CPU {read['server_cpu_s']:.1f} s)",
                       flush=True)
+                if classpath is None:
+                    continue
+                zk0 = server.cpu_seconds()
+                jread = zk_java.full_read(classpath, server.port)
+                jread["server_cpu_s"] = server.cpu_seconds() - zk0
+                if jread["partitions"] != size or jread["with_leader"] != size:
+                    raise RuntimeError(f"Java reader saw {jread['partitions']} partitions "
+                                       f"({jread['with_leader']} with a leader), not {size}")
+                java_reads.append(jread)
+                print(f"    Java full read #{i + 1}: {jread['read_ms'] / 1000:.2f} s "
+                      f"(JVM process {jread['process_wall_ms'] / 1000:.2f} s, client CPU "
+                      f"{jread['client_cpu_s']:.1f} s, server CPU "
+                      f"{jread['server_cpu_s']:.1f} s)", flush=True)
             values = [r["read_s"] * 1000 for r in reads]
-            results["scale"].setdefault(str(size), {})["zookeeper"] = {
-                "populate": populated, "reads": reads, "ms": values, "summary": summary(values)}
+            entry = results["scale"].setdefault(str(size), {})
+            entry["zookeeper"] = {"client": "kazoo", "populate": populated, "reads": reads,
+                                  "ms": values, "summary": summary(values)}
+            if java_reads:
+                jvalues = [r["read_ms"] for r in java_reads]
+                entry["zookeeper_java"] = {"client": "ZooKeeper Java client (ZkFullRead)",
+                                           "reads": java_reads, "ms": jvalues,
+                                           "summary": summary(jvalues)}
     finally:
         server.stop()
 
@@ -334,13 +373,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="per write run (3)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per writer count (3)")
     parser.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds (1)")
-    parser.add_argument("--trials", type=int, default=20, help="failover trials per kind (20)")
+    parser.add_argument("--trials", type=int, default=20,
+                        help="failover trials per kind and system (20)")
     parser.add_argument("--scale", type=int_list, default=[100_000],
                         help="partition counts, ascending (100000; add 1000000 for the 1M "
                              "run, which takes about half an hour more)")
     parser.add_argument("--scale-trials", type=int, default=3,
                         help="kill -9 trials of the active controller per size (3)")
-    parser.add_argument("--zk-reads", type=int, default=3, help="full reads per size (3)")
+    parser.add_argument("--zk-reads", type=int, default=3,
+                        help="full reads per size with each client, kazoo and Java (3)")
     parser.add_argument("--zk-heap-mb", type=int, default=4096)
     parser.add_argument("--syncobj-tick", type=float, default=TUNED_TICK_S,
                         help="also measure PySyncObj's writes with this tick and append period "
@@ -356,8 +397,16 @@ def main(argv: list[str] | None = None) -> int:
     parts = {p for p in args.parts.split(",") if p}
     if not parts <= {"writes", "failover", "scale"} or not parts:
         parser.error("--parts takes writes, failover, scale")
-    if args.scale != sorted(args.scale) or any(s % zk.PARTITIONS_PER_TOPIC for s in args.scale):
-        parser.error("--scale sizes must be ascending multiples of 1000")
+    if args.scale != sorted(args.scale) or any(s % zk.PARTITIONS_PER_TOPIC or s <= 0
+                                               for s in args.scale):
+        parser.error("--scale sizes must be ascending positive multiples of 1000")
+    if not args.writers or min(args.writers) < 1:
+        parser.error("--writers takes positive counts, e.g. 1,16,64")
+    for flag in ("repeat", "trials", "scale_trials", "zk_reads", "zk_heap_mb"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} must be at least 1")
+    if args.seconds <= 0 or args.warmup < 0 or args.syncobj_tick < 0:
+        parser.error("--seconds must be positive; --warmup and --syncobj-tick not negative")
 
     if args.install:
         install()
