@@ -1,13 +1,15 @@
-"""Brokers: `python -m bench.broker_bench [--json PATH] [--partitions N | --million]`.
+"""Brokers: `python -m bench.broker_bench [--json PATH] [--parts propagation,cold-start]
+[--partitions N | --million]`.
 
 Three controllers and three brokers as `kraft-server` subprocesses on loopback (fsync on).
 
 * **Propagation**: before each CreateTopics (one partition, RF 3, sent to the active
   controller) three BrokerMetadata.DescribeTopics long-polls are parked, one per broker,
-  waiting for that topic. Reported per write, as p50 / p99 / max over --iterations: from the
-  controller's answer (the write is committed) until the topic is visible in all three
-  brokers' caches (negative: a broker answered before the controller's reply arrived), and
-  from sending the request (commit latency included).
+  waiting for that topic. Reported per write, as p50 / p99 / max over --iterations, timed
+  **from the send** of the write (what a client sees: commit latency included) until the
+  topic is visible in all three brokers' caches, and until each broker's; and, as before, from
+  the client's answer (the write is committed; negative when a broker answered before the
+  controller's reply reached the client, since that answer has its own trip back).
 * **Cold start**: broker 6 stops (SIGTERM); --partitions partitions are created (topics of
   9,999 partitions, RF 2, each one atomic CreateTopics, so on brokers 4 and 5: a controlled
   shutdown or fencing of a broker in 100,000 ISRs is a controller-side stall measured
@@ -103,12 +105,12 @@ class Bench:
                 if status.state == "Leader":
                     return self.endpoint(i)
             return None
-        return wait(find, 30, "a leader")
+        return str(wait(find, 30, "a leader"))
 
     def serving(self, broker_id: int) -> bool:
         reply = bmrpc.BrokerMetadataStub(self.channel(self.endpoint(broker_id))).DescribeCluster(
             bmpb.DescribeClusterRequest(), timeout=2)
-        return reply.broker_state == "RUNNING"
+        return bool(reply.broker_state == "RUNNING")
 
     def start(self) -> None:
         self.cluster.format()
@@ -142,9 +144,14 @@ class Bench:
     # -- propagation ---------------------------------------------------------------------------
 
     def propagation(self, iterations: int) -> dict[str, Any]:
-        from_ack, from_send = [], []
+        from_ack: list[float] = []
+        from_send: list[float] = []
+        each_from_send: list[float] = []
         leader = self.leader()
         admin = arpc.AdminStub(self.channel(leader))
+        for endpoint in [leader] + [self.endpoint(b) for b in BROKERS]:
+            # Connected before the clock: a first call's connect is not propagation.
+            grpc.channel_ready_future(self.channel(endpoint)).result(timeout=30)
         stubs = [bmrpc.BrokerMetadataStub(self.channel(self.endpoint(b))) for b in BROKERS]
         for i in range(iterations):
             name = f"prop-{i}"
@@ -152,7 +159,7 @@ class Bench:
             lock = threading.Lock()
             done = threading.Event()
 
-            def on_done(_future: grpc.Future, seen: list[float] = seen,
+            def on_done(_future: grpc.Future[Any], seen: list[float] = seen,
                         lock: threading.Lock = lock, done: threading.Event = done) -> None:
                 with lock:
                     seen.append(time.perf_counter())
@@ -178,14 +185,16 @@ class Bench:
             visible = max(seen)
             from_ack.append((visible - acked) * 1000)
             from_send.append((visible - sent) * 1000)
+            each_from_send.extend((t - sent) * 1000 for t in seen)
 
         def summary(values: list[float]) -> dict[str, float]:
             return {"p50_ms": round(percentile(values, 0.5), 2),
                     "p99_ms": round(percentile(values, 0.99), 2),
                     "max_ms": round(max(values), 2), "min_ms": round(min(values), 2)}
 
-        return {"iterations": iterations, "commit_to_all_brokers": summary(from_ack),
-                "send_to_all_brokers": summary(from_send)}
+        return {"iterations": iterations, "send_to_all_brokers": summary(from_send),
+                "send_to_each_broker": summary(each_from_send),
+                "commit_to_all_brokers": summary(from_ack)}
 
     # -- cold start ------------------------------------------------------------------------------
 
@@ -236,6 +245,9 @@ class Bench:
         self.cluster.kill_all()
 
 
+PARTS = ("propagation", "cold-start")
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     partitions = 1_000_000 if args.million else args.partitions
     results: dict[str, Any] = {"machine": machine(), "partitions": partitions}
@@ -243,34 +255,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         bench = Bench(Path(tmp))
         try:
             bench.start()
-            results["propagation"] = bench.propagation(args.iterations)
-            p = results["propagation"]
-            print(f"propagation over {args.iterations} writes: commit -> all 3 brokers "
-                  f"p50 {p['commit_to_all_brokers']['p50_ms']} ms, "
-                  f"p99 {p['commit_to_all_brokers']['p99_ms']} ms; send -> all 3 brokers "
-                  f"p50 {p['send_to_all_brokers']['p50_ms']} ms, "
-                  f"p99 {p['send_to_all_brokers']['p99_ms']} ms", flush=True)
-            bench.stop(6)
-            fill_s = bench.fill(partitions)
-            print(f"created {partitions} partitions in {fill_s:.1f} s", flush=True)
-            warmup = bench.cold_start(wipe=False)  # fetches the new tail once
-            print(f"warm-up start (local log + {partitions} partitions fetched): {warmup}",
-                  flush=True)
-            runs = []
-            for r in range(args.repeat):
-                for wipe in (False, True):
-                    result = bench.cold_start(wipe)
-                    print(f"cold start {r + 1} ({result['log']}): {result}", flush=True)
-                    runs.append(result)
-            results["fill_s"] = round(fill_s, 1)
-            results["cold_start"] = runs
-            for kind in ("local", "fetched from the leader"):
-                times = [x["start_to_serving_s"] for x in runs if x["log"] == kind]
-                rss = [x["peak_rss_mib"] for x in runs if x["log"] == kind]
-                results[f"cold_start_{kind.split()[0]}_median_s"] = statistics.median(times)
-                print(f"cold start ({kind}): median {statistics.median(times):.2f} s "
-                      f"(min {min(times):.2f}, max {max(times):.2f}), peak RSS median "
-                      f"{statistics.median(rss):.0f} MiB", flush=True)
+            if "propagation" in args.parts:
+                results["propagation"] = bench.propagation(args.iterations)
+                p = results["propagation"]
+                print(f"propagation over {args.iterations} writes: send -> all 3 brokers "
+                      f"p50 {p['send_to_all_brokers']['p50_ms']} ms, "
+                      f"p99 {p['send_to_all_brokers']['p99_ms']} ms (each broker p50 "
+                      f"{p['send_to_each_broker']['p50_ms']} ms, p99 "
+                      f"{p['send_to_each_broker']['p99_ms']} ms); from the client's answer "
+                      f"(commit) -> all 3 brokers p50 {p['commit_to_all_brokers']['p50_ms']} "
+                      f"ms, p99 {p['commit_to_all_brokers']['p99_ms']} ms", flush=True)
+            if "cold-start" in args.parts:
+                cold_start(bench, partitions, args.repeat, results)
         except Exception:
             for node_id in bench.cluster.nodes:
                 print(f"--- node {node_id} ---\n{bench.cluster.logs(node_id)}")
@@ -280,16 +276,58 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+def cold_start(bench: Bench, partitions: int, repeat: int, results: dict[str, Any]) -> None:
+    bench.stop(6)
+    fill_s = bench.fill(partitions)
+    print(f"created {partitions} partitions in {fill_s:.1f} s", flush=True)
+    warmup = bench.cold_start(wipe=False)  # fetches the new tail once
+    print(f"warm-up start (local log + {partitions} partitions fetched): {warmup}", flush=True)
+    runs = []
+    for r in range(repeat):
+        for wipe in (False, True):
+            result = bench.cold_start(wipe)
+            print(f"cold start {r + 1} ({result['log']}): {result}", flush=True)
+            runs.append(result)
+    results["fill_s"] = round(fill_s, 1)
+    results["cold_start"] = runs
+    for kind in ("local", "fetched from the leader"):
+        times = [x["start_to_serving_s"] for x in runs if x["log"] == kind]
+        rss = [x["peak_rss_mib"] for x in runs if x["log"] == kind]
+        results[f"cold_start_{kind.split()[0]}_median_s"] = statistics.median(times)
+        print(f"cold start ({kind}): median {statistics.median(times):.2f} s "
+              f"(min {min(times):.2f}, max {max(times):.2f}), peak RSS median "
+              f"{statistics.median(rss):.0f} MiB", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.broker_bench", description=__doc__)
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help="comma-separated: propagation, cold-start (default: both)")
     parser.add_argument("--iterations", type=int, default=300)
     parser.add_argument("--partitions", type=int, default=100_000)
     parser.add_argument("--million", action="store_true", help="1,000,000 partitions (slow)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", help="write the raw numbers here")
+    parser.add_argument("--merge", action="store_true",
+                        help="replace only this run's parts in an existing --json file (its "
+                             "machine record goes to machine_<part>)")
     args = parser.parse_args(argv)
+    args.parts = [p for p in args.parts.split(",") if p]
+    if not args.parts or not set(args.parts) <= set(PARTS):
+        parser.error(f"--parts takes {', '.join(PARTS)}")
+    if args.iterations < 1 or args.partitions < 1 or args.repeat < 1:
+        parser.error("--iterations, --partitions and --repeat must be at least 1")
+    if args.merge and not args.json:
+        parser.error("--merge needs --json")
     results = run(args)
     if args.json:
+        if args.merge and Path(args.json).exists():
+            merged = json.loads(Path(args.json).read_text())
+            for part in args.parts:
+                merged[f"machine_{part}"] = results["machine"]
+            merged.update({k: v for k, v in results.items() if k not in ("machine",
+                                                                          "partitions")})
+            results = merged
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
 
