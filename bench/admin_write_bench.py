@@ -95,7 +95,9 @@ def kraft_probe(cluster: Cluster, leader_port: int) -> Probe:
             metrics = cluster.scrape(node_id)
             for name in ("kraft_commit_latency_seconds_sum", "kraft_commit_latency_seconds_count",
                          "kraft_log_fsync_duration_seconds_sum",
-                         "kraft_log_fsync_duration_seconds_count", "kraft_records_appended_total"):
+                         "kraft_log_fsync_duration_seconds_count", "kraft_records_appended_total",
+                         'kraft_fetch_answers_total{carrying="records"}',
+                         'kraft_fetch_answers_total{carrying="none"}'):
                 key = f"{role}:{name}"
                 out[key] = out.get(key, 0.0) + metrics.get(name, 0.0)
         return out
@@ -115,6 +117,14 @@ def phases(delta: dict[str, float], writes: int) -> dict[str, float]:
         "follower_fsync_ms": mean_ms("follower", "kraft_log_fsync_duration_seconds"),
         "records_per_leader_fsync": (delta.get("leader:kraft_records_appended_total", 0.0)
                                      / fsyncs if fsyncs else float("nan")),
+        # per write, both followers together: the long poll's answers with and without records
+        "fetch_answers_per_write": (
+            (delta.get('leader:kraft_fetch_answers_total{carrying="records"}', 0.0)
+             + delta.get('leader:kraft_fetch_answers_total{carrying="none"}', 0.0)) / writes
+            if writes else float("nan")),
+        "empty_fetch_answers_per_write": (
+            delta.get('leader:kraft_fetch_answers_total{carrying="none"}', 0.0) / writes
+            if writes else float("nan")),
     }
 
 
@@ -149,13 +159,16 @@ async def measure(systems: list[tuple[Target, Probe]], counts: list[int], second
             med = {k: statistics.median(r[k] for r in rs) for k in
                    ("writes_per_s", "p50_ms", "p99_ms", "server_cpu_ms_per_write",
                     "leader_append_to_commit_ms", "leader_fsync_ms", "follower_fsync_ms",
-                    "records_per_leader_fsync")}
+                    "records_per_leader_fsync", "fetch_answers_per_write",
+                    "empty_fetch_answers_per_write")}
             print(f"  {target.name:32} {count:3} writers: {med['writes_per_s']:7,.0f}/s "
                   f"p50 {med['p50_ms']:6.2f} p99 {med['p99_ms']:6.2f} ms | server CPU "
                   f"{med['server_cpu_ms_per_write']:.2f} ms/write | leader append->commit "
                   f"{med['leader_append_to_commit_ms']:.2f} ms, fsync L "
                   f"{med['leader_fsync_ms']:.2f} F {med['follower_fsync_ms']:.2f} ms, "
-                  f"{med['records_per_leader_fsync']:.1f} rec/fsync", flush=True)
+                  f"{med['records_per_leader_fsync']:.1f} rec/fsync, "
+                  f"{med['fetch_answers_per_write']:.2f} Fetch answers/write "
+                  f"({med['empty_fetch_answers_per_write']:.2f} without records)", flush=True)
     return out
 
 

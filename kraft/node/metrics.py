@@ -101,6 +101,15 @@ class RaftMetrics:
         self.records_fetched = Counter(
             "kraft_records_fetched", "Records appended as follower", registry=self.registry
         )
+        # Answers without records are the long poll's overhead: a newer high watermark alone,
+        # or nothing once the wait ran out (the bench divides them by the writes).
+        fetch_answers = Counter(
+            "kraft_fetch_answers",
+            "Fetch responses sent as leader, by whether they carried records",
+            ["carrying"], registry=self.registry,
+        )
+        self.fetch_answers_with_records = fetch_answers.labels("records")
+        self.fetch_answers_without_records = fetch_answers.labels("none")
 
     def bind(self, node: RaftNode) -> None:
         self._collector.node = node

@@ -264,6 +264,7 @@ def test_metrics_and_health_are_served(make_cluster) -> None:
     assert metrics["kraft_log_fsync_duration_seconds_count"] >= 1
     assert metrics["kraft_election_latency_seconds_count"] >= 1
     assert metrics["kraft_leader_changes_seen_total"] >= 1
+    assert metrics['kraft_fetch_answers_total{carrying="records"}'] >= 1  # followers fetched
     with grpc.insecure_channel(node.endpoint) as channel:
         reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
                                                           timeout=2)
