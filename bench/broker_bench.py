@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -38,6 +40,7 @@ import grpc
 
 from bench._cluster import CLIENT_OPTIONS, Cluster, ClusterError
 from bench.log_bench import machine
+from bench.quorum_bench import git
 from broker.rpc import broker_metadata_pb2 as bmpb
 from broker.rpc import broker_metadata_pb2_grpc as bmrpc
 from harness.cluster import write_broker_configs
@@ -248,9 +251,17 @@ class Bench:
 PARTS = ("propagation", "cold-start")
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace, argv: list[str] | None = None) -> dict[str, Any]:
     partitions = 1_000_000 if args.million else args.partitions
-    results: dict[str, Any] = {"machine": machine(), "partitions": partitions}
+    info = machine() | {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "git_commit": git("rev-parse", "HEAD"), "loadavg_at_start": os.getloadavg(),
+        "uncommitted_changes_in_product": git("status", "--porcelain", "--", ":(top)kraft",
+                                              ":(top)metadata", ":(top)broker",
+                                              ":(top)server"),
+        "command": " ".join(["python -m bench.broker_bench", *(argv if argv is not None
+                                                               else sys.argv[1:])])}
+    results: dict[str, Any] = {"machine": info, "partitions": partitions}
     with tempfile.TemporaryDirectory(prefix="broker-bench-") as tmp:
         bench = Bench(Path(tmp))
         try:
@@ -273,6 +284,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise
         finally:
             bench.close()
+    info["loadavg_at_end"] = os.getloadavg()
     return results
 
 
@@ -319,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--iterations, --partitions and --repeat must be at least 1")
     if args.merge and not args.json:
         parser.error("--merge needs --json")
-    results = run(args)
+    results = run(args, argv)
     if args.json:
         if args.merge and Path(args.json).exists():
             merged = json.loads(Path(args.json).read_text())

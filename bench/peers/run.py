@@ -418,9 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="kraft-peers-bench-"))
     info = machine() | {
         "filesystem": filesystem(str(root)), "loadavg_at_start": os.getloadavg(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "git_commit": git("rev-parse", "HEAD"),
-        "uncommitted_changes_in_product": git("status", "--porcelain", "--", "kraft",
-                                              "metadata", "broker"),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "git_commit": git("rev-parse", "HEAD"),
+        # ":(top)": git() runs in bench/, and these paths are the repository's.
+        "uncommitted_changes_in_product": git("status", "--porcelain", "--", ":(top)kraft",
+                                              ":(top)metadata", ":(top)broker",
+                                              ":(top)server"),
         "command": " ".join(["python -m bench.peers", *(argv if argv is not None
                                                         else sys.argv[1:])]),
         "versions": versions(skip), "record_bytes": 100, "voters": 3,
