@@ -1,14 +1,16 @@
 """Where a remote Admin write's time and CPU go, against etcd over its gRPC API (issue 17).
 
     python -m bench.admin_write_bench [--writers 1,64] [--seconds 3] [--repeat 3]
-        [--baseline COMMIT] [--no-etcd] [--profile DIR [--profile-writers 64]]
+        [--baseline COMMIT] [--no-etcd] [--floor] [--profile DIR [--profile-writers 64]]
 
 Systems, all up at once and taking turns under the same closed-loop load
 (`bench.peers.load`): this project's Admin API (one IncrementalAlterConfigs per request to
 the active controller, `kraft_side.config_write`), the same at `--baseline` (that commit's
 tree exported with `git archive` and run as the controllers' code, so an idea is measured
 against the code before it in the same minutes), and etcd 3 members driven through its gRPC
-API by grpc.aio (`bench.peers.etcd_grpc`).
+API by grpc.aio (`bench.peers.etcd_grpc`). With --floor, also a grpc.aio server that does no
+work at all (`bench.grpc_rtt_bench`'s echo, one unary call per write, same client): the most
+any Python gRPC server could do on this machine, the platform's floor under every goal.
 
 Per run, besides writes/s and latency: the servers' CPU per committed write (all three
 nodes), and from the controllers' Prometheus metrics the mean append->commit time at the
@@ -24,6 +26,7 @@ import argparse
 import asyncio
 import collections
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -36,11 +39,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench._cluster import _LAUNCHER, PYTHON, Cluster, ClusterError
+import grpc
+
+from bench import grpc_rtt_bench
+from bench._cluster import _LAUNCHER, CLIENT_OPTIONS, PYTHON, Cluster, ClusterError
 from bench.peers import etcd as etcd_mod
+from bench.peers import procs
 from bench.peers.etcd_grpc import grpc_target
 from bench.peers.kraft_side import MetadataCluster
-from bench.peers.load import Target, Write, closed_loop
+from bench.peers.load import RECORD_BYTES, Target, Write, closed_loop
 
 ROOT = Path(__file__).resolve().parents[1]
 # The same server with some code run first in its process (--prelude; e.g. uvloop's event loop,
@@ -84,6 +91,44 @@ def export_tree(commit: str, into: Path) -> Path:
                              capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
+
+
+def echo_target() -> tuple[Target, Probe, Callable[[], None]]:
+    """A grpc.aio server in its own process that answers each call with its request and does
+    nothing else (no Raft, no fsync): what one unary call costs a Python gRPC server."""
+    ports: multiprocessing.Queue[int] = multiprocessing.Queue()
+    server = multiprocessing.Process(target=grpc_rtt_bench._serve, args=(ports,), daemon=True)
+    server.start()
+    endpoint = f"127.0.0.1:{ports.get(timeout=30)}"
+    channels: dict[int, list[grpc.aio.Channel]] = {}
+    payload = b"x" * RECORD_BYTES
+
+    def writer(channel: grpc.aio.Channel) -> Write:
+        call = channel.unary_unary(f"/{grpc_rtt_bench.SERVICE}/Unary",
+                                   request_serializer=grpc_rtt_bench._same,
+                                   response_deserializer=grpc_rtt_bench._same)
+
+        async def write() -> bool:
+            return await call(payload, timeout=5) == payload
+        return write
+
+    async def make(count: int) -> list[Write]:
+        channels[count] = [grpc.aio.insecure_channel(endpoint, options=CLIENT_OPTIONS)
+                           for _ in range(count)]
+        return [writer(c) for c in channels[count]]
+
+    async def close(writers: list[Write]) -> None:
+        for channel in channels.pop(len(writers)):
+            await channel.close()
+
+    def stop() -> None:
+        server.kill()
+        server.join()
+
+    assert server.pid is not None
+    pid = server.pid
+    target = Target("grpc.aio echo server (no work: the floor)", make, close)
+    return target, lambda: {"cpu": procs.proc_cpu_seconds(pid)}, stop
 
 
 def kraft_probe(cluster: Cluster, leader_port: int) -> Probe:
@@ -306,6 +351,10 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             etcd.start_all()
             leader, _ = await etcd.leader()
             systems.append((grpc_target(etcd, leader), lambda: {"cpu": etcd.cpu_seconds()}))
+        if args.floor:
+            echo, echo_probe, echo_stop = echo_target()
+            stops.append(echo_stop)
+            systems.append((echo, echo_probe))
         results["writes"] = await measure(systems, args.writers, args.seconds, args.repeat,
                                           args.warmup)
         if args.profile:
@@ -329,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--baseline", default="", help="a commit to measure beside the tree")
     parser.add_argument("--no-etcd", action="store_true")
+    parser.add_argument("--floor", action="store_true",
+                        help="also a grpc.aio echo server that does no work (the floor)")
     parser.add_argument("--uvloop", action="store_true",
                         help="also the working tree's controllers on uvloop (pip install uvloop)")
     parser.add_argument("--prelude", default="",
