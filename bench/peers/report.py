@@ -148,8 +148,12 @@ def scale_tables(scale: dict[str, dict[str, Any]]) -> list[str]:
            "kazoo) |", "|---:|---:|---:|---:|---:|---:|---:|"]
     for size, data in sorted(scale.items(), key=lambda kv: int(kv[0])):
         ours, kazoo, java = data.get("kraft"), data.get("zookeeper"), data.get("zookeeper_java")
-        run = (ours or kazoo or {}).get("later_run")
-        label = f"{int(size):,}" + (f" (run {run + 1})" if run else "")
+        runs = {name: d.get("later_run") for name, d in (("kraft", ours), ("ZooKeeper", kazoo
+                                                                               or java)) if d}
+        label = f"{int(size):,}"
+        if any(runs.values()):
+            label += " (" + ", ".join(f"{name}: run {(n or 0) + 1}"
+                                      for name, n in runs.items()) + ")"
         ratios = [ratio(med(z["ms"]), med(ours["ms"])) if ours and z else "-"
                   for z in (java, kazoo)]
         out.append(

@@ -329,9 +329,10 @@ async def run(root: Path, args: argparse.Namespace, parts: set[str],
         await part_writes(root, args, skip, results)
     if "failover" in parts:
         await part_failover(root, args, skip, results)
-    if "scale" in parts:
+    if "scale" in parts and "kraft" in args.scale_systems:
         print("\n## scale: this project", flush=True)
         await part_kraft_scale(root, args, results)
+    if "scale" in parts and "zookeeper" in args.scale_systems:
         print("\n## scale: zookeeper", flush=True)
         if skip["zookeeper"]:
             print(f"  SKIPPED: {skip['zookeeper']}", flush=True)
@@ -348,10 +349,13 @@ def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     old["later_runs"].append(new["machine"])
     for part in ("writes", "failover", "scale"):
         for key, value in new[part].items():
-            if part == "scale":
-                for system in value.values():
+            if part == "scale":  # per system: a later run may measure only one of them
+                entry = old[part].setdefault(key, {})
+                for name, system in value.items():
                     system["later_run"] = run_no
-                old[part][key] = value
+                    if name in entry:  # the replaced measurement stays in the file
+                        system["replaced"] = entry[name]
+                    entry[name] = system
             else:
                 old[part][key] = value | {"later_run": run_no} if isinstance(value, dict) \
                     else value
@@ -380,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
                              "run, which takes about half an hour more)")
     parser.add_argument("--scale-trials", type=int, default=3,
                         help="kill -9 trials of the active controller per size (3)")
+    parser.add_argument("--scale-systems", default="kraft,zookeeper",
+                        help="comma-separated: kraft, zookeeper: which side the scale part "
+                             "measures (default both; e.g. more kraft trials with --merge)")
     parser.add_argument("--zk-reads", type=int, default=3,
                         help="full reads per size with each client, kazoo and Java (3)")
     parser.add_argument("--zk-heap-mb", type=int, default=4096)
@@ -400,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale != sorted(args.scale) or any(s % zk.PARTITIONS_PER_TOPIC or s <= 0
                                                for s in args.scale):
         parser.error("--scale sizes must be ascending positive multiples of 1000")
+    args.scale_systems = {x for x in args.scale_systems.split(",") if x}
+    if not args.scale_systems or not args.scale_systems <= {"kraft", "zookeeper"}:
+        parser.error("--scale-systems takes kraft, zookeeper")
     if not args.writers or min(args.writers) < 1:
         parser.error("--writers takes positive counts, e.g. 1,16,64")
     for flag in ("repeat", "trials", "scale_trials", "zk_reads", "zk_heap_mb"):
@@ -428,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
                                                         else sys.argv[1:])]),
         "versions": versions(skip), "record_bytes": 100, "voters": 3,
         "writers": args.writers, "seconds_per_run": args.seconds, "repeat": args.repeat,
-        "trials": args.trials, "scale": args.scale, "skipped": {k: v for k, v in skip.items()
+        "trials": args.trials, "scale": args.scale,
+        "scale_systems": sorted(args.scale_systems), "skipped": {k: v for k, v in skip.items()
                                                                if v},
     }
     print(f"# machine: {info['nproc']} CPUs, {info['cpu']}, Python {info['python']}; "
