@@ -69,7 +69,9 @@ def _matches_by_id(self: VoterNode, key: ReplicaKey) -> bool:
 def test_counting_a_replaced_disk_as_its_old_replica_is_caught(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    seeds = (3, 11, 12, 14)  # a voter's disk is lost while another lags or is cut off
+    # A voter's disk is lost while another lags or is cut off. (Found again with the voters'
+    # 5 ms HW-news linger, which moved every seed's course.)
+    seeds = (3, 8, 9, 12)
     assert all(run_seed("disk_loss", s).ok for s in seeds)
     monkeypatch.setattr(VoterNode, "matches", _matches_by_id)
     caught = [r for r in (run_seed("disk_loss", s) for s in seeds) if not r.ok]
