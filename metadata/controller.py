@@ -304,8 +304,18 @@ class QuorumController:
     async def _fence_stale_brokers(self, epoch: int) -> None:
         """Fence brokers whose session expired, one per step (Kafka's maybeFenceOneStaleBroker)."""
         interval = max(0.01, min(0.25, self.heartbeats.session_timeout_ms / 10_000))
+        loop = asyncio.get_running_loop()
+        skipped = False
         while self._active_epoch == epoch:
+            slept_from = loop.time()
             await asyncio.sleep(interval)
+            if loop.time() - slept_from > 2 * interval and not skipped:
+                # The process stood still (SIGSTOP, a VM pause): every session looks expired,
+                # and the quorum has likely moved on. One round later the Raft layer has run
+                # its overdue timers, so a deposed controller knows it before fencing anyone.
+                skipped = True
+                continue
+            skipped = False
             latest = self._latest
             if latest is None:
                 return
