@@ -56,7 +56,7 @@ from kraft.log.snapshots import (
     read_control_records,
 )
 from kraft.node.metrics import LoopLagSampler, RaftMetrics
-from kraft.node.transport import RaftTransport
+from kraft.node.transport import STALL_GRACE_S, STALL_S, RaftTransport
 from kraft.security.tls import TlsConfig
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,7 @@ class RaftNode:
         self._accumulated: list[tuple[list[bytes], asyncio.Future[int], float]] = []
         self._drain_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
+        self._after_stall = False  # the timer fired far too late: a grace turn runs first
         self._flush_wanted = asyncio.Event()
         self._state_changed = asyncio.Event()
         self._scheduled_deadline = float("inf")
@@ -540,7 +541,7 @@ class RaftNode:
         self._last_end_offset = end
         self._flush_wanted.set()
         deadline = core.next_deadline()
-        if deadline < self._scheduled_deadline:
+        if deadline < self._scheduled_deadline and not self._after_stall:
             self._schedule_timer(deadline)
         self._state_changed.set()
 
@@ -654,8 +655,27 @@ class RaftNode:
                 deadline / 1000 + 1e-6, self._on_timer)
 
     def _on_timer(self) -> None:
+        late_ms = monotonic_ms() - self._scheduled_deadline
         self._timer = None
         self._scheduled_deadline = float("inf")
+        if self._stopped:
+            return
+        if late_ms > STALL_S * 1000:
+            # The process stood still (SIGSTOP, a VM pause, a starved CPU). What arrived
+            # meanwhile is still in gRPC's queues, a few loop turns from the core: read it
+            # before judging anyone's silence, or a stalled follower takes its own stall for a
+            # hung leader, and a stalled leader for lost voters.
+            log.info("the event loop stood still for %d ms; reading what arrived first",
+                     late_ms)
+            self._after_stall = True
+            self._timer = asyncio.get_running_loop().call_later(
+                STALL_GRACE_S, self._poll_after_stall)
+            return
+        self._guarded(lambda c: c.poll(monotonic_ms()))
+
+    def _poll_after_stall(self) -> None:
+        self._timer = None
+        self._after_stall = False
         if not self._stopped:
             self._guarded(lambda c: c.poll(monotonic_ms()))
 

@@ -19,8 +19,9 @@ the caller sees a timeout, never a refusal. It is off unless a test turns it on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import TypeAlias, cast
 
 import grpc
@@ -42,6 +43,32 @@ from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, aio_channel
 
 log = logging.getLogger(__name__)
+
+# A timer firing this much later than due means the process stood still (SIGSTOP, a VM pause, a
+# starved CPU) rather than was busy; what arrived meanwhile then gets one grace period to be
+# read before a timeout counts. RaftNode applies the same rule to the core's timer.
+STALL_S = 0.25
+STALL_GRACE_S = 0.05
+
+
+@contextlib.asynccontextmanager
+async def stall_aware_timeout(seconds: float) -> AsyncIterator[None]:
+    """asyncio.timeout, except that a timeout found far past due (the process stood still)
+    first waits STALL_GRACE_S: the answer may be sitting in gRPC's queues, a few loop turns
+    away, and a follower must not take its own stall for a hung leader."""
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(None) as timeout:
+        due = loop.time() + seconds
+
+        def expire() -> None:
+            late = loop.time() - due > STALL_S
+            timeout.reschedule(loop.time() + (STALL_GRACE_S if late else 0.0))
+
+        handle = loop.call_at(due, expire)
+        try:
+            yield
+        finally:
+            handle.cancel()
 
 CHANNEL_OPTIONS = [
     ("grpc.enable_retries", 0),
@@ -244,7 +271,7 @@ class FetchStream:
         call = self._call
         self._busy = True
         try:
-            async with asyncio.timeout(timeout):
+            async with stall_aware_timeout(timeout):
                 await call.write(request)
                 reply = await call.read()
         except asyncio.InvalidStateError:  # the stream ended before this request was written

@@ -269,3 +269,34 @@ def test_metrics_and_health_are_served(make_cluster) -> None:
         reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
                                                           timeout=2)
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_a_follower_that_stood_still_does_not_take_its_own_stall_for_a_hung_leader(
+    make_cluster,
+) -> None:
+    """A follower frozen past its fetch's max wait + margin (a VM pause, a starved CPU) finds
+    the leader's answer waiting when it resumes: it reads it instead of suspecting the leader
+    (which would make it stand for election, and, when every node stood still at once, change
+    the leader)."""
+    cluster = make_cluster()
+    cluster.format()
+    cluster.start_all()
+    leader = wait_for(cluster.leader, ELECTION_WAIT_S, "a leader")
+    epoch = cluster.status(leader).epoch
+    follower = min(set(cluster.nodes) - {leader})
+    before, _ = cluster.append_committed([b"before the pause"])
+    wait_for(lambda: cluster.status(follower).high_watermark > before, ELECTION_WAIT_S,
+             "the follower to learn the commit")
+    log_before = len(cluster.logs(follower))
+    cluster.signal(follower, signal.SIGSTOP)
+    try:
+        time.sleep(2.0)  # the fault: the follower stands still past max wait (500) + 400 ms
+    finally:
+        cluster.signal(follower, signal.SIGCONT)
+    after, _ = cluster.append_committed([b"after the pause"])
+    wait_for(lambda: cluster.status(follower).high_watermark > after, ELECTION_WAIT_S,
+             "the follower to fetch again")
+    resumed = cluster.logs(follower)[log_before:]
+    assert "it may be hung" not in resumed, resumed
+    assert "Prospective" not in resumed, resumed
+    assert {cluster.status(n).epoch for n in cluster.nodes} == {epoch}

@@ -16,6 +16,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from kraft.core.messages import (
     Response,
     VoteRequest,
 )
-from kraft.node.transport import RaftTransport
+from kraft.node.transport import RaftTransport, stall_aware_timeout
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.certs import make_test_certs
@@ -458,3 +459,33 @@ async def test_a_new_request_does_not_queue_behind_one_the_core_gave_up_on() -> 
         assert high_watermark(await w.outcomes.get(2)) == 20
         assert await w.outcomes.get(1) == "failed"  # its stream was cancelled: no answer
         assert w.leader.streams == 2
+
+
+async def _answer_after_standing_still(stand_still_s: float) -> str:
+    """A 50 ms timeout; the loop then stands still for `stand_still_s` (the fault), and the
+    answer that arrived meanwhile is two loop turns from the waiter, as gRPC's are."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str] = loop.create_future()
+
+    async def wait() -> str:
+        async with stall_aware_timeout(0.05):
+            return await answer
+
+    waiter = asyncio.ensure_future(wait())
+    await asyncio.sleep(0)  # the waiter is inside its timeout
+
+    def stand_still() -> None:
+        time.sleep(stand_still_s)  # the fault: the whole process stands still
+        loop.call_soon(loop.call_soon, answer.set_result, "answer")
+
+    loop.call_soon(stand_still)
+    return await waiter
+
+
+def test_a_timeout_found_long_overdue_reads_what_arrived_meanwhile_first() -> None:
+    assert asyncio.run(_answer_after_standing_still(0.5)) == "answer"
+
+
+def test_a_timeout_that_is_merely_due_still_fires() -> None:
+    with pytest.raises(TimeoutError):
+        asyncio.run(_answer_after_standing_still(0.1))  # 50 ms late: busy, not stood still
