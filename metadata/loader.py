@@ -222,6 +222,18 @@ class MetadataLoader:
         self._install_snapshot(reader, _image_from_snapshot(reader), started)
         return self.image
 
+    async def load_snapshot(self, reader: SnapshotReader) -> None:
+        """Replace the image with the snapshot's as a delivered snapshot is (off the loop) and
+        return once it is installed. A restarting node calls it before it joins the quorum;
+        the Raft client's delivery of the same snapshot is then skipped."""
+        self.handle_load_snapshot(reader)
+        loading = self._loading
+        if loading is not None:
+            # Its done callback, added first, installs the image before this task wakes.
+            await asyncio.wait([loading])
+        if self.fatal_error is not None:
+            raise MetadataLoadError(str(self.fatal_error)) from self.fatal_error
+
     def _load_snapshot(self, reader: SnapshotReader) -> None:
         try:
             loop = asyncio.get_running_loop() if self._off_loop else None

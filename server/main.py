@@ -30,7 +30,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from prometheus_client import start_http_server
 
-from kraft.client import ControllerEndpoints
+from kraft.client import ControllerEndpoints, SnapshotReader
 from kraft.core.config import RaftConfig
 from kraft.log.base import CorruptRecordError
 from kraft.log.meta_properties import StorageError, read_meta_properties
@@ -52,7 +52,7 @@ from kraft.security.tls import (
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.controller import QuorumController
 from metadata.lifecycle_service import BrokerLifecycleServicer, add_broker_lifecycle_service
-from metadata.loader import MetadataLoader
+from metadata.loader import MetadataLoader, MetadataLoadError
 from metadata.topics import METADATA_PARTITION_DIR
 from server.config import ConfigError, Listener, NodeConfig, load_config
 from server.data_plane_faults import DataPlaneFaults
@@ -263,6 +263,8 @@ class Server:
     async def start(self) -> None:
         self.admin: AdminServicer | None = None
         self.health = HealthServicer()
+        # Before anything listens: a Raft request must not reach a node that has not started.
+        await self._load_latest_snapshot()
         if self.config.is_controller:
             await self._start_controller_listener()
         if self.broker is not None:
@@ -299,6 +301,21 @@ class Server:
             ",".join(sorted(self.config.process_roles)), self.cluster_id, ", ".join(where),
             self.metrics_port or "off",
         )
+
+    async def _load_latest_snapshot(self) -> None:
+        """The image is built from the latest snapshot before the node joins the quorum: a
+        voter that joined first could win an election while its loader still replayed the
+        snapshot (seconds at a million partitions) and lead all that time with no active
+        controller, its leadership queued behind the load."""
+        latest = self.snapshots.latest_id()
+        if self.loader is None or latest is None:
+            return
+        reader = SnapshotReader(latest, self.snapshots.last_contained_timestamp(latest),
+                                functools.partial(self.snapshots.read_all, latest))
+        try:
+            await self.loader.load_snapshot(reader)
+        except MetadataLoadError as exc:
+            raise StartupError(str(exc)) from exc
 
     def _bound_ports(self) -> dict[str, int]:
         ports = dict(self.broker.ports) if self.broker is not None else {}

@@ -137,6 +137,32 @@ def test_a_snapshot_that_cannot_be_loaded_off_the_loop_is_fatal() -> None:
         loader.handle_commit(batches(TopicRecord("bar", BAR), base=5))
 
 
+def test_load_snapshot_returns_once_the_image_is_installed() -> None:
+    """A restarting node awaits it before it joins the quorum; the Raft client's delivery of
+    the same snapshot afterwards is skipped."""
+    seen: list[tuple[str, str, object]] = []
+    reader = snapshot_of(TopicRecord("foo", FOO), end=5)
+
+    async def scenario() -> MetadataLoader:
+        loader = MetadataLoader()
+        loader.install(Recorder("p", seen))
+        await loader.load_snapshot(reader)
+        assert not loader.loading_snapshot and loader.applied == reader.snapshot_id
+        assert seen == [("p", "snapshot", (5, ["foo"]))]
+        loader.handle_load_snapshot(reader)
+        assert not loader.loading_snapshot
+        return loader
+
+    asyncio.run(scenario())
+    assert seen == [("p", "snapshot", (5, ["foo"]))]
+
+
+def test_load_snapshot_raises_when_the_snapshot_cannot_be_loaded() -> None:
+    broken = SnapshotReader(OffsetAndEpoch(5, 1), 0, lambda: b"not a snapshot")
+    with pytest.raises(MetadataLoadError):
+        asyncio.run(MetadataLoader().load_snapshot(broken))
+
+
 def test_an_off_loop_load_holds_the_collector_and_the_switch_interval_then_restores_them() -> None:
     release = threading.Event()
     reader = snapshot_of(TopicRecord("foo", FOO), end=5)

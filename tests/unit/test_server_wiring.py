@@ -7,21 +7,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from kraft.client import ControllerEndpoints
+from kraft.client import ControllerEndpoints, OffsetAndEpoch
 from kraft.core.voters import ReplicaKey
 from kraft.log.meta_properties import read_meta_properties
 from kraft.log.quorum_state import QuorumStateStore
 from kraft.log.segmented import SegmentedLog
 from kraft.log.snapshots import FileSnapshotStore
 from kraft.node.raft_node import RaftNode
+from metadata.delta import MetadataDelta
+from metadata.image import EMPTY_IMAGE
+from metadata.records import FeatureLevelRecord, TopicRecord
+from metadata.topics import METADATA_PARTITION_DIR
 from server.config import NodeConfig, load_config
-from server.main import StartupError, _check_quorum_storage, metadata_directory_id, raft_config
+from server.main import (
+    Server,
+    StartupError,
+    _check_quorum_storage,
+    metadata_directory_id,
+    raft_config,
+)
 from server.storage_cli import main as storage_main
+from snapshots.writer import write_image_snapshot
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 D1 = "3DOJ8GF4TLuIQcDdnvI4dQ"
@@ -43,6 +55,8 @@ STATIC = ("process.roles=controller\nnode.id=1\ncontroller.quorum.voters=1@127.0
 DYNAMIC = ("process.roles=controller\nnode.id=2\ncontroller.quorum.bootstrap.servers="
            "127.0.0.1:9093,127.0.0.1:9094\nlisteners=CTRL://127.0.0.1:9094\n"
            "controller.listener.names=CTRL\n")
+SOLO = ("process.roles=controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:{port}\n"
+        "listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n")
 BROKER = ("process.roles=broker\nnode.id=7\ncontroller.quorum.bootstrap.servers=127.0.0.1:9093\n"
           "listeners=PLAINTEXT://127.0.0.1:9092\ncontroller.listener.names=CONTROLLER\n")
 
@@ -140,3 +154,53 @@ def test_a_standalone_controller_leads_its_bootstrap_voter_set(tmp_path: Path) -
 async def _until(condition: Callable[[], bool]) -> None:
     while not condition():
         await asyncio.sleep(0.001)  # yields to the node's tasks; bounded by wait_for
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_restarting_controller_has_its_snapshot_image_before_it_joins_the_quorum(
+    tmp_path: Path,
+) -> None:
+    """A voter that joined the quorum while its loader still replayed the snapshot (seconds
+    at a million partitions) could win an election and lead with no active controller."""
+    port = free_port()
+    config = node(tmp_path, SOLO.format(port=port))
+    delta = MetadataDelta(EMPTY_IMAGE)
+    delta.replay(FeatureLevelRecord("metadata.version", 21), 0, 1, 1000)
+    delta.replay(TopicRecord("orders", "AAAAAAAAAAAAAAAAAAAAAA"), 1, 1, 1000)
+    snapshot_id = OffsetAndEpoch(2, 1)
+    store = FileSnapshotStore(Path(config.metadata_log_dir) / METADATA_PARTITION_DIR)
+    write_image_snapshot(store, delta.apply(), snapshot_id, 1000)
+    server = Server(config)
+    loader = server.loader
+    assert loader is not None
+    # What the loader holds when the Raft listener opens (peers' requests can arrive from
+    # then on) and when the node joins the quorum.
+    joined: list[tuple[OffsetAndEpoch, bool]] = []
+    real_listen = server._start_controller_listener
+    real_start = server.node.start
+
+    async def listen() -> None:
+        joined.append((loader.applied, loader.loading_snapshot))
+        await real_listen()
+
+    async def start() -> None:
+        joined.append((loader.applied, loader.loading_snapshot))
+        await real_start()
+
+    server._start_controller_listener = listen  # type: ignore[method-assign]
+    server.node.start = start  # type: ignore[method-assign]
+
+    async def run() -> None:
+        await server.start()
+        try:
+            assert joined == [(snapshot_id, False)] * 2
+            assert loader.image.topic("orders") is not None
+        finally:
+            await server.stop(graceful=False)
+
+    asyncio.run(run())
