@@ -70,6 +70,7 @@ async def stall_aware_timeout(seconds: float) -> AsyncIterator[None]:
         finally:
             handle.cancel()
 
+
 CHANNEL_OPTIONS = [
     ("grpc.enable_retries", 0),
     # Each channel owns its connections: by default gRPC shares subchannels between channels
