@@ -310,6 +310,9 @@ class Server:
         latest = self.snapshots.latest_id()
         if self.loader is None or latest is None:
             return
+        # At a million partitions this takes seconds, and the ports stay closed meanwhile.
+        log.info("replaying snapshot %d-%d before listening or joining the quorum",
+                 latest.offset, latest.epoch)
         reader = SnapshotReader(latest, self.snapshots.last_contained_timestamp(latest),
                                 functools.partial(self.snapshots.read_all, latest))
         try:
