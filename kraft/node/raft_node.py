@@ -266,7 +266,9 @@ class RaftNode:
         return LeaderAndEpoch(status.leader_id, status.epoch)
 
     def high_watermark(self) -> int:
-        return self._core().high_watermark
+        # 0 before start: a restarting node publishes its snapshot's image before the node
+        # starts (server/main.py), and a publisher may ask then (the broker's cache does).
+        return self.core.high_watermark if self.core is not None else 0
 
     def log_end_offset(self) -> int:
         return self.log.end_offset

@@ -204,3 +204,32 @@ def test_a_restarting_controller_has_its_snapshot_image_before_it_joins_the_quor
             await server.stop(graceful=False)
 
     asyncio.run(run())
+
+
+def test_a_restarting_broker_publishes_its_snapshot_image_before_its_node_starts(
+    tmp_path: Path,
+) -> None:
+    """The broker's cache publisher asks the Raft client for its high watermark on every
+    image; the snapshot's image comes before the node starts (the node answers 0 then), and
+    a broker with a snapshot on disk must still start."""
+    port, controller = free_port(), free_port()
+    config = node(tmp_path, (
+        f"process.roles=broker\nnode.id=7\ncontroller.quorum.bootstrap.servers=127.0.0.1:"
+        f"{controller}\nlisteners=PLAINTEXT://127.0.0.1:{port}\n"
+        "controller.listener.names=CONTROLLER\n"))
+    delta = MetadataDelta(EMPTY_IMAGE)
+    delta.replay(FeatureLevelRecord("metadata.version", 21), 0, 1, 1000)
+    delta.replay(TopicRecord("orders", "AAAAAAAAAAAAAAAAAAAAAA"), 1, 1, 1000)
+    store = FileSnapshotStore(Path(config.metadata_log_dir) / METADATA_PARTITION_DIR)
+    write_image_snapshot(store, delta.apply(), OffsetAndEpoch(2, 1), 1000)
+    server = Server(config)
+
+    async def run() -> None:
+        await server.start()
+        try:
+            assert server.loader is not None
+            assert server.loader.image.topic("orders") is not None
+        finally:
+            await server.stop(graceful=False)
+
+    asyncio.run(run())
