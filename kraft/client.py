@@ -20,13 +20,14 @@ It writes through `append` (atomic, answered once committed) and `create_snapsho
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from kraft.core.errors import Errors, NotLeaderError, RaftError
 from kraft.core.raft import LeaderAndEpoch
-from kraft.log.base import Batch, OffsetAndEpoch, SnapshotInfo
+from kraft.log.base import Batch, OffsetAndEpoch, SnapshotInfo, SnapshotStore
 from kraft.log.codec import decode_batches
 
 __all__ = [
@@ -51,6 +52,12 @@ class SnapshotReader:
     snapshot_id: OffsetAndEpoch
     last_contained_timestamp_ms: int
     read: Callable[[], bytes]
+
+    @classmethod
+    def of(cls, snapshots: SnapshotStore, snapshot_id: OffsetAndEpoch) -> SnapshotReader:
+        """The reader of a frozen snapshot in `snapshots` (reads nothing yet)."""
+        return cls(snapshot_id, snapshots.last_contained_timestamp(snapshot_id),
+                   functools.partial(snapshots.read_all, snapshot_id))
 
     def records(self) -> Iterator[bytes]:
         """The data records, in order; control records (header, footer) are skipped."""

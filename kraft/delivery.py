@@ -8,8 +8,6 @@ event loop between deliveries), then a leader change.
 
 from __future__ import annotations
 
-import functools
-
 from kraft.client import RaftClientListener, SnapshotReader
 from kraft.core.leader import LeaderState
 from kraft.core.raft import LeaderAndEpoch, RaftCore
@@ -50,12 +48,8 @@ class ListenerContext:
         latest = snapshots.latest_id()
         first = self.next_offset is None
         if latest is not None and (first or (self.next_offset or 0) < log.start_offset):
-            reader = SnapshotReader(
-                latest, snapshots.last_contained_timestamp(latest),
-                functools.partial(snapshots.read_all, latest),
-            )
             self.next_offset = latest.offset
-            self.listener.handle_load_snapshot(reader)
+            self.listener.handle_load_snapshot(SnapshotReader.of(snapshots, latest))
         elif first:
             self.next_offset = log.start_offset
 

@@ -313,10 +313,8 @@ class Server:
         # At a million partitions this takes seconds, and the ports stay closed meanwhile.
         log.info("replaying snapshot %d-%d before listening or joining the quorum",
                  latest.offset, latest.epoch)
-        reader = SnapshotReader(latest, self.snapshots.last_contained_timestamp(latest),
-                                functools.partial(self.snapshots.read_all, latest))
         try:
-            await self.loader.load_snapshot(reader)
+            await self.loader.load_snapshot(SnapshotReader.of(self.snapshots, latest))
         except MetadataLoadError as exc:
             raise StartupError(str(exc)) from exc
 

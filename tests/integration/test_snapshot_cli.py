@@ -12,19 +12,17 @@ import signal
 import subprocess
 from pathlib import Path
 
-import grpc
-
 from harness.cluster import PYTHON, ProcessCluster, run_cli, wait_for
 from kraft.log.segmented import SegmentedLog, list_segments
 from kraft.log.snapshots import parse_snapshot_file_name
 from metadata.image import MetadataImage
 from metadata.loader import MetadataLoader
-from metadata.rpc import admin_pb2 as apb
-from metadata.rpc import admin_pb2_grpc as arpc
 from metadata.topics import METADATA_PARTITION_DIR
+from server.admin_commands import AdminClient
 from snapshots import tree
 from snapshots.diff import as_loaded
 from tests.integration.brokers import TestBroker
+from tests.integration.test_snapshots import set_default_partitions
 
 WAIT_S = 20
 
@@ -83,15 +81,9 @@ def test_kraft_snapshot_on_a_real_clusters_files(make_cluster, tmp_path: Path) -
               "--replication-factor", "3")
         # Enough records for several snapshots: 29 config changes over the Admin API (a CLI
         # process each would cost a second apiece), the 30th through the CLI.
-        with grpc.insecure_channel(endpoints[0]) as channel:
-            stub = arpc.AdminStub(channel)
-            for value in range(1, 30):
-                request = apb.IncrementalAlterConfigsRequest(resources=[apb.AlterConfigsResource(
-                    resource_type=apb.CONFIG_RESOURCE_TYPE_BROKER, resource_name="",
-                    configs=[apb.AlterableConfig(name="num.partitions",
-                                                 op=apb.ALTER_CONFIG_OP_SET, value=str(value))])])
-                [result] = stub.IncrementalAlterConfigs(request, timeout=10).results
-                assert result.error_code == 0, result.error_message
+        client = AdminClient(endpoints)
+        for value in range(1, 30):
+            set_default_partitions(client, value)
         admin(cluster, "configs", "alter", "--entity-type", "brokers", "--entity-default",
               "--add-config", "num.partitions=30")
         admin(cluster, "topics", "create", "--topic", "payments", "--partitions", "2",
