@@ -11,10 +11,11 @@ acknowledgement commits it, that follower's append and group commit, its next Fe
 leader's commit step and the answer. The medians of every phase come out as a table.
 
 In the same run, taking turns with the traced writer: a grpc.aio server that does no work (one
-unary call: the least any Python gRPC request costs here), an Admin read (DescribeFeatures: the
-Admin server's cost without Raft) and etcd's put over gRPC (when etcd is installed). From them, the
-floor: one unary call + two Fetch-stream messages + one write and fdatasync — what any design
-that replicates over gRPC from Python pays before doing any work — against etcd's whole put.
+unary call: the least any Python gRPC request costs here; and one message out and back on an
+open stream), an Admin read (DescribeFeatures: the Admin server's cost without Raft) and etcd's
+put over gRPC (when etcd is installed). From them, the floor: one unary call + one stream
+message each way + the follower's write and fdatasync — what any design that replicates over
+gRPC from Python pays before doing any work — against etcd's whole put.
 
 `--prelude CODE` runs CODE in each controller after the tracer (an idea traced beside nothing:
 run the bench twice and compare, e.g. a flush run inline on the loop).
@@ -26,6 +27,7 @@ import argparse
 import asyncio
 import bisect
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -40,6 +42,7 @@ from typing import Any
 
 import grpc
 
+from bench import grpc_rtt_bench
 from bench.admin_write_bench import CodeCluster, echo_target
 from bench.peers import etcd as etcd_mod
 from bench.peers.etcd_grpc import grpc_target
@@ -49,10 +52,11 @@ from bench.peers.kraft_side import (
     _reraise_cancellation,
     cluster_cpu,
 )
-from bench.peers.load import Target, Write, closed_loop
+from bench.peers.load import RECORD_BYTES, Target, Write, closed_loop
 from metadata.rpc import admin_pb2 as apb
 from metadata.rpc import admin_pb2_grpc as arpc
 
+STREAM_ECHO = "grpc.aio echo stream: one message out and back"
 # (phase, from event, to event) along one write's critical path; "F:" events are the
 # follower's whose next Fetch reached the leader first (the acknowledgement that commits).
 PHASES = (
@@ -166,6 +170,43 @@ def read_target(endpoint: str, cluster_cpu_s: Callable[[], float]) -> Target:
                         cluster_cpu_s)
 
 
+def stream_echo_target() -> tuple[Target, Callable[[], None]]:
+    """One message out and back on an open bidirectional stream of a grpc.aio server that does
+    no work: what a Fetch answer and the next Fetch cost the transport alone."""
+    ports: multiprocessing.Queue[int] = multiprocessing.Queue()
+    server = multiprocessing.Process(target=grpc_rtt_bench._serve, args=(ports,), daemon=True)
+    server.start()
+    endpoint = f"127.0.0.1:{ports.get(timeout=30)}"
+    channels: list[grpc.aio.Channel] = []
+    payload = b"x" * RECORD_BYTES
+
+    async def make(count: int) -> list[Write]:
+        writers = []
+        for _ in range(count):
+            channel = grpc.aio.insecure_channel(endpoint)
+            channels.append(channel)
+            call = channel.stream_stream(f"/{grpc_rtt_bench.SERVICE}/Stream",
+                                         request_serializer=grpc_rtt_bench._same,
+                                         response_deserializer=grpc_rtt_bench._same)()
+
+            async def message(call: Any = call) -> bool:
+                await call.write(payload)
+                return bool(await call.read() == payload)
+            writers.append(message)
+        return writers
+
+    async def close(writers: list[Write]) -> None:
+        for channel in channels:
+            await channel.close()
+        channels.clear()
+
+    def stop() -> None:
+        server.kill()
+        server.join()
+
+    return Target(STREAM_ECHO, make, close), stop
+
+
 def traced(writers: list[Write], calls: list[tuple[int, int]]) -> list[Write]:
     """The same writers, recording (start, end) on the tracer's clock for each success."""
     def wrap(write: Write) -> Write:
@@ -206,6 +247,9 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         echo, _, echo_stop = echo_target()
         stops.append(echo_stop)
         others.append(echo)
+        stream_echo, stream_stop = stream_echo_target()
+        stops.append(stream_stop)
+        others.append(stream_echo)
         binary = None if args.no_etcd else etcd_mod.binary()
         if binary is None and not args.no_etcd:
             print("# etcd is not installed (apt-get install etcd-server): no ratio to etcd")
@@ -236,9 +280,11 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     rows = phase_table(paths)
     medians = {name: statistics.median(v) for name, v in p50s.items()}
     by_phase = {r["phase"]: r["p50_ms"] for r in rows}
-    floor = medians[echo.name] + by_phase[LEG_OUT] + by_phase[LEG_BACK] + by_phase[FSYNC]
+    transport = medians[echo.name] + medians[STREAM_ECHO]
     return {"writes_followed": len(paths), "writes": len(calls), "phases": rows,
-            "p50_ms": medians, "floor_ms": floor}
+            "p50_ms": medians, "floor_ms": transport + by_phase[FSYNC],
+            "with_our_stream_legs_ms": (medians[echo.name] + by_phase[LEG_OUT]
+                                        + by_phase[LEG_BACK] + by_phase[FSYNC])}
 
 
 def report(results: dict[str, Any]) -> None:
@@ -250,9 +296,13 @@ def report(results: dict[str, Any]) -> None:
     for name, p50 in results["p50_ms"].items():
         print(f"  {name:52} {p50:6.3f}")
     etcd = results["p50_ms"].get("etcd put (gRPC)")
-    floor = results["floor_ms"]
-    print(f"\nfloor (one unary call + two stream messages + one write and fdatasync): "
-          f"{floor:.3f} ms" + (f" = {floor / etcd:.2f}x etcd's whole put" if etcd else ""))
+
+    def versus(ms: float) -> str:
+        return f"{ms:.3f} ms" + (f" = {ms / etcd:.2f}x etcd's whole put" if etcd else "")
+    print("\nfloor: one unary call + one stream message each way (both do-nothing servers) + "
+          f"the follower's write and fdatasync: {versus(results['floor_ms'])}")
+    print("the same with the two stream messages as measured inside the cluster: "
+          f"{versus(results['with_our_stream_legs_ms'])}")
 
 
 def main(argv: list[str] | None = None) -> int:
