@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -367,6 +367,22 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return results
 
 
+def run_in_scratch(prefix: str,
+                   main: Callable[[Path], Coroutine[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
+    """`main(a scratch directory)` in a new event loop, the load average printed before and
+    after and kept in the results (`loadavg_at_end`); the directory is removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    try:
+        results = asyncio.run(main(root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    results["loadavg_at_end"] = os.getloadavg()
+    print(f"# load average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.admin_write_bench",
                                      description=__doc__,
@@ -392,15 +408,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="py-spy --native (C frames too; pauses the processes to sample)")
     parser.add_argument("--json", default="")
     args = parser.parse_args(argv)
-    root = Path(tempfile.mkdtemp(prefix="kraft-admin-write-bench-"))
-    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-    try:
-        results = asyncio.run(run(args, root))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    results["loadavg_at_end"] = os.getloadavg()
-    print(f"# load average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    results = run_in_scratch("kraft-admin-write-bench-", lambda root: run(args, root))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     return 0

@@ -24,16 +24,12 @@ run the bench twice and compare, e.g. a flush run inline on the loop).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import bisect
 import json
 import multiprocessing
-import os
-import shutil
 import signal
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -43,7 +39,7 @@ from typing import Any
 import grpc
 
 from bench import grpc_rtt_bench
-from bench.admin_write_bench import CodeCluster, echo_target
+from bench.admin_write_bench import CodeCluster, echo_target, run_in_scratch
 from bench.peers import etcd as etcd_mod
 from bench.peers.etcd_grpc import grpc_target
 from bench.peers.kraft_side import (
@@ -319,17 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.repeat < 1 or args.warmup < 0:
         parser.error("--seconds must be > 0, --repeat >= 1, --warmup >= 0")
-    root = Path(tempfile.mkdtemp(prefix="kraft-write-trace-"))
-    started_load = os.getloadavg()
-    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} load average "
-          f"{' '.join(f'{x:.2f}' for x in started_load)}", flush=True)
-    try:
-        results = asyncio.run(run(args, root))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    results = run_in_scratch("kraft-write-trace-", lambda root: run(args, root))
     report(results)
-    results["loadavg"] = {"start": started_load, "end": os.getloadavg()}
-    print(f"# load average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
