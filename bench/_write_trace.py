@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import atexit
 import functools
+import inspect
 import os
 import time
-from collections.abc import Callable
 from typing import Any
 
 _events: list[str] = []
@@ -27,7 +27,7 @@ def _record(name: str) -> None:
 def _wrap(owner: Any, attribute: str, label: str) -> None:
     """Record `label+` and `label-` around every call of `owner.attribute`."""
     original = getattr(owner, attribute)  # AttributeError: the product changed; fix the tracer
-    if _is_async(original):
+    if inspect.iscoroutinefunction(original):
         @functools.wraps(original)
         async def traced_async(*args: Any, **kwargs: Any) -> Any:
             _record(label + "+")
@@ -45,11 +45,6 @@ def _wrap(owner: Any, attribute: str, label: str) -> None:
             finally:
                 _record(label + "-")
         setattr(owner, attribute, traced)
-
-
-def _is_async(function: Callable[..., Any]) -> bool:
-    import inspect
-    return inspect.iscoroutinefunction(function)
 
 
 def install(directory: str) -> None:
