@@ -121,6 +121,11 @@ class KafkaServer:
             await self._server.wait_closed()
             self._server = None
 
+    @property
+    def open_connections(self) -> int:
+        """Client connections being served now."""
+        return len(self._connections)
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -144,7 +149,10 @@ class KafkaServer:
             # responder on a reply that asks to close, a handler failure or a write error.
             await asyncio.wait((responder, reading), return_when=asyncio.FIRST_EXCEPTION)
             if reading.done() and reading.exception() is None:
-                await responder  # EOF: answer what was asked, then close
+                # EOF: answer what was asked, then close. Waited on, not awaited: a client
+                # gone meanwhile (a reset on the write) ends the connection like any other
+                # responder failure, below, and must not escape as an unhandled error.
+                await asyncio.wait((responder,))
         except asyncio.CancelledError:
             pass
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import struct
 from collections.abc import Awaitable, Callable
 
@@ -147,6 +148,31 @@ def test_a_close_reply_or_a_failing_handler_closes_only_that_connection(
     (line,) = caplog.records
     assert ("handler of correlation id 2 failed" if client == "fail" else "acks=0") \
         in line.getMessage()
+
+
+def test_a_client_gone_before_its_answer_ends_the_connection_quietly() -> None:
+    """The client half-closes after its request, then resets the connection before the
+    answer: writing the answer fails, and that is the end of one connection, not an error
+    that escapes the listener (seen in a chaos run as 'Unhandled exception in
+    client_connected_cb')."""
+    unhandled: list[dict[str, object]] = []
+
+    async def scenario(server: KafkaServer, handler: ScriptedHandler, port: int) -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _, ctx: unhandled.append(ctx))
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(api_versions_frame(1, "sleep:0.2"))
+        writer.write_eof()
+        while not handler.started:
+            await asyncio.sleep(0.01)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()  # RST: the answer's write fails
+        while server.open_connections:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # the finished task's done callbacks
+
+    run(scenario)
+    assert unhandled == []
 
 
 @pytest.mark.parametrize("payload, reason", [
