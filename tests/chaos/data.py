@@ -30,7 +30,13 @@ REPLICATION = 3
 PER_TICK = 5
 TICK_S = 0.05
 MAX_QUEUED = 2_000  # an outage backs records up in the client: stop adding beyond this
-MESSAGE_TIMEOUT_MS = 30_000
+# librdkafka's default. A record that times out in the client makes librdkafka bump the producer
+# epoch, and the records it is still retrying after an ambiguous answer (possibly written) go
+# out again under the new epoch with fresh sequence numbers (its INTRODUCTION.md, "Message
+# timeout considerations"; librdkafka 2.3's #4438): a broker deduplicates within an epoch only,
+# as Kafka does, so each such bump may write them twice. With 30 s, the data plane's longest
+# outages in a 900-s campaign (up to 130 s) did exactly that (seed 408605, docs/chaos.md).
+MESSAGE_TIMEOUT_MS = 300_000
 FLUSH_S = 60.0
 # librdkafka's own log lines (every refused connection during a kill) go here, not to stderr;
 # the clients' error callbacks journal them as events.
