@@ -535,8 +535,9 @@ class _ExitedCluster:
         self.nodes[node_id].alive = True
 
 
-DISK_STOP = ("CRITICAL server: stopping: log directory /d failed (No space left on device); "
-             "the broker stops so that its leaderships move to other replicas")
+DISK_STOP = ("CRITICAL [node=4 state=Follower epoch=7] server: stopping: log directory /d "
+             "failed (cannot write to /d/t-0: [Errno 28] No space left on device (injected "
+             "fault)); the broker stops so that its leaderships move to other replicas\n")
 
 
 def test_a_broker_stopped_by_its_full_disk_is_restarted_when_the_disk_has_room(
@@ -555,6 +556,30 @@ def test_a_broker_stopped_by_its_full_disk_is_restarted_when_the_disk_has_room(
     injector._end(record)
     assert cluster.started == [4] and injector.stopped_by_disk == set()
     assert injector.disk_stops == 1
+
+
+def test_a_disk_stop_is_recognised_after_the_fault_ended_and_after_a_long_stop(
+        tmp_path: Path) -> None:
+    """Seed 408605 counted three designed stops as crashes: the disk-full fault had ended
+    before the exit was seen, or the stopping broker logged 40 KB after its stop line."""
+    (tmp_path / "4").mkdir()
+    files = FaultFiles({4: tmp_path / "4"})
+    cluster = _ExitedCluster(3, DISK_STOP + "INFO leading t-1 in epoch 3\n" * 2000)
+    injector = Injector(cluster, [1, 2, 3], files, [], 0.0, lambda line: None)  # type: ignore[arg-type]
+    injector.check_crashes()  # no disk-full fault in force any more
+    assert injector.crashes == [] and injector.disk_stops == 1
+    assert cluster.started == [4] and injector.stopped_by_disk == set()
+
+
+def test_an_exit_after_a_restart_is_not_an_older_disk_stop(tmp_path: Path) -> None:
+    (tmp_path / "4").mkdir()
+    files = FaultFiles({4: tmp_path / "4"})
+    later_run = "INFO [node=4 state=Starting epoch=-1] server: loaded 3 partition log(s)\n"
+    for code, log in ((3, DISK_STOP + later_run), (3, DISK_STOP.replace(" (injected fault)", ""))):
+        cluster = _ExitedCluster(code, log)
+        injector = Injector(cluster, [1, 2, 3], files, [], 0.0, lambda line: None)  # type: ignore[arg-type]
+        injector.check_crashes()
+        assert [c.exit_code for c in injector.crashes] == [3] and injector.disk_stops == 0
 
 
 def test_any_other_exit_under_a_full_disk_is_a_crash(tmp_path: Path) -> None:
