@@ -93,13 +93,26 @@ def export_tree(commit: str, into: Path) -> Path:
     return into
 
 
-def echo_target() -> tuple[Target, Probe, Callable[[], None]]:
-    """A grpc.aio server in its own process that answers each call with its request and does
-    nothing else (no Raft, no fsync): what one unary call costs a Python gRPC server."""
+def start_echo_server() -> tuple[str, int, Callable[[], None]]:
+    """grpc_rtt_bench's do-nothing grpc.aio server (unary and stream echo) in a process of its
+    own: its endpoint, its pid and how to stop it."""
     ports: multiprocessing.Queue[int] = multiprocessing.Queue()
     server = multiprocessing.Process(target=grpc_rtt_bench._serve, args=(ports,), daemon=True)
     server.start()
     endpoint = f"127.0.0.1:{ports.get(timeout=30)}"
+
+    def stop() -> None:
+        server.kill()
+        server.join()
+
+    assert server.pid is not None
+    return endpoint, server.pid, stop
+
+
+def echo_target() -> tuple[Target, Probe, Callable[[], None]]:
+    """A grpc.aio server in its own process that answers each call with its request and does
+    nothing else (no Raft, no fsync): what one unary call costs a Python gRPC server."""
+    endpoint, pid, stop = start_echo_server()
     channels: dict[int, list[grpc.aio.Channel]] = {}
     payload = b"x" * RECORD_BYTES
 
@@ -121,12 +134,6 @@ def echo_target() -> tuple[Target, Probe, Callable[[], None]]:
         for channel in channels.pop(len(writers)):
             await channel.close()
 
-    def stop() -> None:
-        server.kill()
-        server.join()
-
-    assert server.pid is not None
-    pid = server.pid
     target = Target("grpc.aio echo server (no work: the floor)", make, close)
     return target, lambda: {"cpu": procs.proc_cpu_seconds(pid)}, stop
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
-import multiprocessing
 import signal
 import statistics
 import sys
@@ -39,7 +38,12 @@ from typing import Any
 import grpc
 
 from bench import grpc_rtt_bench
-from bench.admin_write_bench import CodeCluster, echo_target, run_in_scratch
+from bench.admin_write_bench import (
+    CodeCluster,
+    echo_target,
+    run_in_scratch,
+    start_echo_server,
+)
 from bench.peers import etcd as etcd_mod
 from bench.peers.etcd_grpc import grpc_target
 from bench.peers.kraft_side import (
@@ -169,10 +173,7 @@ def read_target(endpoint: str, cluster_cpu_s: Callable[[], float]) -> Target:
 def stream_echo_target() -> tuple[Target, Callable[[], None]]:
     """One message out and back on an open bidirectional stream of a grpc.aio server that does
     no work: what a Fetch answer and the next Fetch cost the transport alone."""
-    ports: multiprocessing.Queue[int] = multiprocessing.Queue()
-    server = multiprocessing.Process(target=grpc_rtt_bench._serve, args=(ports,), daemon=True)
-    server.start()
-    endpoint = f"127.0.0.1:{ports.get(timeout=30)}"
+    endpoint, _, stop = start_echo_server()
     channels: list[grpc.aio.Channel] = []
     payload = b"x" * RECORD_BYTES
 
@@ -195,10 +196,6 @@ def stream_echo_target() -> tuple[Target, Callable[[], None]]:
         for channel in channels:
             await channel.close()
         channels.clear()
-
-    def stop() -> None:
-        server.kill()
-        server.join()
 
     return Target(STREAM_ECHO, make, close), stop
 

@@ -417,14 +417,14 @@ class Injector:
             tail = log[-3000:]
             if node.process.returncode == 3 and stopped_by_injected_disk_full(log):
                 self.disk_stops += 1
-                if self.files.disk_full[node_id]:
+                full = self.files.disk_full[node_id]  # else the fault ended while it stopped
+                self.say(f"{self.now():8.2f} s  broker {node_id} stopped: its full disk took "
+                         "the log dir offline (as designed); "
+                         + ("restarted when it has room" if full
+                            else "the disk has room: restarted"))
+                if full:
                     self.stopped_by_disk.add(node_id)
-                    self.say(f"{self.now():8.2f} s  broker {node_id} stopped: its full disk "
-                             "took the log dir offline (as designed); restarted when it has room")
-                else:  # the fault ended while the broker was stopping
-                    self.say(f"{self.now():8.2f} s  broker {node_id} stopped: its full disk "
-                             "took the log dir offline (as designed); the disk has room: "
-                             "restarted")
+                else:
                     self.cluster.start(node_id)
                 continue
             crash = Crash(node_id, node.process.returncode, self.now(), tail)
