@@ -342,11 +342,19 @@ class ReplicaFetcher:
 
     async def _handle_out_of_range(self, client: LeaderClient, tp: TopicPartition,
                                    partition: Partition) -> None:
-        """KAFKA-7414: ask the leader's ends; truncate to its end or restart at its start."""
+        """KAFKA-7414: ask the leader's ends; truncate to its end or restart at its start.
+
+        Each answer is acted on only if this broker still follows the same leader in the same
+        epoch: metadata applied while a ListOffsets was out may have made it the leader (an
+        unclean election, say), and its log then holds writes it acknowledged. Kafka holds the
+        partition's fetcher lock across this and makeLeader waits for it; here every
+        metadata change runs on the event loop, so a re-check after each await is the same."""
         me = self.owner.broker_id
         epoch = partition.leader_epoch
         latest = (await client.list_offsets(
             me, [ListOffsetsPartition(tp[0], tp[1], LATEST_TIMESTAMP, epoch)]))[0]
+        if not self._still_following(tp, partition, epoch):
+            return
         if latest.error != Errors.NONE:
             state = self.partitions.get(tp)
             if state is not None:
@@ -360,8 +368,16 @@ class ReplicaFetcher:
             return
         earliest = (await client.list_offsets(
             me, [ListOffsetsPartition(tp[0], tp[1], EARLIEST_TIMESTAMP, epoch)]))[0]
+        if not self._still_following(tp, partition, epoch):
+            return
         if earliest.error == Errors.NONE and earliest.offset > log_.end_offset:
             log.info("%s-%d: the leader's log starts at %d, past our end %d: starting over",
                      *tp, earliest.offset, log_.end_offset)
             log_.truncate_fully_and_start_at(earliest.offset)
             partition.high_watermark = earliest.offset
+
+    def _still_following(self, tp: TopicPartition, partition: Partition, epoch: int) -> bool:
+        """This broker still follows this fetcher's leader for `tp`, with the same replica
+        object in the same leader epoch (an epoch change restarts the partition's fetching)."""
+        return (self.owner.manager.follower(tp, self.leader) is partition
+                and partition.leader_epoch == epoch and tp in self.partitions)

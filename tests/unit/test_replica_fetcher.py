@@ -10,7 +10,17 @@ import os
 from pathlib import Path
 from typing import Any
 
-from broker.api import FetchParams, FetchPartition, FetchPartitionResult
+import pytest
+
+from broker.api import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    FetchParams,
+    FetchPartition,
+    FetchPartitionResult,
+    ListOffsetsPartition,
+    ListOffsetsResult,
+)
 from broker.records import build_batch, decode_records, scan_batches
 from broker.replica.manager import ReplicaConfig
 from kraft.errors import Errors
@@ -519,15 +529,14 @@ def test_live_leader_crash_during_idempotent_produce_loses_no_acked_record(
 
 def test_out_of_range_with_a_failing_list_offsets_backs_off(tmp_path: Path) -> None:
     async def scenario(c: Cluster) -> None:
-        from broker.api import ListOffsetsResult
-
         b = c.nodes[2]
 
         class Refusing(InProcessLeader):
             async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]:
                 return [FetchPartitionResult(Errors.OFFSET_OUT_OF_RANGE)]
 
-            async def list_offsets(self, replica_id: int, partitions: list[object]
+            async def list_offsets(self, replica_id: int,
+                                   partitions: list[ListOffsetsPartition]
                                    ) -> list[ListOffsetsResult]:
                 return [ListOffsetsResult(Errors.FENCED_LEADER_EPOCH)]
 
@@ -537,6 +546,59 @@ def test_out_of_range_with_a_failing_list_offsets_backs_off(tmp_path: Path) -> N
         fetcher._wakeup.clear()
         await fetcher._fetch_once(Refusing(c.nodes[1].manager), {("t", 0): state})
         assert state.retry_at > 0
+
+    run(tmp_path, scenario, replicas=(1, 2))
+
+
+class HeldListOffsets(InProcessLeader):
+    """The leader answers one kind of ListOffsets at once, but the answer reaches the
+    follower only when the test opens `gate` (it was in flight meanwhile)."""
+
+    def __init__(self, node: Node, held: int) -> None:
+        super().__init__(node.manager)
+        self.held = held
+        self.parked = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def list_offsets(self, replica_id: int, partitions: list[ListOffsetsPartition]
+                           ) -> list[ListOffsetsResult]:
+        answer = await super().list_offsets(replica_id, partitions)
+        if partitions[0].timestamp == self.held:
+            self.parked.set()
+            await self.gate.wait()
+        return answer
+
+
+@pytest.mark.parametrize("held", [LATEST_TIMESTAMP, EARLIEST_TIMESTAMP])
+def test_out_of_range_answer_never_truncates_a_replica_elected_leader_meanwhile(
+        tmp_path: Path, held: int) -> None:
+    """Issue 28, defect 1: a follower out of range asks the leader's offsets; while an answer
+    is out it is elected leader (unclean) and acknowledges writes. The late answer (the
+    leader's end below ours, or its start past our end) must not wipe them."""
+    async def scenario(c: Cluster) -> None:
+        a, b = c.nodes[1], c.nodes[2]
+        await produce_each(a, *(b"%d" % i for i in range(6)))
+        if held == LATEST_TIMESTAMP:
+            b.log().truncate_fully_and_start_at(10)  # b's log ends past the leader's
+            written = 10
+        else:
+            a.log().advance_start_offset(4)  # the leader's log starts past b's end
+            written = 0
+        fetcher = b.fetcher(1)
+        state = fetcher.partitions[(TOPIC, 0)]
+        fetcher._restart = False
+        fetcher._wakeup.clear()
+        client = HeldListOffsets(a, held)
+        pumping = asyncio.ensure_future(fetcher._fetch_once(client, {(TOPIC, 0): state}))
+        await asyncio.wait_for(client.parked.wait(), 5)
+        c.change(leader=2, isr=(2,), leader_recovery_state=LeaderRecoveryState.RECOVERING)
+        assert b.partition().is_leader
+        await produce_each(b, b"acked-1", b"acked-2")
+        client.gate.set()
+        await asyncio.wait_for(pumping, 5)
+        assert values(b) == [b"acked-1", b"acked-2"]
+        assert (b.log().start_offset, b.log().end_offset) == (written, written + 2)
+        assert b.manager.records_truncated == 0
 
     run(tmp_path, scenario, replicas=(1, 2))
 
