@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from metadata.authorizer.model import AclBinding, binding_of
 from metadata.image import (
     EMPTY_MAP,
     BrokerRegistration,
@@ -27,6 +28,7 @@ from metadata.image import (
     mutable_copy,
 )
 from metadata.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -39,6 +41,7 @@ from metadata.records import (
     ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnregisterBrokerRecord,
@@ -98,6 +101,7 @@ class MetadataDelta:
         self._configs: dict[ConfigResource, dict[str, str] | None] = {}
         self._replica_lists: dict[tuple[int, ...], tuple[int, ...]] = {}  # for interning
         self._producer_ids: ProducerIdsImage | None = None
+        self._acls: dict[str, AclBinding | None] = {}  # id -> binding, None: removed
         self._replayers: dict[type, Callable[[Any, int], None]] = {
             RegisterBrokerRecord: self._replay_register_broker,
             UnregisterBrokerRecord: self._replay_unregister_broker,
@@ -109,6 +113,8 @@ class MetadataDelta:
             ConfigRecord: self._replay_config,
             FeatureLevelRecord: self._replay_feature_level,
             ProducerIdsRecord: self._replay_producer_ids,
+            AccessControlEntryRecord: self._replay_acl,
+            RemoveAccessControlEntryRecord: self._replay_remove_acl,
             NoOpRecord: _ignore,
         }
 
@@ -276,6 +282,27 @@ class MetadataDelta:
             )
         self._producer_ids = ProducerIdsImage(record.next_producer_id)
 
+    def _replay_acl(self, record: AccessControlEntryRecord, offset: int) -> None:
+        # Kafka's AclControlManager.replay: an id names one binding for good.
+        if self.acl(record.id) is not None:
+            raise MetadataReplayError(record, offset, f"an ACL with id {record.id} exists")
+        self._acls[record.id] = binding_of(record)
+
+    def _replay_remove_acl(self, record: RemoveAccessControlEntryRecord, offset: int) -> None:
+        if self.acl(record.id) is None:
+            raise MetadataReplayError(record, offset, f"no ACL with id {record.id} to remove")
+        self._acls[record.id] = _REMOVED
+
+    def acl(self, acl_id: str) -> AclBinding | None:
+        if acl_id in self._acls:
+            return self._acls[acl_id]
+        return self.image.acls.get(acl_id)
+
+    @property
+    def acls_changed(self) -> bool:
+        """Whether this delta creates or removes an ACL (the authorizer reloads only then)."""
+        return bool(self._acls)
+
     # ---- building the next image ----
 
     def apply(self) -> MetadataImage:
@@ -295,6 +322,7 @@ class MetadataDelta:
                 for resource, values in self._configs.items()
             }),
             producer_ids=self._producer_ids or image.producer_ids,
+            acls=_overlay(image.acls, self._acls),
         )
 
 

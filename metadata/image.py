@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from metadata._construct import positional_constructor
 from metadata.config_def import ConfigKey
@@ -30,6 +30,9 @@ from metadata.records import (
     RegisterBrokerRecord,
 )
 from metadata.sharded_map import EMPTY_SHARDED, ShardedMap
+
+if TYPE_CHECKING:  # the authorizer package reads images, so the image must not import it
+    from metadata.authorizer.model import AclBinding
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -355,6 +358,7 @@ class MetadataImage:
     topics: TopicsImage = field(default_factory=TopicsImage)
     configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=_no_entries)
     producer_ids: ProducerIdsImage = field(default_factory=ProducerIdsImage)
+    acls: Mapping[str, AclBinding] = field(default_factory=_no_entries)  # id -> binding
 
     # ---- topics and partitions ----
 

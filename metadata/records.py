@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from google.protobuf.message import DecodeError, Message
 
 from metadata._construct import positional_constructor
+from metadata.rpc import acls_pb2 as acls_pb
 from metadata.rpc import metadata_pb2 as pb
 from metadata.rpc import producer_ids_pb2 as producer_ids_pb
 
@@ -46,6 +47,8 @@ class MetadataRecordType(IntEnum):
     FEATURE_LEVEL_RECORD = 12
     PRODUCER_IDS_RECORD = 15
     BROKER_REGISTRATION_CHANGE_RECORD = 17
+    ACCESS_CONTROL_ENTRY_RECORD = 18
+    REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
     NO_OP_RECORD = 20
 
 
@@ -203,6 +206,29 @@ class ProducerIdsRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """One ACL binding (KIP-801), identified by its id; the int8 codes are Kafka's
+    (metadata/authorizer/model.py)."""
+
+    record_type: ClassVar[MetadataRecordType] = MetadataRecordType.ACCESS_CONTROL_ENTRY_RECORD
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    record_type: ClassVar[MetadataRecordType] = (
+        MetadataRecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD)
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
 class NoOpRecord:
     record_type: ClassVar[MetadataRecordType] = MetadataRecordType.NO_OP_RECORD
 
@@ -218,6 +244,8 @@ Record = (
     | FeatureLevelRecord
     | BrokerRegistrationChangeRecord
     | ProducerIdsRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
     | NoOpRecord
 )
 
@@ -277,6 +305,20 @@ def _validate_registration_change(record: BrokerRegistrationChangeRecord) -> Non
 
 def _validate_producer_ids(record: ProducerIdsRecord) -> None:
     _check_range("next_producer_id", record.next_producer_id, 0, 2**63 - 1)
+
+
+def _validate_acl(record: AccessControlEntryRecord) -> None:
+    _check_uuid("id", record.id)
+    # int8 codes in Kafka's ranges; which combinations make a valid binding is the
+    # controller's rule (metadata/authorizer/model.py), checked before anything is written.
+    _check_range("resource_type", record.resource_type, 0, 7)
+    _check_range("pattern_type", record.pattern_type, 0, 4)
+    _check_range("operation", record.operation, 0, 14)
+    _check_range("permission_type", record.permission_type, 0, 3)
+
+
+def _validate_remove_acl(record: RemoveAccessControlEntryRecord) -> None:
+    _check_uuid("id", record.id)
 
 
 def _no_rules(record: Record) -> None:
@@ -403,6 +445,18 @@ class _Codec:
     versions: range = range(0, 1)  # the body versions this code reads; it writes the last
 
 
+def _acl_to_pb(r: AccessControlEntryRecord) -> Message:
+    return acls_pb.AccessControlEntryRecord(
+        id=r.id, resource_type=r.resource_type, resource_name=r.resource_name,
+        pattern_type=r.pattern_type, principal=r.principal, host=r.host,
+        operation=r.operation, permission_type=r.permission_type)
+
+
+def _acl_from_pb(m: acls_pb.AccessControlEntryRecord) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(m.id, m.resource_type, m.resource_name, m.pattern_type,
+                                    m.principal, m.host, m.operation, m.permission_type)
+
+
 def _unregister_broker_to_pb(r: UnregisterBrokerRecord) -> Message:
     return pb.UnregisterBrokerRecord(broker_id=r.broker_id, broker_epoch=r.broker_epoch)
 
@@ -494,6 +548,20 @@ _CODECS: dict[int, _Codec] = {
                 next_producer_id=r.next_producer_id),
             lambda m: ProducerIdsRecord(m.broker_id, m.broker_epoch, m.next_producer_id),
             _validate_producer_ids,
+        ),
+        _Codec(
+            _T.ACCESS_CONTROL_ENTRY_RECORD,
+            acls_pb.AccessControlEntryRecord,
+            _acl_to_pb,
+            _acl_from_pb,
+            _validate_acl,
+        ),
+        _Codec(
+            _T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
+            acls_pb.RemoveAccessControlEntryRecord,
+            lambda r: acls_pb.RemoveAccessControlEntryRecord(id=r.id),
+            lambda m: RemoveAccessControlEntryRecord(m.id),
+            _validate_remove_acl,
         ),
         _Codec(_T.NO_OP_RECORD, pb.NoOpRecord, lambda r: pb.NoOpRecord(), lambda m: NoOpRecord()),
     )
@@ -624,6 +692,13 @@ def _record_data_json(record: Record) -> dict[str, Any]:
         case ProducerIdsRecord():
             return {"brokerId": record.broker_id, "brokerEpoch": record.broker_epoch,
                     "nextProducerId": record.next_producer_id}
+        case AccessControlEntryRecord():
+            return {"id": record.id, "resourceType": record.resource_type,
+                    "resourceName": record.resource_name, "patternType": record.pattern_type,
+                    "principal": record.principal, "host": record.host,
+                    "operation": record.operation, "permissionType": record.permission_type}
+        case RemoveAccessControlEntryRecord():
+            return {"id": record.id}
         case NoOpRecord():
             return {}
     raise TypeError(f"not a metadata record: {record!r}")

@@ -2,7 +2,8 @@
 
 `image_to_records` writes the records that, replayed by MetadataDelta onto the empty image,
 rebuild the image: features first (metadata.version leads, as in Kafka), then brokers, topics
-with their partitions, configs, and where the next producer id block starts (Kafka's order).
+with their partitions, configs, where the next producer id block starts, and the ACLs (Kafka's
+order).
 Every order the delta accepts would do; this one is sorted, so two equal images give
 byte-identical snapshots.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
+from metadata.authorizer.model import record_of
 from metadata.image import MetadataImage, PartitionRegistration
 from metadata.record_decoder import PARTITION_HEADER
 from metadata.records import (
@@ -68,6 +70,12 @@ def _producer_ids_records(image: MetadataImage) -> Iterator[Record]:
         yield ProducerIdsRecord(-1, -1, image.producer_ids.next_producer_id)
 
 
+def _acl_records(image: MetadataImage) -> Iterator[Record]:
+    acls = image.acls
+    for acl_id in sorted(acls):
+        yield record_of(acl_id, acls[acl_id])
+
+
 def image_records(image: MetadataImage) -> Iterator[Record]:
     """The image's records, unencoded, in replay order."""
     yield from _head_records(image)
@@ -80,6 +88,7 @@ def image_records(image: MetadataImage) -> Iterator[Record]:
             yield partitions[partition_id].to_record(topic.topic_id, partition_id)
     yield from _config_records(image)
     yield from _producer_ids_records(image)
+    yield from _acl_records(image)
 
 
 def image_to_records(image: MetadataImage) -> list[bytes]:
@@ -95,6 +104,7 @@ def image_to_records(image: MetadataImage) -> list[bytes]:
         encoder.encode_topic(topic.topic_id, topic.partitions, out)
     out.extend(encode_record(record) for record in _config_records(image))
     out.extend(encode_record(record) for record in _producer_ids_records(image))
+    out.extend(encode_record(record) for record in _acl_records(image))
     return out
 
 

@@ -13,6 +13,7 @@ from kraft.log.meta_properties import random_uuid
 from metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     Endpoint,
@@ -25,6 +26,7 @@ from metadata.records import (
     Record,
     RecordDecodeError,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnregisterBrokerRecord,
@@ -104,6 +106,12 @@ RECORDS: dict[MetadataRecordType, st.SearchStrategy[Record]] = {
     MetadataRecordType.PRODUCER_IDS_RECORD: st.builds(
         ProducerIdsRecord, int32, int64, st.integers(0, 2**63 - 1)
     ),
+    MetadataRecordType.ACCESS_CONTROL_ENTRY_RECORD: st.builds(
+        AccessControlEntryRecord, uuids, st.integers(0, 7), text, st.integers(0, 4), text, text,
+        st.integers(0, 14), st.integers(0, 3),
+    ),
+    MetadataRecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: st.builds(
+        RemoveAccessControlEntryRecord, uuids),
     MetadataRecordType.NO_OP_RECORD: st.just(NoOpRecord()),
 }
 
