@@ -45,6 +45,8 @@ METHOD_OPERATIONS: dict[str, str] = {
         "ListBrokers": "Describe", "DescribeBroker": "Describe",
         "ListPartitionReassignments": "Describe", "DescribeConfigs": "DescribeConfigs",
         "DescribeCluster": "Describe", "DescribeFeatures": "Describe",
+        # Kafka's AclApis: DESCRIBE on the cluster to list ACLs, ALTER to change them.
+        "DescribeAcls": "Describe", "CreateAcls": "Alter", "DeleteAcls": "Alter",
     }.items()},
     **{f"/kraft.raft.v1.Raft/{m}": "ClusterAction" for m in (
         "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot",
