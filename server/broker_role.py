@@ -51,6 +51,7 @@ from kraft.rpc import raft_pb2_grpc
 from kraft.security.authorizer import AuthorizingInterceptor
 from kraft.security.tls import MESSAGE_SIZE_OPTIONS, add_port
 from metadata.admin_service import AdminServicer, add_admin_service
+from metadata.authorizer.standard import StandardAuthorizer
 from metadata.loader import MetadataLoader
 from metadata.rpc import admin_pb2, broker_pb2
 from server.config import Listener, NodeConfig
@@ -89,8 +90,10 @@ class BrokerRole:
         node: RaftNode,
         loader: MetadataLoader,
         registry: CollectorRegistry,
+        authorizer: StandardAuthorizer | None = None,
     ) -> None:
         self.config = config
+        self.authorizer = authorizer  # the process's one authorizer, fed by its AclPublisher
         self.cluster_id = cluster_id
         self.node = node
         self.cache = MetadataCache()
@@ -214,7 +217,7 @@ class BrokerRole:
                          ClientView(lambda: self.cache.image, self.replicas.fetchers.unreachable),
                          self.cluster_id, admin=admin.ops, broker_id=self.config.node_id,
                          log_dirs=LogDirs(self.logs, self._high_watermarks),
-                         auto_create=self.auto_create, authorizer=self.config.authorizer())
+                         auto_create=self.auto_create, authorizer=self.authorizer)
         apis.groups = self.groups
         self._group_admin = combined_admin
         for listener in self.kafka_listeners:
@@ -235,9 +238,8 @@ class BrokerRole:
     async def _bind_grpc(self, admin: AdminServicer) -> None:
         interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [
             ServingGate(self._not_serving)]
-        authorizer = self.config.authorizer()
-        if authorizer is not None:
-            interceptors.insert(0, AuthorizingInterceptor(authorizer))
+        if self.authorizer is not None:
+            interceptors.insert(0, AuthorizingInterceptor(self.authorizer))
         self.server = grpc.aio.server(options=MESSAGE_SIZE_OPTIONS, interceptors=interceptors)
         broker_metadata_pb2_grpc.add_BrokerMetadataServicer_to_server(
             BrokerMetadataServicer(

@@ -21,13 +21,9 @@ from types import MappingProxyType
 from typing import Any
 
 from kraft.properties import PropertiesError, read_entries
-from kraft.security.authorizer import (
-    AclFileError,
-    Authorizer,
-    load_acl_file,
-    parse_super_users,
-)
+from kraft.security.principal_mapping import PrincipalMapper, parse_mapping_rules
 from kraft.security.tls import CLIENT_AUTH_VALUES, TlsConfig
+from metadata.authorizer.standard import StandardAuthorizer, parse_super_users
 from metadata.config_def import (
     INT_MAX,
     LONG_MAX,
@@ -321,6 +317,13 @@ def _reject_key_password(raw: str) -> str:
     raise ValueError(
         "encrypted private keys are not supported: store the key unencrypted in the PEM "
         "keystore with permissions 0600, and remove ssl.key.password"
+    )
+
+
+def _reject_acl_file(raw: str) -> str:
+    raise ValueError(
+        "ACLs are metadata records now, not a file read at start: import this file once with "
+        f"`kraft-admin acls --add --from-file {raw.strip()}`, then remove authorizer.acl.file"
     )
 
 
@@ -689,6 +692,13 @@ SSL_CLIENT_AUTH = _define(
     "Whether SSL listeners ask clients for a certificate: required makes them mutual TLS.",
     valid_values="none, requested, required",
 )
+SSL_PRINCIPAL_MAPPING_RULES: ConfigKey[PrincipalMapper] = _define(
+    "ssl.principal.mapping.rules", ConfigType.STRING, "DEFAULT", parse_mapping_rules,
+    "How a client certificate's subject DN (RFC 2253, as Java prints it) becomes its "
+    "principal's name, on every listener (KIP-371): the first rule whose regex matches the "
+    "whole DN wins; a certificate no rule matches is refused. DEFAULT keeps the DN.",
+    valid_values="DEFAULT or RULE:regex/replacement/[L|U], comma-separated",
+)
 SSL_KEY_PASSWORD = _define(
     "ssl.key.password", ConfigType.PASSWORD, None, _reject_key_password,
     "Kafka's password of an encrypted private key; not supported.",
@@ -697,8 +707,8 @@ SSL_KEY_PASSWORD = _define(
 AUTHORIZER_CLASS_NAME = _define(
     "authorizer.class.name", ConfigType.STRING, "", _stripped,
     "Set (to any name, e.g. Kafka's org.apache.kafka.metadata.authorizer.StandardAuthorizer) "
-    "to authorize every request: super.users may do everything, others what "
-    "authorizer.acl.file grants them.",
+    "to authorize every request with Kafka's StandardAuthorizer: super.users may do "
+    "everything, others what the ACLs in the metadata log allow (kraft-admin acls).",
     valid_values="a class name or empty",
 )
 SUPER_USERS = _define(
@@ -709,16 +719,15 @@ SUPER_USERS = _define(
     valid_values="User:PRINCIPAL;...",
 )
 AUTHORIZER_ACL_FILE: ConfigKey[str | None] = _define(
-    "authorizer.acl.file", ConfigType.STRING, None, _parse_dir,
-    'Per-principal grants: {"acls": [{"principal": "User:CN=ops", "operations": ["Create", '
-    '"AlterConfigs"]}]}; operations: Create, Delete, Alter, AlterConfigs, Describe, '
-    "DescribeConfigs, ClusterAction, All.",
-    valid_values="a JSON file",
+    "authorizer.acl.file", ConfigType.STRING, None, _reject_acl_file,
+    "No longer read: ACLs are metadata records (KIP-801). Import an old file once with "
+    "kraft-admin acls --add --from-file FILE.",
+    valid_values="(not supported)",
 )
 ALLOW_EVERYONE_IF_NO_ACL_FOUND = _define(
     "allow.everyone.if.no.acl.found", ConfigType.BOOLEAN, "false", boolean,
-    "With an authorizer: true lets every principal read (Describe, DescribeConfigs); writes "
-    "still need super.users or a grant.",
+    "With an authorizer: whether a resource with no ACL at all is open to everyone (Kafka's "
+    "rule: one ACL on a resource, for anybody, closes it to everyone else).",
     valid_values="true or false",
 )
 
@@ -843,6 +852,7 @@ class NodeConfig:
     ssl_keystore_location = SSL_KEYSTORE_LOCATION
     ssl_truststore_location = SSL_TRUSTSTORE_LOCATION
     ssl_client_auth = SSL_CLIENT_AUTH
+    ssl_principal_mapping_rules = SSL_PRINCIPAL_MAPPING_RULES
     authorizer_class_name = AUTHORIZER_CLASS_NAME
     super_users = SUPER_USERS
     authorizer_acl_file = AUTHORIZER_ACL_FILE
@@ -885,20 +895,13 @@ class NodeConfig:
         """How this node dials the controllers (Raft, lifecycle, forwarded admin writes)."""
         return self.tls_for(self.controller_listener_names[0])
 
-    def authorizer(self) -> Authorizer | None:
-        """None unless authorizer.class.name is set. Raises ConfigError for a bad ACL file."""
+    def authorizer(self) -> StandardAuthorizer | None:
+        """A new StandardAuthorizer (not yet loaded: an AclPublisher feeds it the image's
+        ACLs), or None unless authorizer.class.name is set. One per process."""
         if not self.authorizer_class_name:
             return None
-        grants = {}
-        acl_file = self.authorizer_acl_file
-        if acl_file is not None:
-            try:
-                grants = load_acl_file(acl_file)
-            except AclFileError as exc:
-                raise ConfigError(str(exc), key="authorizer.acl.file", source=self.source) from exc
-        return Authorizer(
-            parse_super_users(self.super_users), grants, self.allow_everyone_if_no_acl_found
-        )
+        return StandardAuthorizer(parse_super_users(self.super_users),
+                                  self.allow_everyone_if_no_acl_found)
 
     @property
     def controller_listener(self) -> Listener | None:

@@ -42,7 +42,7 @@ from kraft.node.metrics import RaftMetrics
 from kraft.node.raft_node import RaftNode, Retention
 from kraft.node.service import QuorumServicer, RaftServicer, TestHooksServicer
 from kraft.rpc import raft_pb2_grpc as rpc
-from kraft.security.authorizer import Authorizer, AuthorizingInterceptor
+from kraft.security.authorizer import AuthorizingInterceptor
 from kraft.security.tls import (
     MESSAGE_SIZE_OPTIONS,
     TlsConfigError,
@@ -50,6 +50,8 @@ from kraft.security.tls import (
     key_file_is_private,
 )
 from metadata.admin_service import AdminServicer, add_admin_service
+from metadata.authorizer.publisher import AclPublisher
+from metadata.authorizer.standard import StandardAuthorizer
 from metadata.controller import QuorumController
 from metadata.lifecycle_service import BrokerLifecycleServicer, add_broker_lifecycle_service
 from metadata.loader import MetadataLoader, MetadataLoadError
@@ -147,9 +149,9 @@ def _controller_listener(config: NodeConfig) -> Listener:
     return listener
 
 
-def _security(config: NodeConfig) -> Authorizer | None:
-    """Read every TLS file and the ACL file now, so a bad one stops the node with one line
-    before anything listens."""
+def _security(config: NodeConfig) -> StandardAuthorizer | None:
+    """Read every TLS file now, so a bad one stops the node with one line before anything
+    listens; the process's one authorizer (fed by an AclPublisher), if any."""
     try:
         for name in {*config.listeners, *config.controller_listener_names}:
             tls = config.tls_for(name)
@@ -237,13 +239,16 @@ class Server:
         generator."""
         loader = MetadataLoader()
         self.node.register(loader)
+        if self.authorizer is not None:
+            # First, so every other publisher's image is already the authorizer's.
+            loader.install(AclPublisher(self.authorizer))
         if config.is_broker:
             # Imported here: the Kafka protocol (kio) costs a controller-only process ~0.3 s
             # of start-up it does not need.
             from server.broker_role import BrokerRole
 
             self.broker = BrokerRole(config, self.cluster_id, self.node, loader,
-                                     self.metrics.registry)
+                                     self.metrics.registry, authorizer=self.authorizer)
         if config.is_controller:
             self.controller = QuorumController(
                 self.node,

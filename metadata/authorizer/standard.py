@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from metadata.authorizer.model import (
+    CLUSTER_NAME,
     IMPLIES_DESCRIBE,
     SUPPORTED_OPERATIONS,
     WILDCARD_HOST,
@@ -67,6 +68,11 @@ def _granting(operation: AclOperation) -> frozenset[AclOperation]:
 
 
 _GRANTING = {operation: _granting(operation) for operation in AclOperation}
+
+
+def parse_super_users(raw: str | None) -> frozenset[str]:
+    """Kafka's `super.users`: principals separated by semicolons."""
+    return frozenset(p.strip() for p in (raw or "").split(";") if p.strip())
 
 
 def java_host(address: str) -> str:
@@ -206,6 +212,13 @@ class StandardAuthorizer:
         if log_if_denied:
             self._denials.note(principal, host, operation, resource_type, name, verdict)
         return False
+
+    def authorize_cluster(self, principal: str, address: str, operation: str) -> bool:
+        """`operation` (an AclOperation's name) on the CLUSTER resource, for the gRPC
+        interceptor (kraft/security/authorizer.py, which cannot import this module):
+        `address` is the peer's IP as gRPC gives it, put in Java's form here."""
+        return self.authorize(principal, java_host(address), AclOperation[operation],
+                              ResourceType.CLUSTER, CLUSTER_NAME)
 
     def _decide(self, index: _AclIndex, principal: str, host: str, operation: AclOperation,
                 resource_type: ResourceType, name: str) -> str | None:

@@ -75,3 +75,30 @@ def test_snapshots_carry_the_acls() -> None:
     image = replay(EMPTY_IMAGE, record_of(ID1, BINDING), record_of(ID2, other))
     reloaded = image_from_records([encode_record(r) for r in image_records(image)], 5, 1, 0)
     assert dict(reloaded.acls) == {ID1: BINDING, ID2: other}
+
+
+def test_the_publisher_loads_the_authorizer_only_when_the_acls_change() -> None:
+    from metadata.authorizer.publisher import AclPublisher
+    from metadata.authorizer.standard import StandardAuthorizer
+    from metadata.loader import LoaderManifest
+
+    authorizer = StandardAuthorizer()
+    loads: list[int] = []
+    original = authorizer.load
+
+    def counting_load(bindings: object) -> None:
+        loads.append(1)
+        original(bindings)  # type: ignore[arg-type]
+
+    authorizer.load = counting_load  # type: ignore[method-assign]
+    publisher = AclPublisher(authorizer)
+    manifest = LoaderManifest.__new__(LoaderManifest)
+    publisher.on_metadata_update(None, EMPTY_IMAGE, manifest)
+    assert authorizer.loaded and len(loads) == 1  # the first image completes the initial load
+    image = replay(EMPTY_IMAGE, record_of(ID1, BINDING))
+    publisher.on_metadata_update(None, image, manifest)
+    assert authorizer.bindings() == (BINDING,)
+    unrelated = replay(image, AccessControlEntryRecord(ID2, 2, "x", 3, "User:b", "*", 3, 3))
+    publisher.on_metadata_update(None, unrelated, manifest)
+    publisher.on_metadata_update(None, unrelated, manifest)
+    assert len(loads) == 3
