@@ -16,7 +16,12 @@ from kraft.errors import Errors
 from metadata.errors import ControllerApiError, ControllerResult
 from metadata.image import MetadataImage
 from metadata.records import Endpoint, Record, RegisterBrokerRecord
-from metadata.replication import begin_controlled_shutdown, fence_broker, unfence_broker
+from metadata.replication import (
+    begin_controlled_shutdown,
+    fence_broker,
+    remove_from_isrs,
+    unfence_broker,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +125,15 @@ def register_broker(
     heartbeats: BrokerHeartbeatManager,
     now_ms: int,
 ) -> ControllerResult[int]:
-    """Kafka's registerBroker: the broker epoch is the offset its record will get."""
+    """Kafka's registerBroker: the broker epoch is the offset its record will get (after the
+    records that shut the previous incarnation down, when there was one)."""
     if request.cluster_id != cluster_id:
         raise ControllerApiError(
             Errors.INCONSISTENT_CLUSTER_ID,
             f"Expected cluster ID {cluster_id}, but got cluster ID {request.cluster_id}",
         )
     existing = image.cluster.broker(request.broker_id)
+    shutdown: tuple[Record, ...] = ()
     if existing is not None and existing.incarnation_id == request.incarnation_id:
         # A re-sent registration: same epoch and state, endpoints may be amended.
         epoch, fenced, in_cs = existing.epoch, existing.fenced, existing.in_controlled_shutdown
@@ -136,7 +143,13 @@ def register_broker(
                 Errors.DUPLICATE_BROKER_REGISTRATION,
                 "Another broker is registered with that broker id.",
             )
-        epoch, fenced, in_cs = next_offset, True, False
+        if existing is not None:
+            # Kafka's handleBrokerShutdown for the old incarnation, in the same batch: out of
+            # every ISR, its leaderships moved with new epochs. Otherwise a restarted leader
+            # that lost its unflushed tail would lead again in its old epoch, and followers
+            # would truncate acknowledged records to match it.
+            shutdown = remove_from_isrs(image, request.broker_id)
+        epoch, fenced, in_cs = next_offset + len(shutdown), True, False
     record = RegisterBrokerRecord(
         broker_id=request.broker_id,
         incarnation_id=request.incarnation_id,
@@ -146,7 +159,7 @@ def register_broker(
         fenced=fenced,
         in_controlled_shutdown=in_cs,
     )
-    return ControllerResult((record,), epoch)
+    return ControllerResult((*shutdown, record), epoch)
 
 
 def _current_state(image: MetadataImage, broker_id: int) -> BrokerControlState:

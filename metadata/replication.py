@@ -119,12 +119,17 @@ def fence_broker(image: MetadataImage, broker_id: int) -> ControllerResult[None]
     """Session expired, or the broker asked to be fenced or shut down now: out of every ISR,
     leaderships moved, then BrokerRegistrationChangeRecord(fenced=1)."""
     epoch = _registered(image, broker_id)
+    fence = BrokerRegistrationChangeRecord(broker_id, epoch, fenced=FencingChange.FENCE)
+    return ControllerResult((*remove_from_isrs(image, broker_id), fence), None, atomic=False)
+
+
+def remove_from_isrs(image: MetadataImage, broker_id: int) -> tuple[Record, ...]:
+    """Kafka's handleBrokerShutdown (without ELR): the broker leaves every ISR and its
+    leaderships move, as when it is fenced; its registration is left as it is."""
     changes = PartitionChanges(image)
     _leader_and_isr_updates(changes, image.partitions_with_isr_member(broker_id),
                             broker_to_remove=broker_id)
-    changes.records.append(
-        BrokerRegistrationChangeRecord(broker_id, epoch, fenced=FencingChange.FENCE))
-    return ControllerResult(tuple(changes.records), None, atomic=False)
+    return tuple(changes.records)
 
 
 def unfence_broker(image: MetadataImage, broker_id: int) -> ControllerResult[None]:
@@ -156,12 +161,9 @@ def begin_controlled_shutdown(image: MetadataImage, broker_id: int) -> Controlle
 def unregister_broker(image: MetadataImage, broker_id: int) -> ControllerResult[None]:
     """The UnregisterBroker API: out of every ISR, leaderships moved, UnregisterBrokerRecord."""
     epoch = _registered(image, broker_id)
-    changes = PartitionChanges(image)
-    _leader_and_isr_updates(changes, image.partitions_with_isr_member(broker_id),
-                            broker_to_remove=broker_id)
-    changes.records.append(UnregisterBrokerRecord(broker_id, epoch))
-    check_user_op_size(changes.records)
-    return ControllerResult(tuple(changes.records), None, atomic=False)
+    records = [*remove_from_isrs(image, broker_id), UnregisterBrokerRecord(broker_id, epoch)]
+    check_user_op_size(records)
+    return ControllerResult(tuple(records), None, atomic=False)
 
 
 # ---- elections ----
