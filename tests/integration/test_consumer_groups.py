@@ -3,7 +3,8 @@ brokers as real processes (one cluster for the module); confluent-kafka (librdka
 kafka-python consumers subscribe in groups, commit, restart and resume from the committed
 offsets; both libraries' admin clients list, describe and delete groups; a group of three
 consumers keeps consuming across a kill -9 of its coordinator's broker with no committed offset
-lost (the coordinator's state lives in the replicated __consumer_offsets topic)."""
+lost: the new coordinator answers the offsets committed to the old one (its state lives in
+the replicated __consumer_offsets topic), and no member reads again below them."""
 
 from __future__ import annotations
 
@@ -255,6 +256,7 @@ class GroupMember(threading.Thread):
                                                        "heartbeat.interval.ms": 500})
         self.consumer.subscribe([topic])
         self.seen: set[tuple[int, int]] = set()
+        self.reads: list[tuple[int, int, float]] = []  # (partition, offset, monotonic time)
         self.acknowledged: dict[int, int] = {}  # partition -> offset the broker confirmed
         self.stop = threading.Event()
         self.errors: list[str] = []
@@ -265,7 +267,9 @@ class GroupMember(threading.Thread):
             while not self.stop.is_set():
                 messages = self.consumer.consume(100, timeout=0.2)
                 read = [m for m in messages if m.error() is None]
+                now = time.monotonic()
                 self.seen.update((m.partition(), m.offset()) for m in read)
+                self.reads.extend((m.partition(), m.offset(), now) for m in read)
                 dirty = dirty or bool(read)
                 if not dirty:
                     continue
@@ -283,6 +287,10 @@ class GroupMember(threading.Thread):
 
 def test_a_group_of_three_consumes_across_a_kill_of_its_coordinator(
         cluster: ProcessCluster, admin: AdminClient) -> None:
+    """The new coordinator serves the offsets committed to the old one, and no member goes
+    back below them. Both are needed: a coordinator that lost the offsets either answers
+    none (no rebalance: the members keep their positions) or, after a rebalance, sends the
+    members back to offset 0 (auto.offset.reset=earliest) and they commit the end again."""
     topic, group, partitions = "clicks", f"dashboards-{uuid.uuid4().hex[:6]}", 6
     create_topic(admin, topic, partitions)
     produce(cluster, topic, 600, partitions)
@@ -293,22 +301,11 @@ def test_a_group_of_three_consumes_across_a_kill_of_its_coordinator(
     def seen() -> set[tuple[int, int]]:
         return set().union(*(m.seen for m in members))
 
-    wait_for(lambda: len(seen()) == 600, WAIT_S, "the group to read the first 600 records")
-    description = admin.describe_consumer_groups([group])[group].result(timeout=WAIT_S)
-    assert description.state.name == "STABLE" and len(description.members) == 3
-    coordinator = description.coordinator.id
-    before = {}
-    for member in members:
-        for partition, offset in member.acknowledged.items():
-            before[partition] = max(offset, before.get(partition, -1))
-
-    cluster.kill(coordinator)
-    produce(cluster, topic, 600, partitions, start=600)
-    wait_for(lambda: len(seen()) == 1200, WAIT_S, "the group to read the next 600 records")
-
     def committed() -> dict[int, int]:
-        # A fresh admin client: librdkafka's AdminClient keeps waiting for a coordinator
-        # connection to a killed broker instead of looking the coordinator up again.
+        """Every partition's committed offset as the coordinator answers it now; {} while
+        the answer is incomplete. A fresh admin client each time: librdkafka's AdminClient
+        keeps waiting for a coordinator connection to a killed broker instead of looking
+        the coordinator up again."""
         fresh = AdminClient({"bootstrap.servers": cluster.bootstrap_servers()})
         result = fresh.list_consumer_group_offsets([ConsumerGroupTopicPartitions(
             group, [TopicPartition(topic, p) for p in range(partitions)])])[group]
@@ -316,22 +313,43 @@ def test_a_group_of_three_consumes_across_a_kill_of_its_coordinator(
             listed = result.result(timeout=10).topic_partitions
         except (KafkaException, TimeoutError):  # a lookup racing the leadership change
             return {}
+        if len(listed) < partitions or any(tp.error is not None for tp in listed):
+            return {}
         return {tp.partition: tp.offset for tp in listed}
 
     last: list[dict[int, int]] = [{}]
 
-    def all_committed() -> bool:
+    def all_committed_at(offset: int) -> bool:
         last[0] = committed()
-        return all(last[0].get(p) == 200 for p in range(partitions))
+        return all(last[0].get(p) == offset for p in range(partitions))
 
-    try:
-        wait_for(all_committed, WAIT_S, "every partition's committed offset at its end")
-    except AssertionError as exc:
-        errors = [m.errors[-3:] for m in members]
-        raise AssertionError(f"{exc}: committed {last[0]}, the members' last errors {errors}, "
-                             f"their last commits {[m.acknowledged for m in members]}") from None
-    after = last[0]
-    assert all(after[p] >= offset for p, offset in before.items()), (before, after)
+    def wait_committed(offset: int, what: str) -> None:
+        try:
+            wait_for(lambda: all_committed_at(offset), WAIT_S, what)
+        except AssertionError as exc:
+            errors = [m.errors[-3:] for m in members]
+            raise AssertionError(f"{exc}: committed {last[0]}, the members' last errors "
+                                 f"{errors}, their last commits "
+                                 f"{[m.acknowledged for m in members]}") from None
+
+    wait_for(lambda: len(seen()) == 600, WAIT_S, "the group to read the first 600 records")
+    wait_committed(100, "every partition's offset committed at 100")
+    description = admin.describe_consumer_groups([group])[group].result(timeout=WAIT_S)
+    assert description.state.name == "STABLE" and len(description.members) == 3
+    coordinator = description.coordinator.id
+
+    killed_at = time.monotonic()
+    cluster.kill(coordinator)
+    # Nothing new to read, so nothing new is committed: the new coordinator must answer
+    # exactly what the old one acknowledged, from the replicated __consumer_offsets.
+    moved = wait_for(committed, WAIT_S, "the new coordinator to answer the committed offsets")
+    assert moved == {p: 100 for p in range(partitions)}, \
+        f"the new coordinator lost committed offsets: {moved}"
+    produce(cluster, topic, 600, partitions, start=600)
+    wait_for(lambda: len(seen()) == 1200, WAIT_S, "the group to read the next 600 records")
+    wait_committed(200, "every partition's committed offset at its end")
+    reread = sorted((p, o) for m in members for p, o, at in m.reads if at > killed_at and o < 100)
+    assert not reread, f"members read again below the committed offsets: {reread[:10]}"
     for member in members:
         member.stop.set()
     for member in members:
