@@ -47,6 +47,7 @@ class Errors(IntEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
+    SECURITY_DISABLED = 54
     OPERATION_NOT_ATTEMPTED = 55
     KAFKA_STORAGE_ERROR = 56
     UNKNOWN_PRODUCER_ID = 59
@@ -101,6 +102,7 @@ DEFAULT_MESSAGES: Mapping[Errors, str] = MappingProxyType({
         "or the message was sent to an incompatible broker. See the broker logs for more "
         "details.",
     Errors.POLICY_VIOLATION: "Request parameters do not satisfy the configured policy.",
+    Errors.SECURITY_DISABLED: "Security features are disabled.",
     Errors.OPERATION_NOT_ATTEMPTED:
         "The broker did not attempt to execute this operation. This may happen for batched "
         "RPCs where some operations in the batch failed, causing the broker to respond "
