@@ -66,7 +66,9 @@ class _Contact:
 
 @dataclass
 class BrokerHeartbeatManager:
-    """Soft state: last contact and reported metadata offset of every registered broker."""
+    """Soft state: last contact and reported metadata offset of every registered broker.
+    Times are milliseconds on the controller's monotonic session clock, never the wall
+    clock (a step of it would fence every broker, or none)."""
 
     session_timeout_ms: int = 9000
     _contacts: dict[int, _Contact] = field(default_factory=dict)

@@ -6,8 +6,9 @@ at a time, as Kafka's single event queue does. Its records are applied at once t
 validates against them, then appended as one atomic batch; the caller gets the response only
 after the batch commits. Writes are pipelined: each waits for its own commit outside the queue.
 
-Brokers are fenced when their session expires (no heartbeat for broker.session.timeout.ms) and,
-much sooner, when their liveness stream breaks and is not reopened within a grace window
+Brokers are fenced when their session expires (no heartbeat for broker.session.timeout.ms,
+timed on a monotonic clock, so a step of the wall clock changes nothing) and, much sooner,
+when their liveness stream breaks and is not reopened within a grace window
 (metadata/broker_liveness.py): both write the same fencing records.
 
 State still changes only by replaying records: the controller is one of the MetadataLoader's
@@ -84,11 +85,19 @@ class QuorumController:
         noop_interval_ms: int = 500,
         session_timeout_ms: int = 9000,
         liveness_grace_ms: int = DEFAULT_GRACE_MS,
+        session_clock_ms: Callable[[], int] = _monotonic_ms,
+        wall_clock_ms: Callable[[], int] = _wall_ms,
     ) -> None:
         """Install it as a publisher of the process's MetadataLoader. `liveness_grace_ms`
         (broker.liveness.grace.ms; 0 turns the fast path off): how long a broker whose
-        liveness stream broke has to open a new one before it is fenced."""
+        liveness stream broke has to open a new one before it is fenced.
+
+        Broker sessions and liveness windows run on `session_clock_ms`, a monotonic clock as
+        in Kafka's BrokerHeartbeatManager: a step of the wall clock must neither fence every
+        broker (forward) nor stop fencing (backward). `wall_clock_ms` only stamps records."""
         self.client = client
+        self._session_clock = session_clock_ms
+        self._wall_clock = wall_clock_ms
         self.noop_interval_ms = noop_interval_ms
         self.heartbeats = BrokerHeartbeatManager(session_timeout_ms)
         self.liveness = BrokerLivenessTracker(liveness_grace_ms)
@@ -204,7 +213,7 @@ class QuorumController:
         base = self._next_offset
         assert self._latest is not None
         delta = MetadataDelta(self._latest)
-        now = int(time.time() * 1000)
+        now = self._wall_clock()
         for index, record in enumerate(records):
             delta.replay(record, base + index, self._active_epoch, now)
         self._latest = delta.apply()
@@ -220,11 +229,12 @@ class QuorumController:
     async def register_broker(self, request: BrokerRegistrationRequest, cluster_id: str) -> int:
         """The broker's epoch: the offset of its registration record, once committed."""
         return await self.write(lambda image: register_broker(
-            image, request, cluster_id, self._next_offset, self.heartbeats, _wall_ms()))
+            image, request, cluster_id, self._next_offset, self.heartbeats,
+            self._session_clock()))
 
     async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
         def rule(image: MetadataImage) -> ControllerResult[BrokerHeartbeatReply]:
-            result = process_heartbeat(image, request, self.heartbeats, _wall_ms())
+            result = process_heartbeat(image, request, self.heartbeats, self._session_clock())
             if result.response.in_controlled_shutdown:
                 self.heartbeats.note_controlled_shutdown(
                     request.broker_id, self._next_offset + len(result.records))
@@ -257,7 +267,7 @@ class QuorumController:
         """The stream ended without a goodbye: the broker's grace window starts."""
         if self._latest is None:
             return  # streams ending because this controller stepped down mean nothing
-        deadline = self.liveness.lost(stream, _monotonic_ms())
+        deadline = self.liveness.lost(stream, self._session_clock())
         if deadline is not None:
             log.info("broker %d's liveness stream broke; fencing it unless it reconnects "
                      "within %d ms", stream.broker_id, self.liveness.grace_ms)
@@ -275,7 +285,7 @@ class QuorumController:
             latest = self._latest
             if latest is None:
                 return
-            now = _monotonic_ms()
+            now = self._session_clock()
             if (new_held := self.liveness.held_back(latest, now)) != held and new_held:
                 log.warning("liveness streams of brokers %s broke together with those of "
                             "most others: leaving them to broker.session.timeout.ms", new_held)
@@ -297,7 +307,7 @@ class QuorumController:
                 await asyncio.wait_for(self._liveness_changed.wait(), timeout)
 
     def _fence_if_dead(self, image: MetadataImage, broker_id: int) -> ControllerResult[None]:
-        if not self.liveness.is_dead(image, broker_id, _monotonic_ms()):
+        if not self.liveness.is_dead(image, broker_id, self._session_clock()):
             return ControllerResult((), None)  # it reconnected meanwhile
         return fence_broker(image, broker_id)
 
@@ -316,16 +326,21 @@ class QuorumController:
                 skipped = True
                 continue
             skipped = False
-            latest = self._latest
-            if latest is None:
+            if self._latest is None:
                 return
-            stale = self.heartbeats.stale_broker(latest, _wall_ms())
-            if stale is None:
-                continue
-            log.info("fencing broker %d: no heartbeat for %d ms", stale,
-                     self.heartbeats.session_timeout_ms)
             with contextlib.suppress(ControllerApiError):
-                await self.write(functools.partial(fence_broker, broker_id=stale))
+                await self.fence_stale_broker()
+
+    async def fence_stale_broker(self) -> int | None:
+        """One step of session expiry: fence the unfenced broker whose session expired
+        longest ago, if any; returns it."""
+        stale = self.heartbeats.stale_broker(self._require_active(), self._session_clock())
+        if stale is None:
+            return None
+        log.info("fencing broker %d: no heartbeat for %d ms", stale,
+                 self.heartbeats.session_timeout_ms)
+        await self.write(functools.partial(fence_broker, broker_id=stale))
+        return stale
 
     async def _barrier(self) -> None:
         async with self._queue:
@@ -385,7 +400,7 @@ class QuorumController:
         self._latest = self._committed
         self._next_offset = self.client.log_end_offset()
         self._control_records_seen = self.client.control_records_appended()
-        self.heartbeats.reset(self._latest, _wall_ms())
+        self.heartbeats.reset(self._latest, self._session_clock())
         self.liveness.reset()
         self._inactive.clear()
         log.info("active controller for epoch %d from offset %d", epoch, self._next_offset)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -195,6 +196,64 @@ def test_a_live_broker_id_cannot_be_registered_twice(tmp_path: Path) -> None:
         # The same incarnation re-registering keeps its epoch.
         assert await controller.register_broker(first, "c") == epoch
         await controller.client.stop()
+
+    asyncio.run(scenario())
+
+
+class ManualClock:
+    """A monotonic clock that moves only when the test says so."""
+
+    def __init__(self, now_ms: int = 1_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+@pytest.mark.parametrize("jump_ms", [3_600_000, -3_600_000])
+def test_a_wall_clock_jump_neither_fences_every_broker_nor_stops_fencing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jump_ms: int) -> None:
+    """Issue 28, defect 3: broker sessions run on the monotonic clock, as Kafka's
+    BrokerHeartbeatManager's do. The wall clock steps by an hour either way while the
+    monotonic one stands still: nobody is fenced; then the silent broker alone is, once its
+    session has expired on the monotonic clock."""
+    async def scenario() -> None:
+        session = ManualClock()
+        node = RaftNode(RaftConfig("c", 1, {1: "127.0.0.1:1"}), SegmentedLog(tmp_path / "log"),
+                        QuorumStateStore(tmp_path / "quorum-state"), rng=random.Random(1))
+        controller = attach_controller(node, noop_interval_ms=0, session_timeout_ms=9000,
+                                       session_clock_ms=session)
+        await node.start()
+        await _until(lambda: controller.is_active)
+        epochs = {}
+        for broker in (1, 2, 3):
+            request = BrokerRegistrationRequest(broker, "c", random_uuid(), ())
+            epochs[broker] = await controller.register_broker(request, "c")
+
+        async def beat(*brokers: int) -> None:
+            for b in brokers:
+                await controller.broker_heartbeat(BrokerHeartbeatRequest(
+                    b, epochs[b], node.status().high_watermark, False, False))
+
+        async def fenced() -> set[int]:
+            await controller.fence_stale_broker()
+            # A write with no records answers once every write before it (the periodic
+            # fencer's too) has committed.
+            await controller.write(lambda _img: ControllerResult((), None))
+            cluster = controller.committed_image.cluster
+            return {b for b in (1, 2, 3) if cluster.brokers[b].fenced}
+
+        await beat(1, 2, 3)
+        assert await fenced() == set()
+        wall = time.time
+        monkeypatch.setattr(time, "time", lambda: wall() + jump_ms / 1000)
+        assert await fenced() == set()  # no storm
+        session.now_ms += 5000
+        await beat(1, 2)
+        assert await fenced() == set()
+        session.now_ms += 4001  # broker 3's session (9000 ms) has now expired
+        assert await fenced() == {3}  # fencing still works
+        await node.stop()
 
     asyncio.run(scenario())
 
