@@ -1,8 +1,9 @@
 """kraft-snapshot: look inside a node's metadata log directory or one snapshot or segment file.
 
-Exit codes: 0 success (verify: everything intact); 1 verify found a problem, or a tree path
-does not exist; 2 bad usage; 3 the input cannot be read or the image cannot be built
-(missing, damaged, truncated, zero-length or foreign file, offset out of range).
+Exit codes: 0 success (verify: everything intact); 1 verify found a problem, a tree path
+does not exist, or `acls --check` was refused; 2 bad usage; 3 the input cannot be read or the
+image cannot be built (missing, damaged, truncated, zero-length or foreign file, offset out
+of range).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from snapshots import tree
+from snapshots import acls, tree
 from snapshots.diff import diff_images
 from snapshots.dump import dump_file, dump_files
 from snapshots.render import provenance_json, provenance_text
@@ -41,10 +42,11 @@ EPILOG = """tree layout:
   /cluster/brokers/<id>           broker registration
   /topics/<name>/id, /<partition> topic id, partition registrations
   /configs/<TYPE>[:<name>]/<key>  config value (BROKER alone: the cluster-wide default)
+  /acls/<id>                      ACL binding
 
 exit codes:
   0  success; verify: every file intact
-  1  verify found a problem; ls/cat/tree/find: no such path
+  1  verify found a problem; ls/cat/tree/find: no such path; acls --check: denied
   2  bad usage
   3  the input cannot be read or the image cannot be built (missing, damaged, truncated,
      zero-length or foreign file; offset out of range)
@@ -53,6 +55,9 @@ examples:
   kraft-snapshot tree /var/lib/kraft/meta /topics/orders
   kraft-snapshot cat  /var/lib/kraft/meta /cluster/brokers/1 --at-offset 1200
   kraft-snapshot diff /var/lib/kraft/meta --from 1000 --to 2000
+  kraft-snapshot acls /var/lib/kraft/meta --at-offset 1200 --who-can WRITE --topic orders
+  kraft-snapshot acls /var/lib/kraft/meta --at-offset 1200 --check --principal User:alice \
+                 --operation WRITE --topic orders --super-users 'User:admin'
   kraft-snapshot dump meta/__cluster_metadata-0/00000000000000001024-0000000003.checkpoint
   kraft-snapshot verify /var/lib/kraft/meta --json
 """
@@ -102,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the image below offset A (as --at-offset)")
     diff.add_argument("--to", dest="to_offset", type=_offset, required=True, metavar="B",
                       help="the image below offset B (as --at-offset)")
+    acls.add_arguments(command(
+        "acls", "list the ACL bindings in force (as kafka-acls.sh --list), or ask the "
+        "authorizer who may do what (--check, --who-can)"))
     command("dump", "print every batch and record of the files", read=False)
     command("verify", "check every CRC, header and footer, offsets and epochs", read=False)
     return parser
@@ -233,6 +241,17 @@ def cmd_diff(args: argparse.Namespace, source: Source) -> int:
     return EXIT_OK
 
 
+def cmd_acls(args: argparse.Namespace, source: Source) -> int:
+    image = _image(source, args.at_offset).image
+    below = "everything on disk" if args.at_offset is None else f"below offset {args.at_offset}"
+    heading = {"offset": args.at_offset, "provenance": provenance_json(image.provenance)}
+    where = f"{below}: {provenance_text(image.provenance)}"
+    try:
+        return acls.run(args, image.acls, heading, where, _out, _emit_json)
+    except acls.UsageError as exc:
+        raise _Failure(f"acls: {exc}", EXIT_USAGE) from None
+
+
 def cmd_dump(args: argparse.Namespace, source: Source) -> int:
     problems = []
     for path in dump_files(source):
@@ -267,7 +286,7 @@ def cmd_verify(args: argparse.Namespace, source: Source) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Source], int]] = {
     "ls": cmd_ls, "cat": cmd_cat, "tree": cmd_tree, "find": cmd_find, "diff": cmd_diff,
-    "dump": cmd_dump, "verify": cmd_verify,
+    "acls": cmd_acls, "dump": cmd_dump, "verify": cmd_verify,
 }
 
 

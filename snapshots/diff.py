@@ -1,5 +1,5 @@
 """What changed between two images: brokers, features, topics, partitions (leader, ISR,
-replicas, epochs), configs. Also `as_loaded`, the image a snapshot of an image loads as."""
+replicas, epochs), configs, ACLs. Also `as_loaded`, the image a snapshot of an image loads as."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from metadata.authorizer.model import AclBinding
 from metadata.image import ClusterImage, MetadataImage, TopicImage
 from snapshots import render
+from snapshots.acls import binding_json
 from snapshots.tree import sorted_names
 
 
@@ -105,7 +107,13 @@ def diff_images(before: MetadataImage, after: MetadataImage) -> list[Change]:
         resource = resources[label]
         _diff_maps(f"/configs/{label}", before.configs.get(resource, {}),
                    after.configs.get(resource, {}), lambda v: v, out)
+    # An ACL id names one binding for good: a change is always a removal and an addition.
+    _diff_maps("/acls", before.acls, after.acls, _acl_summary, out)
     return out
+
+
+def _acl_summary(binding: AclBinding) -> dict[str, Any]:
+    return {k: v for k, v in binding_json("", binding).items() if k != "id"}
 
 
 def as_loaded(image: MetadataImage, snapshot_end_offset: int) -> MetadataImage:

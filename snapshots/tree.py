@@ -6,6 +6,7 @@
     /topics/<name>/id                topic id
     /topics/<name>/<partition>       partition registration
     /configs/<TYPE>[:<name>]/<key>   value (`BROKER` alone is the cluster-wide default)
+    /acls/<id>                       ACL binding (kafka-metadata-shell's /image/acls/<id>)
 
 Directories list their children lazily, so `cat` of one partition of a million-partition image
 does not build a million nodes.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metadata.image import MetadataImage, TopicImage
-from snapshots import render
+from snapshots import acls, render
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,10 @@ def image_tree(image: MetadataImage) -> Directory:
         "configs": Directory(lambda: {
             render.config_resource_name(resource): _config_node(values)
             for resource, values in image.configs.items()
+        }),
+        "acls": Directory(lambda: {
+            acl_id: Leaf(acls.binding_json(acl_id, b), acls.binding_text(b))
+            for acl_id, b in image.acls.items()
         }),
     })
 
