@@ -26,6 +26,7 @@ import grpc
 
 from kraft.errors import Errors
 from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, aio_channel
+from metadata.acl_ops import AclOperations
 from metadata.configs import (
     AlterableConfig,
     AlterConfigOp,
@@ -190,7 +191,7 @@ class ControllerView(Protocol):
     ) -> Response: ...
 
 
-class AdminOperations:
+class AdminOperations(AclOperations):  # CreateAcls, DescribeAcls, DeleteAcls: acl_ops.py
     def __init__(
         self,
         controller: ControllerView,
@@ -199,8 +200,10 @@ class AdminOperations:
         *,
         forward_timeout_s: float = FORWARD_TIMEOUT_S,
         tls: TlsConfig | None = None,
+        acls_enabled: bool = False,
     ) -> None:
         self.tls = tls  # how to dial the active controller when forwarding
+        self.acls_enabled = acls_enabled  # an authorizer is configured: ACLs are managed
         self.controller = controller
         self.cluster_id = cluster_id
         # Read at each use: a live view (kraft.client.ControllerEndpoints) follows a dynamic

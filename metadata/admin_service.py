@@ -37,9 +37,13 @@ class AdminServicer(rpc.AdminServicer):
         *,
         forward_timeout_s: float = FORWARD_TIMEOUT_S,
         tls: TlsConfig | None = None,
+        acls_enabled: bool = False,
     ) -> None:
+        """`acls_enabled`: the node has an authorizer, so the ACL RPCs are served (else
+        SECURITY_DISABLED, as Kafka)."""
         self.ops = AdminOperations(controller, cluster_id, controller_endpoints,
-                                   forward_timeout_s=forward_timeout_s, tls=tls)
+                                   forward_timeout_s=forward_timeout_s, tls=tls,
+                                   acls_enabled=acls_enabled)
 
     @property
     def controller_endpoints(self) -> Mapping[int, str]:
@@ -120,6 +124,18 @@ class AdminServicer(rpc.AdminServicer):
                                context: Context) -> pb.DescribeFeaturesResponse:
         return await self._call(  # type: ignore[no-any-return]
             "DescribeFeatures", request, context)
+
+    async def CreateAcls(self, request: pb.CreateAclsRequest,
+                         context: Context) -> pb.CreateAclsResponse:
+        return await self._call("CreateAcls", request, context)  # type: ignore[no-any-return]
+
+    async def DescribeAcls(self, request: pb.DescribeAclsRequest,
+                           context: Context) -> pb.DescribeAclsResponse:
+        return await self._call("DescribeAcls", request, context)  # type: ignore[no-any-return]
+
+    async def DeleteAcls(self, request: pb.DeleteAclsRequest,
+                         context: Context) -> pb.DeleteAclsResponse:
+        return await self._call("DeleteAcls", request, context)  # type: ignore[no-any-return]
 
 
 def add_admin_service(server: grpc.aio.Server, servicer: AdminServicer) -> None:

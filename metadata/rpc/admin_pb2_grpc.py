@@ -109,6 +109,21 @@ class AdminStub:
                 request_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeFeaturesRequest.SerializeToString,
                 response_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeFeaturesResponse.FromString,
                 _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/kraft.admin.v1.Admin/CreateAcls',
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/kraft.admin.v1.Admin/DescribeAcls',
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/kraft.admin.v1.Admin/DeleteAcls',
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -204,6 +219,24 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -281,6 +314,21 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.DescribeFeatures,
                     request_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeFeaturesRequest.FromString,
                     response_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeFeaturesResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.CreateAclsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.DeleteAclsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -688,6 +736,87 @@ class Admin:
             '/kraft.admin.v1.Admin/DescribeFeatures',
             metadata_dot_rpc_dot_admin__pb2.DescribeFeaturesRequest.SerializeToString,
             metadata_dot_rpc_dot_admin__pb2.DescribeFeaturesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.admin.v1.Admin/CreateAcls',
+            metadata_dot_rpc_dot_admin__pb2.CreateAclsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.admin.v1.Admin/DescribeAcls',
+            metadata_dot_rpc_dot_admin__pb2.DescribeAclsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.admin.v1.Admin/DeleteAcls',
+            metadata_dot_rpc_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.DeleteAclsResponse.FromString,
             options,
             channel_credentials,
             insecure,
