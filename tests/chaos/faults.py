@@ -246,18 +246,29 @@ class Crash:
 
 
 DISK_STOP_MARK = "the broker stops so that its leaderships move"
+# The line the campaign writes into a node's log file before it starts the node again: the
+# node's last run is what follows the last such line (the node never writes it).
+RUN_MARK = "=== chaos campaign: node started again"
 
 
-def stopped_by_injected_disk_full(log: str) -> bool:
-    """Whether a node's last run ended in the broker's designed stop on an injected full disk
-    (server/broker_role.py): its stop line names the injected fault and no start follows it.
-    The whole log is searched: a stopping broker goes on logging while its leaderships move
-    (40 KB after the stop line, seed 408605), and the fault may have ended before its exit."""
-    at = log.rfind(DISK_STOP_MARK)
+def last_run(log: str) -> str:
+    """The part of a node's log that its current (or last) process wrote: after the
+    campaign's last start marker, or all of it for a node the campaign never restarted."""
+    at = log.rfind(RUN_MARK)
+    return log if at < 0 else log[at:]
+
+
+def stopped_by_injected_disk_full(run: str) -> bool:
+    """Whether one run's log holds the broker's stop line on an injected full disk
+    (server/broker_role.py), naming the injected fault. The whole run is searched: a stopping
+    broker goes on logging while its leaderships move (40 KB after the stop line, seed
+    408605). The line alone proves nothing: the campaign also needs its own record of a
+    disk-full fault on the node during that run (Injector._disk_full_in_run)."""
+    at = run.rfind(DISK_STOP_MARK)
     if at < 0:
         return False
-    line = log[log.rfind("\n", 0, at) + 1:at]
-    return "(injected fault)" in line and log.find("state=Starting", at) < 0
+    line = run[run.rfind("\n", 0, at) + 1:at]
+    return "(injected fault)" in line
 
 
 class Injector:
@@ -279,6 +290,10 @@ class Injector:
         # server/broker_role.py); started again once their disk has room.
         self.stopped_by_disk: set[int] = set()
         self.disk_stops = 0
+        # Campaign time at which the injector last started each node (absent: it runs since
+        # the campaign's set-up); the node's log marks the same point (RUN_MARK).
+        self.run_started: dict[int, float] = {}
+        self.runs = 0
         self.crashes: list[Crash] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -389,7 +404,7 @@ class Injector:
         fault, node_id = record.fault, record.targets[0]
         if fault.kind in KILL_KINDS:
             if node_id in self.killed:
-                self.cluster.start(node_id)
+                self._start(node_id)
                 self.killed.discard(node_id)
         elif fault.kind in PAUSE_KINDS:
             if node_id in self.paused:
@@ -401,21 +416,42 @@ class Injector:
                     record.generations[node][1] = generation
             for node in record.targets:
                 if node in self.stopped_by_disk and not self.files.disk_full[node]:
-                    self.cluster.start(node)
+                    self._start(node)
                     self.stopped_by_disk.discard(node)
         record.ended_s = self.now()
         self.say(f"{record.ended_s:8.2f} s  end   {fault.kind} on {record.targets}")
 
+    def _start(self, node_id: int) -> None:
+        """Start a node again, after writing the campaign's marker into its log (so its next
+        run is told apart by the campaign, not by anything the node logs)."""
+        self.runs += 1
+        with self.cluster.nodes[node_id].log_path.open("a", encoding="utf-8") as file:
+            file.write(f"{RUN_MARK} (run {self.runs} of the campaign, node {node_id}, at "
+                       f"{self.now():.3f} s)\n")
+        self.run_started[node_id] = self.now()
+        self.cluster.start(node_id)
+
+    def _disk_full_in_run(self, node_id: int) -> bool:
+        """Whether the campaign had a disk-full fault on the node while its last run lasted
+        (the fault may have ended before the exit was seen)."""
+        since = self.run_started.get(node_id, float("-inf"))
+        return any(r.fault.kind == "disk-full" and node_id in r.targets
+                   and r.started_s is not None
+                   and (r.ended_s is None or r.ended_s >= since) for r in self.records)
+
     def _check_crashes(self) -> None:
         """A node that exited without being killed is a finding; restart it so the
-        campaign goes on (the checks fail on any crash)."""
+        campaign goes on (the checks fail on any crash). The one designed exit: a broker
+        whose disk the campaign filled during this run stops with exit code 3 and its stop
+        line (docs/data-plane.md, "A failed log directory")."""
         for node_id, node in self.cluster.nodes.items():
             if node_id in self.killed or node_id in self.stopped_by_disk \
                     or node.process is None or node.alive:
                 continue
-            log = self.cluster.logs(node_id)
-            tail = log[-3000:]
-            if node.process.returncode == 3 and stopped_by_injected_disk_full(log):
+            run = last_run(self.cluster.logs(node_id))
+            tail = run[-3000:]
+            faulted = self._disk_full_in_run(node_id)
+            if node.process.returncode == 3 and faulted and stopped_by_injected_disk_full(run):
                 self.disk_stops += 1
                 full = self.files.disk_full[node_id]  # else the fault ended while it stopped
                 self.say(f"{self.now():8.2f} s  broker {node_id} stopped: its full disk took "
@@ -425,13 +461,16 @@ class Injector:
                 if full:
                     self.stopped_by_disk.add(node_id)
                 else:
-                    self.cluster.start(node_id)
+                    self._start(node_id)
                 continue
             crash = Crash(node_id, node.process.returncode, self.now(), tail)
             self.crashes.append(crash)
+            why = ("; its log has a disk-full stop line but the campaign filled no disk of "
+                   "it during this run" if stopped_by_injected_disk_full(run) and not faulted
+                   else "")
             self.say(f"{crash.at_s:8.2f} s  NODE {node_id} EXITED by itself "
-                     f"(code {crash.exit_code}); restarting it")
-            self.cluster.start(node_id)
+                     f"(code {crash.exit_code}){why}; restarting it")
+            self._start(node_id)
 
     # -- the end ----------------------------------------------------------------------------
 
@@ -449,7 +488,7 @@ class Injector:
             for node_id in sorted(self.paused):
                 self.cluster.signal(node_id, signal.SIGCONT)
             for node_id in sorted(self.killed | self.stopped_by_disk):
-                self.cluster.start(node_id)
+                self._start(node_id)
             self.stopped_by_disk.clear()
             self._check_crashes()
             healed = self.now()

@@ -24,6 +24,7 @@ from metadata.topics import METADATA_PARTITION_DIR
 from tests.chaos.checks import (
     Served,
     check_acked_records,
+    check_broker_faults,
     check_data_floor,
     check_floors,
     check_log,
@@ -45,7 +46,7 @@ from tests.chaos.faults import (
     read_confirmations,
 )
 from tests.chaos.partitions import Ack, Read, Watermark, read_replica
-from tests.chaos.schedule import PROCESS_KINDS, Fault, build_schedule
+from tests.chaos.schedule import KINDS, PROCESS_KINDS, Fault, build_schedule
 from tests.chaos.snapshots import to_check as snapshot_check
 from tests.chaos.writers import Write
 
@@ -475,9 +476,42 @@ def test_isr_replicas_must_hold_the_same_batches_up_to_the_high_watermark(tmp_pa
     short = check_replicas_agree({0: {4: a, 7: d}}, {0: 4}, {0: [4, 7]})
     assert "broker 7: the log ends at 3, below the high watermark 4" in short.details[0]
     # A replica out of the ISR is not compared; an ISR member without a log fails.
-    assert check_replicas_agree({0: {4: a, 7: d}}, {0: 4}, {0: [4]}).ok
+    assert check_replicas_agree({0: {4: a, 5: b, 7: d}}, {0: 4}, {0: [4, 5]}).ok
     assert "has no log directory" in check_replicas_agree({0: {4: a}}, {0: 4},
                                                           {0: [4, 5]}).details[0]
+
+
+def test_a_replica_comparison_with_nothing_to_compare_fails(tmp_path: Path) -> None:
+    """An ISR that is unknown (the describe call answered nothing) or shorter than
+    min.insync.replicas compares no batch pair: that fails instead of passing empty."""
+    a = read_replica(_replica(tmp_path / "a", 4, GOOD), 4, 0)
+    b = read_replica(_replica(tmp_path / "b", 5, GOOD), 5, 0)
+    replicas = {0: {4: a, 5: b}}
+    assert check_replicas_agree(replicas, {0: 4}, {0: [4, 5]}).ok
+    unknown = check_replicas_agree(replicas, {0: 4}, {})
+    assert not unknown.ok
+    assert unknown.details == ["partition 0: ISR [] after healing, fewer than 2 replicas to "
+                               "compare (HW 4)"]
+    assert "fewer than 2" in check_replicas_agree(replicas, {0: 4}, {0: [4]}).details[0]
+    assert "nothing compared" in check_replicas_agree(replicas, {}, {0: [4, 5]}).details[0]
+
+
+def test_a_data_campaign_without_a_broker_kill_or_pause_fails() -> None:
+    """The fault floor counts faults of any kind; with producers, a broker must also have
+    been killed and paused (confirmed), whatever kind of fault did it."""
+    brokers = [4, 5, 6]
+    both = [("kill-broker", 5), ("pause", 6), ("partition", 1)]
+    assert check_broker_faults(both, brokers, KINDS).ok
+    assert check_broker_faults([("kill", 4), ("pause-broker", 4)], brokers, KINDS).ok
+    no_pause = check_broker_faults([("kill-broker", 5), ("pause", 2), ("kill-leader", 1)],
+                                   brokers, KINDS)
+    assert not no_pause.ok and no_pause.details == ["no SIGSTOP of a broker was applied"]
+    controllers_only = check_broker_faults([("kill", 1), ("pause", 2)] * 30, brokers, KINDS)
+    assert controllers_only.details == ["no kill -9 of a broker was applied",
+                                        "no SIGSTOP of a broker was applied"]
+    # Kinds that cannot kill or pause a broker ask for neither.
+    assert check_broker_faults([], brokers, ("partition", "disk-full")).ok
+    assert not check_broker_faults([], brokers, ("partition", "kill-broker")).ok
 
 
 def test_a_high_watermark_that_goes_back_fails() -> None:
@@ -519,20 +553,29 @@ def test_broker_faults_target_brokers_only() -> None:
 
 
 class _ExitedCluster:
-    """What the Injector touches of a ProcessCluster, with one broker that exited."""
+    """What the Injector touches of a ProcessCluster, with one broker (4) that exited after
+    writing `log` to its log file."""
 
-    def __init__(self, code: int, log: str) -> None:
+    def __init__(self, tmp_path: Path, code: int, log: str) -> None:
         process = SimpleNamespace(returncode=code)
-        self.nodes = {4: SimpleNamespace(process=process, alive=False)}
-        self.log = log
+        self.log_path = tmp_path / "node-4.log"
+        self.log_path.write_text(log)
+        self.nodes = {4: SimpleNamespace(process=process, alive=False, log_path=self.log_path)}
         self.started: list[int] = []
 
     def logs(self, node_id: int) -> str:
-        return self.log
+        return self.log_path.read_text()
 
     def start(self, node_id: int) -> None:
         self.started.append(node_id)
         self.nodes[node_id].alive = True
+
+    def exit_again(self, code: int, log: str) -> None:
+        """The restarted process exits too, after logging `log`."""
+        with self.log_path.open("a") as file:
+            file.write(log)
+        self.nodes[4].process = SimpleNamespace(returncode=code)
+        self.nodes[4].alive = False
 
 
 DISK_STOP = ("CRITICAL [node=4 state=Follower epoch=7] server: stopping: log directory /d "
@@ -540,15 +583,19 @@ DISK_STOP = ("CRITICAL [node=4 state=Follower epoch=7] server: stopping: log dir
              "fault)); the broker stops so that its leaderships move to other replicas\n")
 
 
+def _injector(tmp_path: Path, cluster: _ExitedCluster, faults: list[Fault]) -> Injector:
+    for node in (4, 5):
+        (tmp_path / str(node)).mkdir(exist_ok=True)
+    files = FaultFiles({node: tmp_path / str(node) for node in (4, 5)})
+    return Injector(cluster, [1, 2, 3], files, faults, 0.0, lambda line: None)  # type: ignore[arg-type]
+
+
 def test_a_broker_stopped_by_its_full_disk_is_restarted_when_the_disk_has_room(
         tmp_path: Path) -> None:
     """A full disk takes a broker's log dir offline and the broker stops (exit 3): the
     design, not a crash. It is started again when the disk-full fault ends, not before."""
-    (tmp_path / "4").mkdir()
-    files = FaultFiles({4: tmp_path / "4"})
-    cluster = _ExitedCluster(3, DISK_STOP)
-    full = Fault(0, "disk-full", 0, 1, [4])
-    injector = Injector(cluster, [1, 2, 3], files, [full], 0.0, lambda line: None)  # type: ignore[arg-type]
+    cluster = _ExitedCluster(tmp_path, 3, DISK_STOP)
+    injector = _injector(tmp_path, cluster, [Fault(0, "disk-full", 0, 1, [4])])
     record = injector.records[0]
     injector._begin(record)
     injector.check_crashes()
@@ -562,34 +609,56 @@ def test_a_disk_stop_is_recognised_after_the_fault_ended_and_after_a_long_stop(
         tmp_path: Path) -> None:
     """Seed 408605 counted three designed stops as crashes: the disk-full fault had ended
     before the exit was seen, or the stopping broker logged 40 KB after its stop line."""
-    (tmp_path / "4").mkdir()
-    files = FaultFiles({4: tmp_path / "4"})
-    cluster = _ExitedCluster(3, DISK_STOP + "INFO leading t-1 in epoch 3\n" * 2000)
-    injector = Injector(cluster, [1, 2, 3], files, [], 0.0, lambda line: None)  # type: ignore[arg-type]
-    injector.check_crashes()  # no disk-full fault in force any more
+    cluster = _ExitedCluster(tmp_path, 3, DISK_STOP + "INFO leading t-1 in epoch 3\n" * 2000)
+    injector = _injector(tmp_path, cluster, [Fault(0, "disk-full", 0, 1, [4])])
+    injector._begin(injector.records[0])
+    injector._end(injector.records[0])  # the fault is over before the exit is seen
+    injector.check_crashes()
     assert injector.crashes == [] and injector.disk_stops == 1
     assert cluster.started == [4] and injector.stopped_by_disk == set()
 
 
-def test_an_exit_after_a_restart_is_not_an_older_disk_stop(tmp_path: Path) -> None:
-    (tmp_path / "4").mkdir()
-    files = FaultFiles({4: tmp_path / "4"})
-    later_run = "INFO [node=4 state=Starting epoch=-1] server: loaded 3 partition log(s)\n"
-    for code, log in ((3, DISK_STOP + later_run), (3, DISK_STOP.replace(" (injected fault)", ""))):
-        cluster = _ExitedCluster(code, log)
-        injector = Injector(cluster, [1, 2, 3], files, [], 0.0, lambda line: None)  # type: ignore[arg-type]
+def test_a_disk_stop_line_without_a_disk_full_fault_in_the_run_is_a_crash(
+        tmp_path: Path) -> None:
+    """The product's own stop line is not evidence: exit 3 with it counts as designed only
+    when the campaign filled that node's disk during that run. No fault; a fault on another
+    broker; a slow fsync on this one: each a crash."""
+    for faults in ([], [Fault(0, "disk-full", 0, 1, [5])],
+                   [Fault(0, "slow-fsync", 0, 1, [4], value=100)]):
+        cluster = _ExitedCluster(tmp_path, 3, DISK_STOP)
+        injector = _injector(tmp_path, cluster, faults)
+        for record in injector.records:
+            injector._begin(record)
         injector.check_crashes()
-        assert [c.exit_code for c in injector.crashes] == [3] and injector.disk_stops == 0
+        assert [c.exit_code for c in injector.crashes] == [3], faults
+        assert injector.disk_stops == 0 and cluster.started == [4]
+
+
+def test_the_last_run_starts_at_the_campaigns_marker(tmp_path: Path) -> None:
+    """A designed stop, the campaign starts the broker again (writing its marker into the
+    log), and the new run exits 3 with no stop line of its own: a crash, though the old stop
+    line is still in the file and the fault is still recorded. A disk-full fault that ended
+    before that restart does not cover the new run either."""
+    cluster = _ExitedCluster(tmp_path, 3, DISK_STOP)
+    injector = _injector(tmp_path, cluster, [Fault(0, "disk-full", 0, 1, [4])])
+    injector._begin(injector.records[0])
+    injector.check_crashes()
+    injector._end(injector.records[0])  # the disk has room: started again
+    assert injector.disk_stops == 1 and cluster.started == [4]
+    cluster.exit_again(3, "INFO [node=4 state=Starting epoch=-1] server: loaded 3 logs\n")
+    injector.check_crashes()
+    assert [c.exit_code for c in injector.crashes] == [3] and injector.disk_stops == 1
+    assert DISK_STOP in cluster.logs(4) and "chaos campaign: node started again" in cluster.logs(4)
+    cluster.exit_again(3, DISK_STOP)  # its stop line in the third run, no fault since
+    injector.check_crashes()
+    assert len(injector.crashes) == 2 and injector.disk_stops == 1
 
 
 def test_any_other_exit_under_a_full_disk_is_a_crash(tmp_path: Path) -> None:
-    (tmp_path / "4").mkdir()
-    files = FaultFiles({4: tmp_path / "4"})
-    for code, log in ((3, "stopping: something else"), (1, DISK_STOP)):
-        cluster = _ExitedCluster(code, log)
-        full = Fault(0, "disk-full", 0, 1, [4])
-        injector = Injector(cluster, [1, 2, 3], files, [full], 0.0, lambda line: None)  # type: ignore[arg-type]
+    for code, log in ((3, "stopping: something else"), (1, DISK_STOP),
+                      (3, DISK_STOP.replace(" (injected fault)", ""))):
+        cluster = _ExitedCluster(tmp_path, code, log)
+        injector = _injector(tmp_path, cluster, [Fault(0, "disk-full", 0, 1, [4])])
         injector._begin(injector.records[0])
         injector.check_crashes()
         assert [c.exit_code for c in injector.crashes] == [code] and cluster.started == [4]
-        files.clear()
