@@ -3,6 +3,7 @@ liveness, log, served-state and audit checks."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -26,6 +27,7 @@ from tests.chaos.checks import (
     Check,
     Served,
     check_acked_records,
+    check_broker_faults,
     check_data_floor,
     check_floors,
     check_log,
@@ -256,6 +258,10 @@ class Campaign:
         acked = sum(w.acked for w in self.writes if w.writer >= 0 and w.seq >= 0)
         self.checks.extend(check_floors(applied, acked, self.o.duration_s, self.o.lanes,
                                         self.o.writers))
+        if self.o.producers:
+            self.checks.append(check_broker_faults(
+                [(r.fault.kind, r.targets[0]) for r in injector.applied() if r.targets],
+                self.brokers, self.o.kinds))
         self.checks.append(Check("no node exited by itself", not crashes,
                                  f"{len(crashes)} unexpected exit(s)" if crashes else
                                  "every exit was an injected kill"))
@@ -479,7 +485,11 @@ class Campaign:
             self.checks.append(Check("liveness: data: read back from the partition leaders",
                                      False, str(exc)))
             return None
-        isr = {p: sorted(i) for p, (_, i) in describe_partitions(client, topic).items()}
+        described: dict[int, tuple[int, list[int]]] = {}
+        with contextlib.suppress(AssertionError):  # none known fails check (b), never skips it
+            described = wait_for(lambda: len(d := describe_partitions(client, topic)) == n and d,
+                                 DATA_BOUND_S, f"every partition of {topic} described")
+        isr = {p: sorted(i) for p, (_, i) in described.items()}
         brokers = self._broker_dirs()
 
         def lagging() -> list[str]:

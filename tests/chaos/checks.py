@@ -261,6 +261,32 @@ def check_floors(applied_faults: int, acked_writes: int, duration_s: float, lane
     ]
 
 
+# Fault kinds that can kill -9 or SIGSTOP a broker (kill-leader and isolate-leader aim at the
+# active controller).
+BROKER_KILL_KINDS = ("kill", "kill-broker")
+BROKER_PAUSE_KINDS = ("pause", "pause-broker")
+
+
+def check_broker_faults(applied: list[tuple[str, int]], brokers: list[int],
+                        kinds: tuple[str, ...]) -> Check:
+    """With producers, the data part proves something only if partition leaders and
+    followers died and hung: at least one kill -9 and one SIGSTOP of a broker confirmed
+    applied (`applied`: (kind, target) of every applied fault), for each of the two that
+    the campaign's fault kinds can cause at all. The fault floor counts faults of any kind."""
+    kills = sum(kind in BROKER_KILL_KINDS and target in brokers for kind, target in applied)
+    pauses = sum(kind in BROKER_PAUSE_KINDS and target in brokers for kind, target in applied)
+    missing = [what for what, count, possible in (
+        ("kill -9", kills, BROKER_KILL_KINDS), ("SIGSTOP", pauses, BROKER_PAUSE_KINDS))
+        if count == 0 and any(k in kinds for k in possible)]
+    summary = (f"{kills} broker kill(s) and {pauses} broker pause(s) confirmed applied "
+               f"(brokers {brokers})")
+    if missing:
+        return Check("data: broker kills and pauses applied", False,
+                     f"{summary}: no {' and no '.join(missing)} of a broker; a longer run or "
+                     "another seed", [f"no {what} of a broker was applied" for what in missing])
+    return Check("data: broker kills and pauses applied", True, summary)
+
+
 # -- the data plane (docs/chaos.md, "Data") ------------------------------------------------------
 
 # Floor on acknowledged records per producer-second: about half of the lowest rate measured
@@ -323,14 +349,21 @@ def check_acked_records(acks: list[Ack], sources: dict[str, PartitionValues],
 
 
 def check_replicas_agree(replicas: dict[int, dict[int, ReplicaLog]], hws: dict[int, int],
-                         isr: dict[int, list[int]]) -> Check:
+                         isr: dict[int, list[int]], min_isr: int = 2) -> Check:
     """(b) Every ISR replica of a partition holds the same batches (bytes from byte 12 on:
     epoch, CRC, records) at the same offsets from 0 up to the high watermark, without a gap
-    or a bad batch there."""
+    or a bad batch there. Every partition must have at least `min_isr` ISR members to
+    compare (min.insync.replicas: an acknowledged record is on that many): an unknown or
+    short ISR compares nothing, and fails rather than passing empty."""
     problems: list[str] = []
     compared = 0
+    if not hws:
+        problems.append("no partition's high watermark is known: nothing compared")
     for p, hw in sorted(hws.items()):
         members = sorted(isr.get(p, []))
+        if len(members) < min_isr:
+            problems.append(f"partition {p}: ISR {members} after healing, fewer than "
+                            f"{min_isr} replicas to compare (HW {hw})")
         logs = {b: replicas.get(p, {}).get(b) for b in members}
         ranges: dict[int, dict[int, Batch]] = {}
         for broker, log in logs.items():

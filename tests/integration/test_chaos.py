@@ -6,9 +6,10 @@ acknowledged write committed exactly once on every node, in order, served by eve
 agreeing, every log readable up to its high watermark; every acknowledged record exactly once
 at its offset on the leaders and in every ISR replica's files, the ISR replicas' batches
 identical below the HW, no consumer-seen HW lost, no phantom read; the campaign's fault, write
-and record floors scaled to its 40 s); liveness with the campaign's generous bounds. The Spark
-audit is off here (a JVM start costs minutes on a loaded machine); `make chaos` runs it.
-Replay a failure with the command the assertion message prints."""
+and record floors scaled to its 40 s, and at least one broker kill and one broker pause
+applied); liveness with the campaign's generous bounds. The Spark audit is off here (a JVM
+start costs minutes on a loaded machine); `make chaos` runs it. Replay a failure with the
+command the assertion message prints."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def test_a_short_chaos_campaign_loses_no_acknowledged_write(tmp_path: Path) -> N
     lines = "\n".join(summary_lines(report))
     assert report["ok"], f"{lines}\nnode logs in {options.work_dir}"
     # The campaign did what it says: faults were applied (confirmed by the nodes) and writes
-    # went through them, at least the floors scaled to 40 s (checks "enough ...").
+    # went through them, at least the floors scaled to 40 s (checks "enough ..."); brokers
+    # were killed and paused (applied, not only scheduled: "data: broker kills and pauses").
     assert {f["kind"] for f in report["faults"]} == set(KINDS), lines
     applied = [f for f in report["faults"] if f["applied"]]
     assert len(applied) == report["faultsApplied"] >= report["floors"]["faults"] > 0, lines
@@ -47,6 +49,6 @@ def test_a_short_chaos_campaign_loses_no_acknowledged_write(tmp_path: Path) -> N
             "data: ISR replicas hold the same batches below the high watermark",
             "data: the high watermark consumers saw never went back",
             "data: consumers read no record that is not in the log",
-            "enough records acknowledged",
+            "enough records acknowledged", "data: broker kills and pauses applied",
             "liveness: data: every ISR replica on disk up to the high watermark"} <= names
     assert report["data"]["acknowledged"] >= report["data"]["floor"] > 0, lines
