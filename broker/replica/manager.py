@@ -568,11 +568,13 @@ class ReplicaManager:
         assert partition is not None
         log_ = partition.log
         hw = partition.high_watermark
-        if not params.from_follower and hw < partition.leader_epoch_start_offset:
+        if not params.from_follower and request.fetch_offset >= hw \
+                and hw < partition.leader_epoch_start_offset:
             # A new leader's HW is the one it learned as a follower, a fetch behind its
-            # predecessor's: a consumer that saw the old one would see the watermark step
-            # back. Until the followers confirm the epoch's start (normally one round trip),
-            # consumers wait and then get the retriable error ListOffsets gives (KIP-207).
+            # predecessor's: a consumer that read up to the old one would see the watermark
+            # step back. Until the followers confirm the epoch's start (normally one round
+            # trip), such a consumer waits, then gets the retriable error ListOffsets gives
+            # (KIP-207). One still below this HW reads up to it (Kafka serves it to all).
             return FetchPartitionResult(Errors.OFFSET_NOT_AVAILABLE)
         # Offsets taken once, before the read, so an answer never mixes two moments (KAFKA-9807).
         base = FetchPartitionResult(high_watermark=hw, last_stable_offset=hw,

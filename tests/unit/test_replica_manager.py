@@ -19,7 +19,7 @@ from broker.api import (
     FetchPartition,
     ListOffsetsPartition,
 )
-from broker.records import build_batch
+from broker.records import build_batch, scan_batches
 from kraft.errors import Errors
 from metadata.records import PartitionRecord, RemoveTopicRecord, TopicRecord
 from tests.unit.replica_harness import (
@@ -657,6 +657,42 @@ def test_consumer_fetch_waits_while_a_new_leaders_hw_is_below_its_epoch_start(
         assert answer.records
 
     run(tmp_path, scenario, replicas=(1, 2))
+
+
+def test_consumer_below_the_hw_reads_while_an_isr_member_is_paused_after_a_leader_change(
+        tmp_path: Path) -> None:
+    """Issue 28, defect 6: after a leader change the new leader's HW (4, learned a fetch
+    behind) is below its epoch's start (6) until every ISR member has fetched from it; with
+    member 3 paused that lasts up to replica.lag.time.max.ms. A consumer below the HW reads
+    up to it meanwhile, as in Kafka; one that had read up to the old leader's HW (6) is not
+    shown the lower one (it waits, as the test above shows) and sees 6 once the paused
+    member is back."""
+    async def scenario(c: Cluster) -> None:
+        old = c.nodes[1]
+        await old.produce(batch(4), acks=1)
+        await replicate(c, 2, 3, rounds=3)  # everyone holds 0-3 and knows HW 4
+        await old.produce(batch(2), acks=1)
+        await replicate(c, 2, 3, rounds=1)
+        await c.nodes[2].pump()  # 2 fetches at 6 and learns HW 4; then 3 confirms 6
+        await c.nodes[3].pump()
+        assert old.partition().high_watermark == 6 == (await old.consume(6)).high_watermark
+        c.change(leader=2, isr=(2, 3))  # 1 is gone; 3 is paused from here on
+        new = c.nodes[2]
+        assert (new.partition().high_watermark, new.partition().leader_epoch_start_offset) \
+            == (4, 6)
+
+        behind = await new.consume(0, epoch=1)
+        assert (behind.error, behind.high_watermark) == (Errors.NONE, 4)
+        assert [(b.base_offset, b.next_offset) for b in scan_batches(behind.records)] \
+            == [(0, 4)]
+        caught_up = await new.consume(6, epoch=1)
+        assert (caught_up.error, caught_up.high_watermark) == (Errors.OFFSET_NOT_AVAILABLE, -1)
+
+        await c.nodes[3].pump()  # the paused member is back and fetches at 6
+        answer = await new.consume(6, epoch=1)
+        assert (answer.error, answer.high_watermark, answer.records) == (Errors.NONE, 6, b"")
+
+    run(tmp_path, scenario)
 
 
 def test_a_write_that_fails_takes_the_log_dir_offline(tmp_path: Path) -> None:
