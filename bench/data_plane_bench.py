@@ -4,15 +4,20 @@ Three controllers and three brokers as `kraft-server` subprocesses on loopback (
 setting at its default; fsync on), driven by confluent-kafka (librdkafka) in *other*
 processes: every client runs in a fresh `python -m bench.data_plane_bench --worker ...`
 subprocess that reports its measurements as JSON. Times are taken in the client, from the
-send (the first produce() call, or each record's produce() call) to the answer.
+send (the first produce() call, or each record's scheduled send) to the answer. Every
+target's client settings are printed before the run; verdicts follow one rule
+(bench/data_plane_targets.py, VERDICT_RULE): the target's client at its defaults but for what
+the target names; tuned clients are secondary rows in no verdict.
 
 * **Produce throughput**: 1 KiB values, linger.ms=5, topics of --partitions partitions, RF 3,
   min.insync.replicas=2; acks=all and acks=1, --trials each, interleaved (all, 1, all, 1...).
   MB/s = records x 1024 / (first produce() -> last delivery callback).
 * **Consume throughput**: a Consumer with assign() of every partition of the acks=all topic
   from offset 0 (everything step 1 wrote), until it has every record; MB/s of values.
-* **Latency**: acks=all, paced at --rate records/s (default 1,000) for --seconds, produce() ->
-  delivery callback per record; p50 / p99 / max.
+* **Latency**: acks=all, paced at --rate records/s (default 1,000) for --seconds, each record's
+  *scheduled* send (start + seq / rate) -> its delivery callback; p50 / p99 / max. A record
+  due while the client stalled is sent late and its wait counts (no coordinated omission);
+  the p99 from the actual produce() call is printed beside it, in no verdict.
 * **Failover**: one partition, RF 3, min.insync.replicas=2, an idempotent acks=all producer
   paced at --failover-rate; --kills times: kill -9 the partition leader's broker, then the
   time from the kill to the first delivery callback of a record *sent after the kill* with an
@@ -45,6 +50,14 @@ from pathlib import Path
 from typing import Any
 
 from bench._cluster import _LAUNCHER, Cluster, ClusterError, proc_cpu_seconds
+from bench.data_plane_targets import (
+    CONSUMER_NO_BACKOFF,
+    TARGETS,
+    paced_figures,
+    percentile,
+    summarize,
+    target_lines,
+)
 from bench.log_bench import filesystem, machine
 from harness.cluster import write_broker_configs
 
@@ -56,19 +69,6 @@ MB = 1_000_000
 # Only what a benchmark needs: no test hooks on the controllers. Every timing stays at its
 # default (broker.liveness.grace.ms 500, replica.lag.time.max.ms 30 s, ...).
 SETTINGS = {"internal.test.hooks.enable": "false"}
-# librdkafka pauses a partition's fetches for fetch.queue.backoff.ms (default 1000) whenever
-# its local queue passes queued.min.messages / queued.max.messages.kbytes: a client-side
-# limit. The tuned variant (interleaved with the defaults) is the client at its fastest, which
-# is what the consume target is judged on ("drive every peer with its fastest client").
-CONSUMER_NO_BACKOFF = {"fetch.queue.backoff.ms": 0, "queued.max.messages.kbytes": 262144,
-                       "queued.min.messages": 1000000}
-TARGETS = {"produce_all_mb_s": 50, "produce_1_mb_s": 100, "consume_mb_s": 200,
-           "latency_p99_ms": 15, "failover_median_s": 1.0, "failover_p99_s": 2.0}
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def spread(values: list[float], digits: int = 1) -> dict[str, Any]:
@@ -82,14 +82,15 @@ def spread(values: list[float], digits: int = 1) -> dict[str, Any]:
 
 
 def _producer(bootstrap: str, **settings: Any) -> Any:
+    """A Producer at confluent-kafka's defaults but for `settings` (the target's)."""
     from confluent_kafka import Producer
-    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **settings})
+    return Producer({"bootstrap.servers": bootstrap, **settings})
 
 
 def worker_produce(spec: dict[str, Any]) -> dict[str, Any]:
     """--count records of 1 KiB as fast as librdkafka takes them; time from the first
     produce() to the last delivery callback."""
-    p = _producer(spec["bootstrap"], acks=spec["acks"])
+    p = _producer(spec["bootstrap"], **spec["settings"])
     value = os.urandom(VALUE_SIZE)
     topic, count, partitions = spec["topic"], spec["count"], spec["partitions"]
     errors: list[str] = []
@@ -175,12 +176,11 @@ def worker_consume(spec: dict[str, Any]) -> dict[str, Any]:
 
 def worker_paced(spec: dict[str, Any]) -> dict[str, Any]:
     """Records paced at `rate`/s (value = sequence number, padded to 1 KiB) until `seconds`
-    pass or the stop file appears; per record: send time, ack time (time.monotonic, the
-    machine-wide clock the benchmark's kill times use), offset, error."""
-    settings: dict[str, Any] = {"acks": "all", "message.timeout.ms": 120_000}
-    if spec.get("idempotent"):
-        settings["enable.idempotence"] = True
-    settings.update(spec.get("settings", {}))
+    pass or the stop file appears; per record: scheduled send time (seq / rate after the
+    start), actual send time, ack time (time.monotonic, the machine-wide clock the benchmark's
+    kill times use), offset, error. A record due while the client was stalled is sent as soon
+    as it can be, and its latency counts from when it was due (no coordinated omission)."""
+    settings: dict[str, Any] = dict(spec["settings"])
     if spec.get("debug_log"):
         import logging
         logger = logging.getLogger("rdkafka")
@@ -194,6 +194,7 @@ def worker_paced(spec: dict[str, Any]) -> dict[str, Any]:
     topic, rate = spec["topic"], spec["rate"]
     stop_file = spec.get("stop_file")
     progress_file = spec.get("progress_file")
+    scheduled: list[float] = []
     sent: list[float] = []
     acked: list[tuple[int, float, int]] = []  # (seq, ack time, offset)
     errors: list[tuple[int, str]] = []
@@ -222,6 +223,7 @@ def worker_paced(spec: dict[str, Any]) -> dict[str, Any]:
         if now >= end or (stop_file and seq % 50 == 0 and os.path.exists(stop_file)):
             break
         value = (str(seq).encode() + pad)[:VALUE_SIZE]
+        scheduled.append(due)
         sent.append(time.monotonic())
         p.produce(topic, value, partition=0, on_delivery=callback(seq))
         p.poll(0)
@@ -231,7 +233,8 @@ def worker_paced(spec: dict[str, Any]) -> dict[str, Any]:
             Path(progress_file + ".tmp").write_text(str(len(acked)))
             os.replace(progress_file + ".tmp", progress_file)
     left = p.flush(150)
-    return {"sent": sent, "acked": acked, "errors": errors, "undelivered": left,
+    return {"scheduled": scheduled, "sent": sent, "acked": acked, "errors": errors,
+            "undelivered": left,
             "seconds": time.monotonic() - started, "window": [started, time.monotonic()]}
 
 
@@ -478,8 +481,9 @@ def throughput(bench: Bench, sampler: CpuSampler, args: argparse.Namespace
     runs: dict[str, list[dict[str, Any]]] = {"all": [], "1": []}
     for trial in range(args.trials):
         for acks in ("all", "1"):
+            target = TARGETS["produce_all_mb_s" if acks == "all" else "produce_1_mb_s"]
             r = run_worker("produce", {"bootstrap": bench.bootstrap, "topic": topics[acks],
-                                       "acks": acks, "count": args.records,
+                                       "settings": target["settings"], "count": args.records,
                                        "partitions": args.partitions})
             r["server_cpu_pct"] = sampler.between(*r["window"])
             if r["undelivered"] or r["errors"]:
@@ -492,7 +496,8 @@ def throughput(bench: Bench, sampler: CpuSampler, args: argparse.Namespace
     no_backoff: list[dict[str, Any]] = []
     total = args.records * args.trials
     for trial, (runs_of, settings) in enumerate(
-            [(consume, {}), (no_backoff, CONSUMER_NO_BACKOFF)] * args.trials):
+            [(consume, TARGETS["consume_mb_s"]["settings"]),
+             (no_backoff, CONSUMER_NO_BACKOFF)] * args.trials):
         disk0 = bench.disk_read_bytes()
         r = run_worker("consume", {"bootstrap": bench.bootstrap, "topic": topics["all"],
                                    "count": total, "partitions": args.partitions,
@@ -511,28 +516,27 @@ def throughput(bench: Bench, sampler: CpuSampler, args: argparse.Namespace
 
 
 def latency(bench: Bench, sampler: CpuSampler, args: argparse.Namespace) -> dict[str, Any]:
-    """The target's figure is linger.ms=5 (the issue's producer); linger.ms=0 runs interleaved
-    with it, to show how much of the latency is the client's own linger."""
+    """The target's figure is linger.ms=5 (the issue's producer, and librdkafka's default);
+    linger.ms=0 runs interleaved with it, a secondary row, to show how much of the latency is
+    the client's own linger."""
     bench.create("latency", 1)
     runs: dict[str, list[dict[str, Any]]] = {"5": [], "0": []}
+    settings = TARGETS["latency_p99_ms"]["settings"]
     for trial in range(args.trials):
         for linger in ("5", "0"):
             r = run_worker("paced", {"bootstrap": bench.bootstrap, "topic": "latency",
                                      "rate": args.rate, "seconds": args.seconds,
-                                     "settings": {"linger.ms": int(linger)}})
+                                     "settings": {**settings, "linger.ms": int(linger)}})
             cpu = sampler.between(*r["window"])
             if r["errors"] or r["undelivered"]:
                 raise ClusterError(f"latency run: {r['errors'][:3]}, {r['undelivered']} "
                                    "undelivered")
-            sent = r["sent"]
-            ms = [(t - sent[seq]) * 1000 for seq, t, _ in r["acked"]]
-            warm = ms[len(ms) // 10:]  # the first 10 % include connection set-up
-            out = {"records": len(ms), "p50_ms": round(percentile(warm, 0.5), 2),
-                   "p99_ms": round(percentile(warm, 0.99), 2), "max_ms": round(max(warm), 2),
-                   "achieved_rate": round(len(sent) / r["seconds"]), "server_cpu_pct": cpu}
+            out = {**paced_figures(r), "achieved_rate": round(len(r["sent"]) / r["seconds"]),
+                   "server_cpu_pct": cpu}
             runs[linger].append(out)
             print(f"  latency linger.ms={linger} trial {trial + 1}: p50 {out['p50_ms']} ms, "
-                  f"p99 {out['p99_ms']} ms, max {out['max_ms']} ms at "
+                  f"p99 {out['p99_ms']} ms, max {out['max_ms']} ms from the scheduled send "
+                  f"(p99 {out['from_actual_send_p99_ms']} ms from the actual send) at "
                   f"{out['achieved_rate']} rec/s; CPU% servers {cpu}", flush=True)
     return {"runs": runs["5"], "linger0": runs["0"]}
 
@@ -610,7 +614,8 @@ def failover(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
             return 0
 
     proc = start_worker("paced", {"bootstrap": bench.bootstrap, "topic": topic,
-                                  "rate": args.failover_rate, "idempotent": True,
+                                  "rate": args.failover_rate,
+                                  "settings": TARGETS["failover"]["settings"],
                                   "stop_file": stop_file, "progress_file": progress_file,
                                   "debug_log": args.client_log},
                         out_file)
@@ -718,61 +723,6 @@ def limits(bench: Bench, seconds: float) -> dict[str, Any]:
     return out
 
 
-def summarize(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    lim = results["limits"]
-    fsync_s = statistics.median(x["fsync"]["fsyncs_s"] for x in lim)
-    loop_mb = statistics.median(x["loopback"]["mb_s"] for x in lim)
-    fsync_ms = 1000 / fsync_s
-    rows = []
-
-    def tp(name: str, values: list[float], recs: list[float], target: float) -> None:
-        med = statistics.median(values)
-        rows.append((name, f"{med:.1f} MB/s ({min(values):.1f}-{max(values):.1f})",
-                     f">= {target} MB/s: {'met' if med >= target else 'MISSED'}",
-                     f"{med / loop_mb:.4f} of loopback; "
-                     f"{statistics.median(recs) / fsync_s:.1f} rec per raw fsync"))
-
-    if "throughput" in results:
-        for acks, key in (("all", "produce_all_mb_s"), ("1", "produce_1_mb_s")):
-            runs = results["throughput"]["produce"][acks]
-            tp(f"produce acks={acks}", [r["mb_s"] for r in runs], [r["records_s"] for r in runs],
-               TARGETS[key])
-        cons = results["throughput"]["consume"]
-        tp("consume", [r["mb_s"] for r in cons], [r["records_s"] for r in cons],
-           TARGETS["consume_mb_s"])
-        nb = results["throughput"]["consume_no_backoff"]
-        vals = [r["mb_s"] for r in nb]
-        tuned_ok = statistics.median(vals) >= TARGETS["consume_mb_s"]
-        rows.append(("consume, client tuned (no fetch backoff, 256 MB queue)",
-                     f"{statistics.median(vals):.1f} MB/s ({min(vals):.1f}-{max(vals):.1f})",
-                     f">= {TARGETS['consume_mb_s']} MB/s: {'met' if tuned_ok else 'MISSED'}",
-                     f"{statistics.median(vals) / loop_mb:.4f} of "
-                     "loopback"))
-    if "latency" in results:
-        lat = results["latency"]["runs"]
-        p50 = statistics.median(r["p50_ms"] for r in lat)
-        p99 = statistics.median(r["p99_ms"] for r in lat)
-        mx = max(r["max_ms"] for r in lat)
-        rows.append(("latency acks=all p50/p99/max",
-                     f"{p50:.2f} / {p99:.2f} / {mx:.1f} ms (p99s {[r['p99_ms'] for r in lat]})",
-                     f"p99 <= 15 ms: {'met' if p99 <= TARGETS['latency_p99_ms'] else 'MISSED'}",
-                     f"p50 = {p50 / fsync_ms:.1f} raw fsyncs, p99 = {p99 / fsync_ms:.1f}"))
-        l0 = results["latency"]["linger0"]
-        rows.append(("(same, linger.ms=0) p50/p99/max",
-                     f"{statistics.median(r['p50_ms'] for r in l0):.2f} / "
-                     f"{statistics.median(r['p99_ms'] for r in l0):.2f} / "
-                     f"{max(r['max_ms'] for r in l0):.1f} ms", "(no target)", ""))
-    fo = results.get("failover", {})
-    if "median_s" in fo:
-        ok = (fo["median_s"] <= 1 and fo["p99_s"] <= 2 and fo["lost"] == 0)
-        rows.append(("failover kill -9 -> new leader ack",
-                     f"median {fo['median_s']} s, p99 {fo['p99_s']} s, max {fo['max_s']} s "
-                     f"({len(fo['kills'])} kills); lost {fo['lost']}, dup {fo['duplicates']}",
-                     f"<= 1 s / <= 2 s, 0 lost: {'met' if ok else 'MISSED'}",
-                     f"{fo['median_s'] * 1000 / fsync_ms:,.0f} raw fsyncs"))
-    return rows
-
-
 PARTS = ("throughput", "latency", "failover")
 
 
@@ -784,6 +734,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                            capture_output=True, text=True).stdout.strip()
     except OSError:
         pass
+    results["targets"] = target_lines()
+    print("\n".join(results["targets"]), flush=True)
     with tempfile.TemporaryDirectory(prefix="data-plane-bench-") as tmp:
         bench = Bench(Path(tmp))
         results["filesystem"] = filesystem(tmp)
