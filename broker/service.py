@@ -23,8 +23,11 @@ from broker.rpc import broker_metadata_pb2 as pb
 from broker.rpc import broker_metadata_pb2_grpc as rpc
 from kraft.client import ControllerEndpoints, RaftClient
 from kraft.errors import Errors
+from kraft.security.authorizer import current_caller
 from kraft.security.tls import TlsConfig
 from metadata.admin_service import AdminServicer
+from metadata.authorizer.admin_checks import admin_caller
+from metadata.authorizer.model import AclOperation, ResourceType
 from metadata.controller import NotControllerError
 from metadata.errors import ControllerResult
 from metadata.image import MetadataImage
@@ -83,7 +86,26 @@ class BrokerMetadataServicer(rpc.BrokerMetadataServicer):
         image = snap.image
         wanted = names or sorted(image.topics.by_name)
         return pb.DescribeTopicsResponse(
-            topics=[_topic_info(image, name) for name in wanted], position=_position(snap))
+            topics=_authorized(wanted, bool(names), lambda name: _topic_info(image, name)),
+            position=_position(snap))
+
+
+def _authorized(names: list[str], named: bool,
+                describe: Callable[[str], pb.TopicInfo]) -> list[pb.TopicInfo]:
+    """Kafka's Metadata rule: only topics the caller may DESCRIBE; a named one it may not is
+    TOPIC_AUTHORIZATION_FAILED, the others are left out of a listing of all."""
+    caller = current_caller()
+    if caller is None:  # no authorizer configured
+        return [describe(name) for name in names]
+    checker = admin_caller(caller)
+    infos = []
+    for name in names:
+        if checker.allows(AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_if_denied=named):
+            infos.append(describe(name))
+        elif named:
+            code, text = checker.refusal(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+            infos.append(pb.TopicInfo(name=name, error_code=code, error_message=text))
+    return infos
 
 
 def _broker_info(b) -> pb.BrokerInfo:  # type: ignore[no-untyped-def]

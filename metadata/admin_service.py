@@ -5,6 +5,11 @@ Every RPC is metadata/admin_ops.py's operation of the same name (validation, the
 rules, forwarding to the active controller), the same code the Kafka protocol's admin APIs run;
 this servicer only tells it whether another node already forwarded the request (the
 `kraft-forwarded-by` metadata key), so a request is forwarded at most once.
+
+With an authorizer, the gRPC interceptor (kraft/security/authorizer.py) has checked what the
+whole cluster needs and hands over the caller; the operations Kafka authorizes per resource
+(topics, configs) are authorized here by metadata/authorizer/admin_checks.py, as the Kafka
+listener's admin APIs are.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from typing import Any
 
 import grpc
 
+from kraft.security.authorizer import current_caller
 from kraft.security.tls import TlsConfig
 from metadata.admin_ops import FORWARD_TIMEOUT_S, FORWARDED_BY, AdminOperations, ControllerView
+from metadata.authorizer.admin_checks import admin_caller, authorized_admin_call
 from metadata.rpc import admin_pb2 as pb
 from metadata.rpc import admin_pb2_grpc as rpc
 
@@ -54,7 +61,13 @@ class AdminServicer(rpc.AdminServicer):
         await self.ops.close()
 
     async def _call(self, method: str, request: Any, context: Context) -> Any:
-        return await self.ops.call(method, request, from_peer=_from_peer(context))
+        from_peer = _from_peer(context)
+        caller = current_caller()
+        if caller is None:  # no authorizer configured
+            return await self.ops.call(method, request, from_peer=from_peer)
+        return await authorized_admin_call(
+            admin_caller(caller), method, request, self.ops.controller.committed_image,
+            lambda kept: self.ops.call(method, kept, from_peer=from_peer))
 
     async def CreateTopics(self, request: pb.CreateTopicsRequest,
                            context: Context) -> pb.CreateTopicsResponse:

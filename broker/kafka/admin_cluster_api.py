@@ -19,8 +19,13 @@ from broker.kafka.admin_common import (
     status_error,
     timeout_ms,
 )
+from broker.kafka.authorization import (
+    ALLOW_ALL,
+    AUTHORIZED_OPERATIONS_OMITTED,
+    RequestAuthorization,
+)
 from broker.kafka.codec import build, error_code, response_module
-from broker.kafka.metadata_api import AUTHORIZED_OPERATIONS_OMITTED, live_endpoint
+from broker.kafka.metadata_api import cluster_operations, live_endpoint
 from broker.kafka.reply import NO_THROTTLE, Reply
 from broker.kafka.versions import ApiKey
 from kraft.errors import DEFAULT_MESSAGES, Errors
@@ -35,7 +40,8 @@ CONTROLLER_ENDPOINTS = 2
 # ---- DescribeCluster ----
 
 def handle_describe_cluster(image: MetadataImage, cluster_id: str, listener: str, version: int,
-                            request: Any) -> Reply:
+                            request: Any, auth: RequestAuthorization = ALLOW_ALL) -> Reply:
+    """Kafka checks nothing here; the operations bitfield needs DESCRIBE on the cluster."""
     module = response_module(ApiKey.DESCRIBE_CLUSTER, version)
     endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINTS)
     error = Errors.NONE
@@ -57,7 +63,8 @@ def handle_describe_cluster(image: MetadataImage, cluster_id: str, listener: str
         error_message=DEFAULT_MESSAGES.get(error) if error != Errors.NONE else None,
         endpoint_type=endpoint_type, cluster_id=cluster_id,
         controller_id=brokers[0].broker_id if brokers else NO_LEADER, brokers=tuple(brokers),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+        cluster_authorized_operations=cluster_operations(auth)
+        if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED))
 
 
 def _by_topic(rows: list[tuple[str, Any]]) -> dict[str, list[Any]]:

@@ -5,6 +5,10 @@ partition log in each, its size and its offset lag (Kafka's max(HW - LEO, 0)), a
 disk's total and usable bytes. An offline directory carries KAFKA_STORAGE_ERROR and no
 partitions. DeleteRecords is served by the partition leader through the data plane
 (broker.api.DataPlane.delete_records).
+
+Authorization (Kafka): DescribeLogDirs needs DESCRIBE on the cluster (else no directories, and
+CLUSTER_AUTHORIZATION_FAILED from v3, which has the field); DeleteRecords DELETE on each topic
+(TOPIC_AUTHORIZATION_FAILED on its partitions).
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from typing import Any, Protocol
 
 from broker.api import DataPlane, DeleteRecordsPartition, DeleteRecordsResult
 from broker.kafka.admin_common import timeout_ms
+from broker.kafka.authorization import ALLOW_ALL, RequestAuthorization
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.reply import NO_THROTTLE, Reply
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
+from metadata.authorizer.model import AclOperation
 
 TopicPartition = tuple[str, int]
 UNKNOWN_BYTES = -1
@@ -59,8 +65,13 @@ def _wanted(request: Any) -> Callable[[TopicPartition], bool]:
     return lambda tp: tp in asked
 
 
-def handle_describe_log_dirs(log_dirs: LogDirs, version: int, request: Any) -> Reply:
+def handle_describe_log_dirs(log_dirs: LogDirs, version: int, request: Any,
+                             auth: RequestAuthorization = ALLOW_ALL) -> Reply:
     module = response_module(ApiKey.DESCRIBE_LOG_DIRS, version)
+    if not auth.cluster(AclOperation.DESCRIBE):
+        return Reply(build(module, "DescribeLogDirsResponse", throttle_time=NO_THROTTLE,
+                           error_code=error_code(Errors.CLUSTER_AUTHORIZATION_FAILED),
+                           results=()))
     wanted = _wanted(request)
     hws = log_dirs.high_watermarks()
     # The log manager marks failed directories where it tracks them (path -> reason).
@@ -97,14 +108,14 @@ def _disk(directory: str) -> tuple[int, int]:
 
 
 async def handle_delete_records(data_plane: DataPlane, version: int, request: Any,
-                                refused: int | None = None) -> Reply:
-    """`refused`: the error every partition gets instead (the client may not Delete)."""
+                                auth: RequestAuthorization = ALLOW_ALL) -> Reply:
+    deletable = {t.name: auth.topic(AclOperation.DELETE, t.name) for t in request.topics}
     asked = [DeleteRecordsPartition(t.name, p.partition_index, p.offset)
              for t in request.topics for p in t.partitions]
-    if refused is not None:
-        results = [DeleteRecordsResult(error=refused)] * len(asked)
-    else:
-        results = await data_plane.delete_records(timeout_ms(request), asked) if asked else []
+    allowed = [p for p in asked if deletable[p.topic]]
+    done = iter(await data_plane.delete_records(timeout_ms(request), allowed) if allowed else [])
+    results = [next(done) if deletable[p.topic]
+               else DeleteRecordsResult(error=Errors.TOPIC_AUTHORIZATION_FAILED) for p in asked]
     module = response_module(ApiKey.DELETE_RECORDS, version)
     by_topic: dict[str, list[Any]] = {}
     for partition, result in zip(asked, results, strict=True):

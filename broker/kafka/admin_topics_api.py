@@ -1,5 +1,9 @@
 """CreateTopics (API 19, v2-7), DeleteTopics (API 20, v1-6) and CreatePartitions (API 37,
-v0-3): translated onto the admin operations, which forward them to the active controller."""
+v0-3): translated onto the admin operations, which forward them to the active controller.
+
+The admin operations they get are authorized per topic (metadata/authorizer/admin_checks.py);
+CreateTopics shows a created topic's configs only to a caller allowed DESCRIBE_CONFIGS on it
+(else TopicConfigErrorCode TOPIC_AUTHORIZATION_FAILED), as Kafka."""
 
 from __future__ import annotations
 
@@ -13,11 +17,13 @@ from broker.kafka.admin_common import (
     status_error,
     timeout_ms,
 )
+from broker.kafka.authorization import ALLOW_ALL, RequestAuthorization
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.reply import NO_THROTTLE, Reply
 from broker.kafka.topic_ids import ZERO_UUID, from_wire, to_wire
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
+from metadata.authorizer.model import AclOperation
 from metadata.config_keys import TOPIC_CONFIGS
 from metadata.configs import ConfigSource
 from metadata.image import CLUSTER_DEFAULT_BROKER, MetadataImage
@@ -77,7 +83,7 @@ def _refused_locally(topic: Any, duplicated: bool) -> Failure | None:
 
 
 async def handle_create_topics(admin: AdminBackend, image: MetadataImage, version: int,
-                               request: Any) -> Reply:
+                               request: Any, auth: RequestAuthorization = ALLOW_ALL) -> Reply:
     refused: dict[str, Failure] = {}
     forwarded = []
     counts = Counter(t.name for t in request.topics)
@@ -120,12 +126,15 @@ async def handle_create_topics(admin: AdminBackend, image: MetadataImage, versio
                 configs=None))
             continue
         assert result is not None
+        describable = auth.topic(AclOperation.DESCRIBE_CONFIGS, name)
         topics.append(build(
             module, "CreatableTopicResult", name=name,
             topic_id=to_wire(result.topic_id) if result.topic_id else ZERO_UUID,
-            error_code=error_code(Errors.NONE), error_message=None, topic_config_error_code=0,
+            error_code=error_code(Errors.NONE), error_message=None,
+            topic_config_error_code=error_code(
+                Errors.NONE if describable else Errors.TOPIC_AUTHORIZATION_FAILED),
             num_partitions=result.num_partitions, replication_factor=result.replication_factor,
-            configs=created_configs(module, image, requested[name])))
+            configs=created_configs(module, image, requested[name]) if describable else None))
     return Reply(build(module, "CreateTopicsResponse", throttle_time=NO_THROTTLE,
                        topics=tuple(topics)))
 

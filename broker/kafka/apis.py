@@ -1,4 +1,7 @@
-"""KafkaApis: one decoded request in, one Reply out (Kafka's KafkaApis, one module per API)."""
+"""KafkaApis: one decoded request in, one Reply out (Kafka's KafkaApis, one module per API).
+
+Every request is authorized with the connection's principal before it touches state, each
+handler as Kafka's (broker/kafka/authorization.py's API_AUTHORIZATION says what each needs)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ from collections.abc import Callable
 
 from broker.api import DataPlane, Request
 from broker.group.storage import GroupStorage
+from broker.kafka.acls_api import handle_create_acls, handle_delete_acls, handle_describe_acls
 from broker.kafka.admin_auto_create import AutoTopicCreator
 from broker.kafka.admin_cluster_api import (
     handle_alter_partition_reassignments,
@@ -26,7 +30,7 @@ from broker.kafka.admin_topics_api import (
     handle_delete_topics,
 )
 from broker.kafka.api_versions_api import handle_api_versions
-from broker.kafka.authorization import AuthorizedAdmin, allowed
+from broker.kafka.authorization import RequestAuthorization
 from broker.kafka.codec import DecodedRequest
 from broker.kafka.coordinator_api import handle_find_coordinator
 from broker.kafka.fetch_api import handle_fetch
@@ -48,8 +52,7 @@ from broker.kafka.produce_api import handle_produce
 from broker.kafka.producer_id_api import handle_init_producer_id
 from broker.kafka.reply import Reply
 from broker.kafka.versions import ApiKey
-from kraft.errors import Errors
-from kraft.security.authorizer import Authorizer
+from kraft.security.authorizer import RequestAuthorizer
 from metadata.image import MetadataImage
 
 
@@ -68,10 +71,11 @@ class KafkaApis:
         broker_id: int = -1,
         log_dirs: LogDirs | None = None,
         auto_create: AutoTopicCreator | None = None,
-        authorizer: Authorizer | None = None,
+        authorizer: RequestAuthorizer | None = None,
     ) -> None:
         """`admin`: the admin operations (metadata/admin_ops.py) the admin APIs translate
-        onto; without it they are not served. `auto_create`: Metadata's auto topic creation."""
+        onto; without it they are not served. `auto_create`: Metadata's auto topic creation.
+        `authorizer`: the node's StandardAuthorizer; None allows everything."""
         self._data_plane = data_plane
         self._image = metadata_image
         self._cluster_id = cluster_id
@@ -82,88 +86,74 @@ class KafkaApis:
         self._broker_id = broker_id
         self._log_dirs = log_dirs
         self._auto_create = auto_create
-        self._authorizer = authorizer  # broker/kafka/authorization.py says what it checks
+        self._authorizer = authorizer
 
     async def handle(self, request: DecodedRequest, context: Request) -> Reply:
         """The reply to a decoded request. Produce reaches the data plane before this
         coroutine first suspends (see produce_api)."""
         version, body = request.api_version, request.body
+        auth = RequestAuthorization(self._authorizer, context)
         match request.api_key:
             case ApiKey.PRODUCE:
                 return await handle_produce(
-                    self._data_plane, self._image(), context.listener, version, body
-                )
+                    self._data_plane, self._image(), context.listener, version, body, auth)
             case ApiKey.FETCH:
                 return await handle_fetch(
-                    self._data_plane, self._image(), context.listener, version, body
-                )
+                    self._data_plane, self._image(), context.listener, version, body, auth)
             case ApiKey.LIST_OFFSETS:
-                return handle_list_offsets(self._data_plane, version, body)
+                return handle_list_offsets(self._data_plane, version, body, auth)
             case ApiKey.METADATA:
                 creator = self._auto_create
                 return handle_metadata(
                     self._image(), self._cluster_id, context.listener, version, body,
-                    creator.create if creator is not None and creator.enabled else None,
-                )
+                    creator.create if creator is not None and creator.enabled else None, auth)
             case ApiKey.API_VERSIONS:
                 return handle_api_versions(version, body)
             case ApiKey.INIT_PRODUCER_ID:
-                return await handle_init_producer_id(self._data_plane, version, body)
+                return await handle_init_producer_id(self._data_plane, version, body, auth)
             case ApiKey.OFFSET_FOR_LEADER_EPOCH:
-                return handle_offset_for_leader_epoch(self._data_plane, version, body)
+                return handle_offset_for_leader_epoch(self._data_plane, version, body, auth)
             case ApiKey.FIND_COORDINATOR:
                 return handle_find_coordinator(
-                    self.groups, self._image(), context.listener, version, body)
+                    self.groups, self._image(), context.listener, version, body, auth)
             case ApiKey.JOIN_GROUP:
-                return await handle_join_group(self.groups, context, version, body)
+                return await handle_join_group(self.groups, context, version, body, auth)
             case ApiKey.SYNC_GROUP:
-                return await handle_sync_group(self.groups, version, body)
+                return await handle_sync_group(self.groups, version, body, auth)
             case ApiKey.HEARTBEAT:
-                return handle_heartbeat(self.groups, version, body)
+                return handle_heartbeat(self.groups, version, body, auth)
             case ApiKey.LEAVE_GROUP:
-                return handle_leave_group(self.groups, version, body)
+                return handle_leave_group(self.groups, version, body, auth)
             case ApiKey.OFFSET_COMMIT:
-                return await handle_offset_commit(self.groups, self._image(), version, body)
+                return await handle_offset_commit(self.groups, self._image(), version, body,
+                                                  auth)
             case ApiKey.OFFSET_FETCH:
-                return handle_offset_fetch(self.groups, version, body)
+                return handle_offset_fetch(self.groups, version, body, auth)
             case ApiKey.LIST_GROUPS:
-                return handle_list_groups(self.groups, version, body)
+                return handle_list_groups(self.groups, version, body, auth)
             case ApiKey.DESCRIBE_GROUPS:
-                return handle_describe_groups(self.groups, version, body)
+                return handle_describe_groups(self.groups, version, body, auth)
             case ApiKey.DELETE_GROUPS:
-                return await handle_delete_groups(
-                    self.groups, version, body,
-                    refused=self._refusal(context, "DeleteGroups",
-                                          Errors.GROUP_AUTHORIZATION_FAILED))
+                return await handle_delete_groups(self.groups, version, body, auth)
             case ApiKey.DELETE_RECORDS:
-                return await handle_delete_records(
-                    self._data_plane, version, body,
-                    refused=self._refusal(context, "DeleteRecords",
-                                          Errors.TOPIC_AUTHORIZATION_FAILED))
+                return await handle_delete_records(self._data_plane, version, body, auth)
             case ApiKey.DESCRIBE_CLUSTER:
                 return handle_describe_cluster(
-                    self._image(), self._cluster_id, context.listener, version, body)
+                    self._image(), self._cluster_id, context.listener, version, body, auth)
             case ApiKey.DESCRIBE_LOG_DIRS if self._log_dirs is not None:
-                return handle_describe_log_dirs(self._log_dirs, version, body)
+                return handle_describe_log_dirs(self._log_dirs, version, body, auth)
         if self._admin is not None:
-            admin: AdminBackend = self._admin if self._authorizer is None else AuthorizedAdmin(
-                self._admin, self._authorizer, context.principal, context.peer)
-            return await self._handle_admin(admin, request)
+            return await self._handle_admin(auth.admin(self._admin, self._image()), request,
+                                            auth)
         raise UnsupportedApi(f"api key {request.api_key}")
 
-    def _refusal(self, context: Request, what: str, code: int) -> int | None:
-        """`code` when an authorizer is set and the client may not Delete, else None."""
-        if self._authorizer is None or allowed(self._authorizer, context.principal, "Delete",
-                                               what, context.peer):
-            return None
-        return code
-
-    async def _handle_admin(self, admin: AdminBackend, request: DecodedRequest) -> Reply:
+    async def _handle_admin(self, admin: AdminBackend, request: DecodedRequest,
+                            auth: RequestAuthorization) -> Reply:
         """The admin APIs that are admin operations (metadata/admin_ops.py)."""
         version, body = request.api_version, request.body
         match request.api_key:
             case ApiKey.CREATE_TOPICS:
-                return await handle_create_topics(admin, self._image(), version, body)
+                return await handle_create_topics(admin, self._image(), version, body, auth)
             case ApiKey.DELETE_TOPICS:
                 return await handle_delete_topics(admin, version, body)
             case ApiKey.CREATE_PARTITIONS:
@@ -182,4 +172,10 @@ class KafkaApis:
                 return await handle_alter_partition_reassignments(admin, version, body)
             case ApiKey.LIST_PARTITION_REASSIGNMENTS:
                 return await handle_list_partition_reassignments(admin, version, body)
+            case ApiKey.DESCRIBE_ACLS:
+                return await handle_describe_acls(admin, version, body)
+            case ApiKey.CREATE_ACLS:
+                return await handle_create_acls(admin, version, body)
+            case ApiKey.DELETE_ACLS:
+                return await handle_delete_acls(admin, version, body)
         raise UnsupportedApi(f"api key {request.api_key}")

@@ -1,7 +1,10 @@
 """FindCoordinator (API 10, v0-4): the broker leading the group's `__consumer_offsets`
 partition (spec §2.1). No topic yet: ask the controller to create it and answer
 COORDINATOR_NOT_AVAILABLE, as Kafka does; the client asks again. Only group coordinators:
-transactions are not supported, so key type 1 (and share groups' 2) are INVALID_REQUEST."""
+transactions are not supported, so key type 1 (and share groups' 2) are INVALID_REQUEST.
+
+Authorization (Kafka): DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or, for key type 1,
+on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), per key from v4."""
 
 from __future__ import annotations
 
@@ -10,19 +13,33 @@ from typing import Any
 from broker.group.errors import GroupError
 from broker.group.placement import OFFSETS_TOPIC, partition_for
 from broker.group.storage import GroupStorage
+from broker.kafka.authorization import (
+    ALLOW_ALL,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    RequestAuthorization,
+)
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.metadata_api import live_endpoint
 from broker.kafka.reply import NO_THROTTLE, Reply
 from broker.kafka.versions import ApiKey
+from kraft.errors import Errors
+from metadata.authorizer.model import AclOperation, ResourceType
 from metadata.image import MetadataImage
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 _NOT_FOUND = (-1, "", -1)
 
 
 def find(groups: GroupStorage | None, image: MetadataImage, listener: str, key: str,
-         key_type: int) -> tuple[GroupError, str | None, tuple[int, str, int]]:
+         key_type: int, auth: RequestAuthorization = ALLOW_ALL,
+         ) -> tuple[int, str | None, tuple[int, str, int]]:
     """(error, message, (node id, host, port)) for one key."""
+    if key_type == GROUP_KEY_TYPE and not auth.group(AclOperation.DESCRIBE, key):
+        return Errors.GROUP_AUTHORIZATION_FAILED, None, _NOT_FOUND
+    if key_type == TRANSACTION_KEY_TYPE and not auth.allows(
+            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, _NOT_FOUND
     if key_type != GROUP_KEY_TYPE:
         return (GroupError.INVALID_REQUEST,
                 f"key type {key_type} is not supported: this broker coordinates consumer "
@@ -43,19 +60,22 @@ def find(groups: GroupStorage | None, image: MetadataImage, listener: str, key: 
 
 
 def handle_find_coordinator(groups: GroupStorage | None, image: MetadataImage, listener: str,
-                            version: int, request: Any) -> Reply:
+                            version: int, request: Any,
+                            auth: RequestAuthorization = ALLOW_ALL) -> Reply:
     module = response_module(ApiKey.FIND_COORDINATOR, version)
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     if version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, message, (node, host, port) = find(groups, image, listener, key, key_type)
+            error, message, (node, host, port) = find(groups, image, listener, key, key_type,
+                                                      auth)
             coordinators.append(build(
                 module, "Coordinator", key=key, node_id=node, host=host, port=port,
                 error_code=error_code(error), error_message=message))
         return Reply(build(module, "FindCoordinatorResponse", throttle_time=NO_THROTTLE,
                            coordinators=tuple(coordinators)))
-    error, message, (node, host, port) = find(groups, image, listener, request.key, key_type)
+    error, message, (node, host, port) = find(groups, image, listener, request.key, key_type,
+                                              auth)
     return Reply(build(
         module, "FindCoordinatorResponse", throttle_time=NO_THROTTLE,
         error_code=error_code(error), error_message=message, node_id=node, host=host,

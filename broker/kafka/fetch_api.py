@@ -5,10 +5,17 @@ UNKNOWN_TOPIC_ID. Fetch sessions (KIP-227) are not kept: every answer carries se
 "no session, full data", which Kafka itself answers when its session cache is full; both
 librdkafka (which never asks for one) and kafka-python (which then keeps sending full
 fetches) work with it (kafka-data-plane.md §6). A request naming a session this broker never
-gave out is answered FETCH_SESSION_ID_NOT_FOUND, so the client falls back to a full fetch."""
+gave out is answered FETCH_SESSION_ID_NOT_FOUND, so the client falls back to a full fetch.
+
+Authorization (Kafka's handleFetchRequest): a consumer needs READ on each topic
+(TOPIC_AUTHORIZATION_FAILED on its partitions); a fetch naming a replica (replica_id >= 0, or
+ReplicaState from v15) needs CLUSTER_ACTION on the cluster, and without it every partition is
+refused and nothing reaches the replica manager: a client posing as a follower would otherwise
+move the high watermark of partitions it does not hold."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from broker.api import (
@@ -18,12 +25,14 @@ from broker.api import (
     FetchPartition,
     FetchPartitionResult,
 )
+from broker.kafka.authorization import ALLOW_ALL, RequestAuthorization
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.metadata_api import node_endpoints
 from broker.kafka.reply import NO_THROTTLE, Reply, millis
 from broker.kafka.topic_ids import from_wire
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
+from metadata.authorizer.model import AclOperation
 from metadata.image import MetadataImage
 
 TOPIC_IDS_VERSION = 13
@@ -32,13 +41,23 @@ NO_SESSION = 0
 CLOSE_SESSION_EPOCH = -1
 
 
-def fetch_params(version: int, request: Any, image: MetadataImage) -> tuple[
+def replica_of(version: int, request: Any) -> tuple[int, int]:
+    """(replica id, replica epoch) the fetch names; replica ids < 0 are consumers."""
+    if version >= REPLICA_STATE_VERSION:
+        return request.replica_state.replica_id, request.replica_state.replica_epoch
+    return request.replica_id, -1
+
+
+def fetch_params(version: int, request: Any, image: MetadataImage,
+                 may_read: Callable[[str], bool] | None) -> tuple[
     FetchParams, list[tuple[Any, int, FetchPartitionResult | None]]
 ]:
     """The data plane's parameters for the partitions it can be asked about, and the request's
     (topic key, partition, result known already or None) in order: the key is the name
-    before v13 and the wire id from v13."""
+    before v13 and the wire id from v13. A topic `may_read` refuses is
+    TOPIC_AUTHORIZATION_FAILED; with `may_read` None, every partition is."""
     by_id = version >= TOPIC_IDS_VERSION
+    readable: dict[str, bool] = {}
     asked: list[tuple[Any, int, FetchPartitionResult | None]] = []
     partitions: list[FetchPartition] = []
     for topic in request.topics:
@@ -49,10 +68,16 @@ def fetch_params(version: int, request: Any, image: MetadataImage) -> tuple[
             topic_id = from_wire(key)
             topic_image = image.topic_by_id(topic_id)
             name = topic_image.name if topic_image is not None else None
+        if name is not None and name not in readable:
+            readable[name] = may_read is not None and may_read(name)
         for p in topic.partitions:
-            if name is None:
+            if name is None and may_read is not None:
                 unknown = FetchPartitionResult(error=Errors.UNKNOWN_TOPIC_ID)
                 asked.append((key, p.partition, unknown))
+                continue
+            if name is None or not readable[name]:
+                refused = FetchPartitionResult(error=Errors.TOPIC_AUTHORIZATION_FAILED)
+                asked.append((key, p.partition, refused))
                 continue
             asked.append((key, p.partition, None))
             partitions.append(FetchPartition(
@@ -65,11 +90,7 @@ def fetch_params(version: int, request: Any, image: MetadataImage) -> tuple[
                 log_start_offset=getattr(p, "log_start_offset", -1),
                 topic_id=topic_id,
             ))
-    if version >= REPLICA_STATE_VERSION:
-        replica_id = request.replica_state.replica_id
-        replica_epoch = request.replica_state.replica_epoch
-    else:
-        replica_id, replica_epoch = request.replica_id, -1
+    replica_id, replica_epoch = replica_of(version, request)
     params = FetchParams(
         partitions=partitions,
         max_wait_ms=millis(request.max_wait),
@@ -83,7 +104,8 @@ def fetch_params(version: int, request: Any, image: MetadataImage) -> tuple[
 
 
 async def handle_fetch(
-    data_plane: DataPlane, image: MetadataImage, listener: str, version: int, request: Any
+    data_plane: DataPlane, image: MetadataImage, listener: str, version: int, request: Any,
+    auth: RequestAuthorization = ALLOW_ALL,
 ) -> Reply:
     module = response_module(ApiKey.FETCH, version)
     session_id = getattr(request, "session_id", NO_SESSION)
@@ -94,7 +116,13 @@ async def handle_fetch(
             error_code=error_code(Errors.FETCH_SESSION_ID_NOT_FOUND), session_id=NO_SESSION,
             responses=(),
         ))
-    params, asked = fetch_params(version, request, image)
+    may_read: Callable[[str], bool] | None
+    if replica_of(version, request)[0] >= 0:
+        allowed = auth.cluster(AclOperation.CLUSTER_ACTION)
+        may_read = (lambda name: True) if allowed else None
+    else:
+        may_read = lambda name: auth.topic(AclOperation.READ, name)  # noqa: E731
+    params, asked = fetch_params(version, request, image, may_read)
     fetched = iter(await data_plane.fetch(params) if params.partitions else [])
     by_topic: dict[Any, list[Any]] = {}
     leaders: list[int] = []

@@ -1,6 +1,11 @@
 """OffsetCommit (API 8, v2-9) and OffsetFetch (API 9, v1-9, batched groups from v8), spec §4.
 Partitions of topics the metadata does not know are UNKNOWN_TOPIC_OR_PARTITION before the
-coordinator sees the commit, as Kafka's broker pre-check does."""
+coordinator sees the commit, as Kafka's broker pre-check does.
+
+Authorization (Kafka): OffsetCommit needs READ on the group (else GROUP_AUTHORIZATION_FAILED on
+every partition, nothing written) and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its
+partitions); OffsetFetch needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED for it) and on
+each topic: a named one is refused per partition, and a fetch of all leaves out the others."""
 
 from __future__ import annotations
 
@@ -12,9 +17,12 @@ from broker.group.errors import GroupError
 from broker.group.offsets import CommitPartition, FetchedOffset, commit_offsets, fetch_offsets
 from broker.group.records import NO_EXPIRY
 from broker.group.storage import GroupStorage
+from broker.kafka.authorization import ALLOW_ALL, RequestAuthorization
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.reply import NO_THROTTLE, Reply, millis
 from broker.kafka.versions import ApiKey
+from kraft.errors import Errors
+from metadata.authorizer.model import AclOperation
 from metadata.image import MetadataImage
 
 GROUP_ID_NOT_FOUND_VERSION = 9
@@ -26,12 +34,24 @@ def _known(image: MetadataImage, topic: str, partition: int) -> bool:
     return topic_image is not None and topic_image.partition(partition) is not None
 
 
+def _commit_check(auth: RequestAuthorization, image: MetadataImage, group_id: str,
+                  asked: list[tuple[str, Any]]) -> list[int | None]:
+    """Each partition's refusal (None: to the coordinator)."""
+    if not auth.group(AclOperation.READ, group_id):
+        return [Errors.GROUP_AUTHORIZATION_FAILED] * len(asked)
+    readable = {topic: auth.topic(AclOperation.READ, topic) for topic in
+                dict.fromkeys(topic for topic, _ in asked)}
+    return [Errors.TOPIC_AUTHORIZATION_FAILED if not readable[topic]
+            else None if _known(image, topic, p.partition_index)
+            else GroupError.UNKNOWN_TOPIC_OR_PARTITION
+            for topic, p in asked]
+
+
 async def handle_offset_commit(groups: GroupStorage | None, image: MetadataImage,
-                               version: int, request: Any) -> Reply:
+                               version: int, request: Any,
+                               auth: RequestAuthorization = ALLOW_ALL) -> Reply:
     asked = [(t.name, p) for t in request.topics for p in t.partitions]
-    results: list[int | None] = [
-        None if _known(image, topic, p.partition_index) else GroupError.UNKNOWN_TOPIC_OR_PARTITION
-        for topic, p in asked]
+    results = _commit_check(auth, image, request.group_id, asked)
     valid = [CommitPartition(topic, p.partition_index, p.committed_offset,
                              getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
              for (topic, p), known in zip(asked, results, strict=True) if known is None]
@@ -61,13 +81,24 @@ async def handle_offset_commit(groups: GroupStorage | None, image: MetadataImage
         for name, parts in by_topic.items())))
 
 
-def _fetch(groups: GroupStorage | None, group_id: str | None,
-           topics: Any) -> tuple[GroupError, list[FetchedOffset]]:
-    partitions = None if topics is None else [
-        (t.name, index) for t in topics for index in t.partition_indexes]
+def _fetch(groups: GroupStorage | None, group_id: str | None, topics: Any,
+           auth: RequestAuthorization) -> tuple[int, list[FetchedOffset]]:
+    if not auth.group(AclOperation.DESCRIBE, group_id or ""):
+        return Errors.GROUP_AUTHORIZATION_FAILED, []
     if groups is None:
         return GroupError.COORDINATOR_NOT_AVAILABLE, []
-    return fetch_offsets(groups.coordinator, group_id, partitions)
+    if topics is None:  # every committed offset, of the topics the caller may see
+        error, offsets = fetch_offsets(groups.coordinator, group_id, None)
+        seen = {topic: auth.topic(AclOperation.DESCRIBE, topic, log_if_denied=False)
+                for topic in dict.fromkeys(o.topic for o in offsets)}
+        return error, [o for o in offsets if seen[o.topic]]
+    describable = {t.name: auth.topic(AclOperation.DESCRIBE, t.name) for t in topics}
+    partitions = [(t.name, index) for t in topics for index in t.partition_indexes
+                  if describable[t.name]]
+    refused = [FetchedOffset(t.name, index, error=Errors.TOPIC_AUTHORIZATION_FAILED)
+               for t in topics for index in t.partition_indexes if not describable[t.name]]
+    error, offsets = fetch_offsets(groups.coordinator, group_id, partitions)
+    return error, (offsets + refused if error == GroupError.NONE else [])
 
 
 def _topics(module: Any, topic_class: str, partition_class: str,
@@ -82,12 +113,13 @@ def _topics(module: Any, topic_class: str, partition_class: str,
                  for name, parts in by_topic.items())
 
 
-def handle_offset_fetch(groups: GroupStorage | None, version: int, request: Any) -> Reply:
+def handle_offset_fetch(groups: GroupStorage | None, version: int, request: Any,
+                        auth: RequestAuthorization = ALLOW_ALL) -> Reply:
     module = response_module(ApiKey.OFFSET_FETCH, version)
     if version >= BATCHED_FETCH_VERSION:
         answers = []
         for group in request.groups:
-            error, offsets = _fetch(groups, group.group_id, group.topics)
+            error, offsets = _fetch(groups, group.group_id, group.topics, auth)
             answers.append(build(
                 module, "OffsetFetchResponseGroup", group_id=group.group_id,
                 error_code=error_code(error),
@@ -95,7 +127,7 @@ def handle_offset_fetch(groups: GroupStorage | None, version: int, request: Any)
                                "OffsetFetchResponsePartitions", offsets)))
         return Reply(build(module, "OffsetFetchResponse", throttle_time=NO_THROTTLE,
                            groups=tuple(answers)))
-    error, offsets = _fetch(groups, request.group_id, request.topics)
+    error, offsets = _fetch(groups, request.group_id, request.topics, auth)
     if version < 2 and error != GroupError.NONE:
         # v1 has no group-level error: every partition asked carries it.
         offsets = [FetchedOffset(t.name, index, error=error)

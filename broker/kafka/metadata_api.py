@@ -1,24 +1,37 @@
 """Metadata (API 3, v0-12): brokers, cluster id, controller and topics from the broker's
 metadata image, as Kafka's KRaftMetadataCache answers it; missing topics may be auto-created
-(admin_auto_create.py)."""
+(admin_auto_create.py).
+
+Authorization (Kafka's handleTopicMetadataRequest): a listing of all topics shows only those
+the caller may DESCRIBE; a topic named (or asked by id) that it may not is
+TOPIC_AUTHORIZATION_FAILED (by id: without its name). A missing topic is auto-created only for
+a caller allowed CREATE on the cluster or on that topic; for the others it is
+TOPIC_AUTHORIZATION_FAILED. The authorized-operations bitfields are filled when asked."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from broker.kafka.authorization import (
+    ALLOW_ALL,
+    AUTHORIZED_OPERATIONS_OMITTED,
+    RequestAuthorization,
+)
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.reply import NO_THROTTLE, Reply
 from broker.kafka.topic_ids import ZERO_UUID, from_wire, to_wire
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
+from metadata.authorizer.model import CLUSTER_NAME, AclOperation, ResourceType
 from metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from metadata.records import NO_LEADER, Endpoint
 from metadata.topics import topic_name_error
 
 # Kafka's Topic.INTERNAL_TOPICS: clients hide them from listings and refuse to produce there.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+CLUSTER_OPERATIONS_LAST_VERSION = 10  # v11 moved them to DescribeCluster (KIP-700)
 
 
 def live_endpoint(image: MetadataImage, broker_id: int, listener: str) -> Endpoint | None:
@@ -53,6 +66,7 @@ def node_endpoints(
 def handle_metadata(
     image: MetadataImage, cluster_id: str, listener: str, version: int, request: Any,
     auto_create: Callable[[Sequence[str]], None] | None = None,
+    auth: RequestAuthorization = ALLOW_ALL,
 ) -> Reply:
     """`auto_create`: start creating missing topics (None: auto.create.topics.enable off)."""
     module = response_module(ApiKey.METADATA, version)
@@ -70,23 +84,77 @@ def handle_metadata(
     controller_id = brokers[0].node_id if brokers else NO_LEADER
 
     requested = _requested_topics(image, version, request.topics)
+    named = not _all_topics(version, request.topics)
+    # A topic the caller may not DESCRIBE is refused when asked for and hidden from a listing.
+    refused: set[str | None] = set()
+    visible = []
+    for name, topic_id, topic in requested:
+        key = topic.name if topic is not None else name
+        if key is None or auth.topic(AclOperation.DESCRIBE, key, log_if_denied=named):
+            visible.append((name, topic_id, topic))
+        elif named:
+            visible.append((name, topic_id, topic))
+            refused.add(key)
     # Kafka's rule: enabled on the broker, allowed by the request (v4+; implied before), and
-    # never for an all-topics request.
+    # never for an all-topics request; then only what the caller may CREATE.
     if auto_create is not None and request.topics and \
             getattr(request, "allow_auto_topic_creation", True):
-        missing = [name for name, _, topic in requested if topic is None and name is not None
-                   and name not in INTERNAL_TOPICS and topic_name_error(name) is None]
+        missing = [name for name, _, topic in visible if topic is None and name is not None
+                   and name not in refused and name not in INTERNAL_TOPICS
+                   and topic_name_error(name) is None]
+        if missing and not auth.cluster(AclOperation.CREATE, log_if_denied=False):
+            refused.update(n for n in missing if not auth.topic(AclOperation.CREATE, n))
+            missing = [n for n in missing if n not in refused]
         if missing:
             auto_create(missing)
-    topics = [
-        _topic(module, image, listener, version, name, topic_id, topic)
-        for name, topic_id, topic in requested
-    ]
+    topic_operations = version >= 8 and getattr(
+        request, "include_topic_authorized_operations", False)
+    topics = []
+    for name, topic_id, topic in visible:
+        key = topic.name if topic is not None else name
+        if key in refused:
+            entry = _refused_topic(module, name, topic_id, topic)
+        else:
+            entry = _topic(module, image, listener, version, name, topic_id, topic)
+        if topic_operations and key is not None:
+            entry = dataclasses.replace(
+                entry, topic_authorized_operations=auth.operations(ResourceType.TOPIC, key))
+        topics.append(entry)
     return Reply(build(
         module, "MetadataResponse", throttle_time=NO_THROTTLE, brokers=tuple(brokers),
         cluster_id=cluster_id, controller_id=controller_id, topics=tuple(topics),
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=_cluster_operations(version, request, auth),
     ))
+
+
+def _all_topics(version: int, requested: Any) -> bool:
+    return requested is None or (version == 0 and not requested)
+
+
+def _cluster_operations(version: int, request: Any, auth: RequestAuthorization) -> int:
+    if not (8 <= version <= CLUSTER_OPERATIONS_LAST_VERSION
+            and getattr(request, "include_cluster_authorized_operations", False)):
+        return AUTHORIZED_OPERATIONS_OMITTED
+    return cluster_operations(auth)
+
+
+def cluster_operations(auth: RequestAuthorization) -> int:
+    """Kafka's cluster bitfield: 0 unless the caller may DESCRIBE the cluster."""
+    if not auth.cluster(AclOperation.DESCRIBE):
+        return 0
+    return auth.operations(ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def _refused_topic(module: Any, name: str | None, topic_id: str | None,
+                   topic: TopicImage | None) -> Any:
+    """A topic the caller may not see: no partitions, and no name when asked by id."""
+    wire_id = to_wire(topic_id) if topic_id else ZERO_UUID
+    return build(
+        module, "MetadataResponseTopic",
+        error_code=error_code(Errors.TOPIC_AUTHORIZATION_FAILED), name=name,
+        topic_id=wire_id if name is None else ZERO_UUID,
+        is_internal=name in INTERNAL_TOPICS, partitions=(),
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
 def _requested_topics(
@@ -94,7 +162,7 @@ def _requested_topics(
 ) -> list[tuple[str | None, str | None, TopicImage | None]]:
     """(name, id, topic or None if unknown) in the order asked; every topic for a null list
     (and for an empty one in v0, where empty meant all)."""
-    if requested is None or (version == 0 and not requested):
+    if _all_topics(version, requested):
         return [(topic.name, topic.topic_id, topic)
                 for topic in sorted(image.topics.by_name.values(), key=lambda t: t.name)]
     result: list[tuple[str | None, str | None, TopicImage | None]] = []

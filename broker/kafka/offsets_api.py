@@ -1,8 +1,15 @@
-"""ListOffsets (API 2, v1-7) and OffsetForLeaderEpoch (API 23, v2-4)."""
+"""ListOffsets (API 2, v1-7) and OffsetForLeaderEpoch (API 23, v2-4).
+
+Authorization: each topic needs DESCRIBE (OffsetForLeaderEpoch: or CLUSTER_ACTION on the
+cluster, as Kafka allows brokers), else TOPIC_AUTHORIZATION_FAILED on its partitions. A request
+naming a replica (replica_id >= 0: the answer is then the leader's log end, not its high
+watermark) needs CLUSTER_ACTION; without it every partition is refused, so no client learns
+what a follower would fetch to pose as one."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from broker.api import (
@@ -17,16 +24,33 @@ from broker.api import (
     ListOffsetsPartition,
     ListOffsetsResult,
 )
+from broker.kafka.authorization import ALLOW_ALL, RequestAuthorization
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.reply import NO_THROTTLE, Reply
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
+from metadata.authorizer.model import AclOperation
 
 # The first ListOffsets version that knows each special timestamp (KIP-734, KIP-405).
 _TIMESTAMP_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
 
 
-def handle_list_offsets(data_plane: DataPlane, version: int, request: Any) -> Reply:
+def _describable(auth: RequestAuthorization, replica_id: int, topics: Iterable[str],
+                 cluster_suffices: bool) -> dict[str, bool]:
+    """Topic -> may the caller have its offsets."""
+    names = dict.fromkeys(topics)
+    if replica_id >= 0 or cluster_suffices:
+        if auth.cluster(AclOperation.CLUSTER_ACTION, log_if_denied=replica_id >= 0):
+            return dict.fromkeys(names, True)
+        if replica_id >= 0:
+            return dict.fromkeys(names, False)
+    return {name: auth.topic(AclOperation.DESCRIBE, name) for name in names}
+
+
+def handle_list_offsets(data_plane: DataPlane, version: int, request: Any,
+                        auth: RequestAuthorization = ALLOW_ALL) -> Reply:
+    allowed = _describable(auth, request.replica_id, (t.name for t in request.topics),
+                           cluster_suffices=False)
     asked = [
         (topic.name, p.partition_index, p.timestamp,
          getattr(p, "current_leader_epoch", NO_EPOCH))
@@ -36,7 +60,9 @@ def handle_list_offsets(data_plane: DataPlane, version: int, request: Any) -> Re
     results: list[ListOffsetsResult | None] = []
     valid: list[ListOffsetsPartition] = []
     for topic, index, timestamp, epoch in asked:
-        if counts[(topic, index)] > 1:
+        if not allowed[topic]:
+            results.append(ListOffsetsResult(error=Errors.TOPIC_AUTHORIZATION_FAILED))
+        elif counts[(topic, index)] > 1:
             results.append(ListOffsetsResult(error=Errors.INVALID_REQUEST))  # Kafka's rule
         elif version < _TIMESTAMP_MIN_VERSION.get(timestamp, 0):
             results.append(ListOffsetsResult(error=Errors.UNSUPPORTED_VERSION))
@@ -62,20 +88,25 @@ def handle_list_offsets(data_plane: DataPlane, version: int, request: Any) -> Re
     return Reply(build(module, "ListOffsetsResponse", throttle_time=NO_THROTTLE, topics=topics))
 
 
-def handle_offset_for_leader_epoch(data_plane: DataPlane, version: int, request: Any) -> Reply:
-    asked = [
-        EpochEndPartition(topic.topic, p.partition, p.leader_epoch, p.current_leader_epoch)
-        for topic in request.topics for p in topic.partitions
-    ]
+def handle_offset_for_leader_epoch(data_plane: DataPlane, version: int, request: Any,
+                                   auth: RequestAuthorization = ALLOW_ALL) -> Reply:
     # v2 has no replica_id: only consumers sent it then.
     replica_id = getattr(request, "replica_id", CONSUMER_REPLICA_ID)
     replica_id = replica_id if replica_id >= 0 else CONSUMER_REPLICA_ID
-    results: list[EpochEndResult] = (
-        data_plane.end_offsets_for_epochs(replica_id, asked) if asked else []
-    )
+    allowed = _describable(auth, replica_id, (t.topic for t in request.topics),
+                           cluster_suffices=True)
+    partitions = [
+        EpochEndPartition(topic.topic, p.partition, p.leader_epoch, p.current_leader_epoch)
+        for topic in request.topics for p in topic.partitions
+    ]
+    asked = [p for p in partitions if allowed[p.topic]]
+    answered = iter(data_plane.end_offsets_for_epochs(replica_id, asked) if asked else [])
+    results: list[EpochEndResult] = [
+        next(answered) if allowed[p.topic]
+        else EpochEndResult(error=Errors.TOPIC_AUTHORIZATION_FAILED) for p in partitions]
     module = response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
     by_topic: dict[str, list[Any]] = {}
-    for partition, result in zip(asked, results, strict=True):
+    for partition, result in zip(partitions, results, strict=True):
         by_topic.setdefault(partition.topic, []).append(build(
             module, "EpochEndOffset", error_code=error_code(result.error),
             partition=partition.partition, leader_epoch=result.leader_epoch,

@@ -2,7 +2,10 @@
 one magic-2 batch per partition, zstd only from v7, acks in {-1, 0, 1}), then the data plane.
 
 The data plane is called before this handler's first await: it appends synchronously, and
-the connection starts handlers in arrival order, so pipelined batches keep their order."""
+the connection starts handlers in arrival order, so pipelined batches keep their order.
+
+Each topic needs WRITE (Kafka: TOPIC_AUTHORIZATION_FAILED on its partitions, checked before
+anything about the topic or its records)."""
 
 from __future__ import annotations
 
@@ -12,11 +15,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from broker.api import DataPlane, ProducePartition, ProducePartitionResult
+from broker.kafka.authorization import ALLOW_ALL, RequestAuthorization
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.metadata_api import INTERNAL_TOPICS, node_endpoints
 from broker.kafka.reply import NO_THROTTLE, Reply, millis
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
+from metadata.authorizer.model import AclOperation
 from metadata.image import MetadataImage
 
 BATCH_HEADER_SIZE = 61  # magic v2 (DefaultRecordBatch.RECORD_BATCH_OVERHEAD)
@@ -48,9 +53,12 @@ def check_batch(records: bytes | None, version: int) -> Errors:
 
 
 async def handle_produce(
-    data_plane: DataPlane, image: MetadataImage, listener: str, version: int, request: Any
+    data_plane: DataPlane, image: MetadataImage, listener: str, version: int, request: Any,
+    auth: RequestAuthorization = ALLOW_ALL,
 ) -> Reply:
     acks = request.acks
+    writable = {topic.name: auth.topic(AclOperation.WRITE, topic.name)
+                for topic in request.topic_data}
     entries = [
         (topic.name, partition.index, partition.records)
         for topic in request.topic_data
@@ -61,6 +69,8 @@ async def handle_produce(
     for topic, index, records in entries:
         if acks not in VALID_ACKS:
             error = Errors.INVALID_REQUIRED_ACKS
+        elif not writable[topic]:
+            error = Errors.TOPIC_AUTHORIZATION_FAILED
         elif topic in INTERNAL_TOPICS:
             error = Errors.INVALID_TOPIC_EXCEPTION  # only the broker writes there (Kafka's rule)
         else:
