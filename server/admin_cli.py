@@ -7,6 +7,8 @@
   kraft-admin quorum status --node HOST:PORT
   kraft-admin --bootstrap-server HOST:PORT topics|partitions|brokers|leaders|reassign|configs|
       cluster|features ...   (the Admin service: see server/admin_commands.py)
+  kraft-admin --bootstrap-server HOST:PORT acls --add|--remove|--list ...
+      (Kafka's ACLs, shaped like kafka-acls.sh: see server/acl_commands.py)
   (add --json to describe, status and the Admin commands for machine-readable output)
 
 The quorum commands may be sent to any controller (or a broker's gRPC listener): a non-leader
@@ -200,9 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("-i", "--controller-id", type=int, required=True)
     remove.add_argument("-d", "--controller-directory-id", required=True, metavar="UUID")
     remove.add_argument("--dry-run", action="store_true", help="print what would be sent")
-    from server import admin_commands  # imported here: it must not import this module
+    from server import acl_commands, admin_commands  # imported here: they must not import this
 
     admin_commands.add_commands(groups)
+    acl_commands.add_commands(groups)
     return parser
 
 
@@ -218,16 +221,18 @@ def _bootstrap(args: argparse.Namespace, what: str) -> str:
 
 
 def run(args: argparse.Namespace) -> str:
-    from server import admin_commands
+    from server import acl_commands, admin_commands
 
     try:
         args.tls = load_client_tls(args.command_config)
     except TlsConfigError as exc:
         raise AdminError(str(exc)) from exc
-    if args.group in admin_commands.GROUPS:
+    if args.group in admin_commands.GROUPS or args.group == acl_commands.GROUP:
         if args.bootstrap_controller:  # the Admin service is on the controller listener too
             args.bootstrap_server = _bootstrap(args, args.command)
         try:
+            if args.group == acl_commands.GROUP:
+                return acl_commands.run(args)
             return admin_commands.run(args)
         except admin_commands.CommandError as exc:
             raise AdminError(str(exc)) from exc
