@@ -31,6 +31,7 @@ from kraft.log.codec import (
 from kraft.log.snapshots import read_snapshot_batches
 from metadata.records import (
     NO_LEADER_CHANGE,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FencingChange,
@@ -39,12 +40,14 @@ from metadata.records import (
     PartitionRecord,
     RecordDecodeError,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnregisterBrokerRecord,
     decode_record,
     record_to_json,
 )
+from metadata.rpc import acls_pb2 as acls_pb
 from metadata.rpc import metadata_pb2 as pb
 
 _INTS = pa.list_(pa.int32())
@@ -84,6 +87,15 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("config_resource_name", pa.string(), "string"),
     ("config_key", pa.string(), "string"),
     ("config_value", pa.string(), "string"),
+    # ACL records (KIP-801): the id for both, the binding for AccessControlEntryRecord
+    ("acl_id", pa.string(), "string"),
+    ("acl_resource_type", pa.int32(), "int"),
+    ("acl_resource_name", pa.string(), "string"),
+    ("acl_pattern_type", pa.int32(), "int"),
+    ("acl_principal", pa.string(), "string"),
+    ("acl_host", pa.string(), "string"),
+    ("acl_operation", pa.int32(), "int"),
+    ("acl_permission_type", pa.int32(), "int"),
     ("record_json", pa.string(), "string"),
     ("error", pa.string(), "string"),
 )
@@ -187,6 +199,13 @@ def record_fields(record: object) -> dict[str, object]:
             return {"config_resource_type": record.resource_type,
                     "config_resource_name": record.resource_name,
                     "config_key": record.name, "config_value": record.value}
+        case AccessControlEntryRecord():
+            return dict(zip(_ACL_NAMES, (
+                record.id, record.resource_type, record.resource_name, record.pattern_type,
+                record.principal, record.host, record.operation, record.permission_type),
+                strict=True))
+        case RemoveAccessControlEntryRecord():
+            return {"acl_id": record.id}
     return {}
 
 
@@ -434,6 +453,18 @@ def _config(cols: list[list[object]], row: int, m: pb.ConfigRecord) -> None:
         cols[column][row] = item
 
 
+def _acl(cols: list[list[object]], row: int, m: acls_pb.AccessControlEntryRecord) -> None:
+    for column, value in zip(_ACL_COLUMNS, (
+            m.id, m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host,
+            m.operation, m.permission_type), strict=True):
+        cols[column][row] = value
+
+
+def _remove_acl(cols: list[list[object]], row: int,
+                m: acls_pb.RemoveAccessControlEntryRecord) -> None:
+    cols[_ACL_COLUMNS[0]][row] = m.id
+
+
 def _nothing(cols: list[list[object]], row: int, m: object) -> None:
     del cols, row, m  # NoOp and FeatureLevel records have no typed columns
 
@@ -453,6 +484,9 @@ _BROKER_COLUMNS = tuple(_INDEX[n] for n in (
     "broker_id", "broker_epoch", "fenced", "in_controlled_shutdown"))
 _CONFIG_COLUMNS = tuple(_INDEX[n] for n in (
     "config_resource_type", "config_resource_name", "config_key", "config_value"))
+_ACL_NAMES = ("acl_id", "acl_resource_type", "acl_resource_name", "acl_pattern_type",
+              "acl_principal", "acl_host", "acl_operation", "acl_permission_type")
+_ACL_COLUMNS = tuple(_INDEX[n] for n in _ACL_NAMES)
 _T = MetadataRecordType
 _FAST: dict[int, tuple[Any, Callable[..., None], str]] = {
     t: (message, reader, t.name) for t, message, reader in (
@@ -465,6 +499,9 @@ _FAST: dict[int, tuple[Any, Callable[..., None], str]] = {
         (_T.TOPIC_RECORD, pb.TopicRecord, _topic),
         (_T.REMOVE_TOPIC_RECORD, pb.RemoveTopicRecord, _remove_topic),
         (_T.CONFIG_RECORD, pb.ConfigRecord, _config),
+        (_T.ACCESS_CONTROL_ENTRY_RECORD, acls_pb.AccessControlEntryRecord, _acl),
+        (_T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD, acls_pb.RemoveAccessControlEntryRecord,
+         _remove_acl),
         (_T.NO_OP_RECORD, pb.NoOpRecord, _nothing),
         (_T.FEATURE_LEVEL_RECORD, pb.FeatureLevelRecord, _nothing),
     )

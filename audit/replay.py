@@ -2,10 +2,11 @@
 
 The canonical log takes each offset from the lowest node id that holds it (the consistency
 checks report where nodes differ), seeded from a snapshot when no node's log starts at 0.
-Broker and topic records are few: the driver replays them into fence intervals, topic
-lifetimes and the broker timeline. Partition records are most of a log: Spark tasks on the JVM
-replay them in offset order, each for the partitions that hash to it, with those intervals at
-hand, checking every rule at every record (audit/jvm/src/io/kraft/audit/PartitionReplay.java).
+Broker, topic and ACL records are few: the driver replays them into fence intervals, topic
+lifetimes, the broker timeline and the ACL ids in force. Partition records are most of a log:
+Spark tasks on the JVM replay them in offset order, each for the partitions that hash to it,
+with those intervals at hand, checking every rule at every record
+(audit/jvm/src/io/kraft/audit/PartitionReplay.java).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from audit.source import FilePartition, KraftMetadataReader
 BROKER_TYPES = ("REGISTER_BROKER_RECORD", "BROKER_REGISTRATION_CHANGE_RECORD",
                 "UNREGISTER_BROKER_RECORD")
 TOPIC_TYPES = ("TOPIC_RECORD", "REMOVE_TOPIC_RECORD", "CONFIG_RECORD")
+ACL_TYPES = ("ACCESS_CONTROL_ENTRY_RECORD", "REMOVE_ACCESS_CONTROL_ENTRY_RECORD")
 PARTITION_TYPES = ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD")
 TOPIC_RESOURCE = 2
 
@@ -138,11 +140,11 @@ class ClusterHistory:
 
 
 def cluster_history(rows: DataFrame, complete: bool) -> ClusterHistory:
-    small = rows.where(F.col("record_type").isin(*BROKER_TYPES, *TOPIC_TYPES)).select(
+    small = rows.where(F.col("record_type").isin(*BROKER_TYPES, *TOPIC_TYPES, *ACL_TYPES)).select(
         "node_id", "offset", "record_index", "timestamp_ms", "record_type", "broker_id",
         "broker_epoch", "incarnation_id", "fenced", "in_controlled_shutdown", "topic_id",
         "topic_name",
-        "config_resource_type", "config_resource_name", "config_key",
+        "config_resource_type", "config_resource_name", "config_key", "acl_id",
     ).orderBy("offset", "record_index").collect()
     h = ClusterHistory()
     offsets: dict[int, list[int]] = defaultdict(list)
@@ -151,6 +153,7 @@ def cluster_history(rows: DataFrame, complete: bool) -> ClusterHistory:
     incarnations: dict[int, str] = {}
     current: dict[int, str] = {}
     names: dict[str, str] = {}
+    acls = _AclIds(complete)
 
     def event(r: Row, broker: int, what: str, state: str) -> None:
         offsets[broker].append(r["offset"])
@@ -218,8 +221,46 @@ def cluster_history(rows: DataFrame, complete: bool) -> ClusterHistory:
                 VIOLATION, "unknown-topic", r["node_id"], offset,
                 f"ConfigRecord {r['config_key']} for topic {r['config_resource_name']}, which "
                 "does not exist"))
+        elif kind in ACL_TYPES:
+            finding = acls.replay(r)
+            if finding is not None:
+                h.findings.append(finding)
     h.broker_offsets, h.broker_states = dict(offsets), dict(states)
     return h
+
+
+class _AclIds:
+    """The ACL ids in force, replayed as Kafka's AclControlManager.replay does: an id names one
+    binding for good, so creating an id in force (`duplicate-acl`) or removing one that is not
+    (`unknown-acl`) breaks the rule every node's replay enforces (metadata/delta.py stops on
+    it). Without the earlier history a removal is not judged: its creation may lie before."""
+
+    def __init__(self, complete: bool) -> None:
+        self.complete = complete
+        self.created: dict[str, int] = {}  # id in force -> offset of its creation
+        self.removed: dict[str, int] = {}  # id removed -> offset of its removal
+
+    def replay(self, r: Row) -> Finding | None:
+        acl_id, offset = r["acl_id"], r["offset"]
+        if r["record_type"] == "ACCESS_CONTROL_ENTRY_RECORD":
+            if acl_id in self.created:
+                return Finding(VIOLATION, "duplicate-acl", r["node_id"], offset,
+                               f"AccessControlEntryRecord creates ACL id {acl_id}, already in "
+                               f"force since offset {self.created[acl_id]}")
+            self.created[acl_id] = offset
+            self.removed.pop(acl_id, None)
+            return None
+        if acl_id in self.created:
+            del self.created[acl_id]
+            self.removed[acl_id] = offset
+            return None
+        if not self.complete:
+            return None
+        why = (f"removed at offset {self.removed[acl_id]}" if acl_id in self.removed
+               else "never created")
+        return Finding(VIOLATION, "unknown-acl", r["node_id"], offset,
+                       f"RemoveAccessControlEntryRecord removes ACL id {acl_id}, which is not in "
+                       f"force ({why})")
 
 
 # -- partitions, on the JVM ------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """A generated metadata log that obeys every rule the audit checks, for the benchmark and the
-tests: brokers register and unfence, topics are created, then ISR shrinks and expansions,
-leader moves, broker fences and unfences, configs and NoOps, with a LEADER_CHANGE control
-batch opening each epoch. Written with the real `SegmentedLog` and record encoders, then
-copied to every node's directory (a healthy quorum's logs are identical)."""
+tests: brokers register and unfence, topics are created, ACLs are created and one removed,
+then ISR shrinks and expansions, leader moves, broker fences and unfences, configs and NoOps,
+with a LEADER_CHANGE control batch opening each epoch. Written with the real `SegmentedLog`
+and record encoders, then copied to every node's directory (a healthy quorum's logs are
+identical)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from kraft.log.meta_properties import MetaProperties, write_meta_properties
 from kraft.log.meta_properties import random_uuid as record_uuid
 from kraft.log.segmented import SegmentedLog
 from metadata.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -25,6 +27,7 @@ from metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     TopicRecord,
     encode_record,
 )
@@ -104,6 +107,13 @@ def generate(
         append(batch)
     append([encode_record(ConfigRecord(ConfigResourceType.TOPIC, "topic-0",
                                        "min.insync.replicas", "2"))])
+    # ACLs (KIP-801): ALLOW User:writer-N WRITE on topic-N (LITERAL), the first one removed.
+    # Not drawn from `rng`, so the rest of the log is what it was without them.
+    acl_ids = [record_uuid() for _ in range(4)]
+    append([encode_record(AccessControlEntryRecord(acl_id, 2, f"topic-{i}", 3,
+                                                   f"User:writer-{i}", "*", 4, 3))
+            for i, acl_id in enumerate(acl_ids)])
+    append([encode_record(RemoveAccessControlEntryRecord(acl_ids[0]))])
     while info.records < records:
         roll = rng.random()
         if roll < 0.01:

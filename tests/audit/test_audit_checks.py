@@ -13,7 +13,12 @@ import pytest
 from audit.findings import VIOLATION, WARNING
 from audit.job import AuditResult, run_audit
 from audit.layout import HIGH_WATERMARK_FILE, discover
-from metadata.records import NoOpRecord, TopicRecord
+from metadata.records import (
+    AccessControlEntryRecord,
+    NoOpRecord,
+    RemoveAccessControlEntryRecord,
+    TopicRecord,
+)
 from metadata.topics import METADATA_PARTITION_DIR
 from tests.audit.small_log import (
     END,
@@ -154,15 +159,17 @@ def test_undecodable_record(spark, tmp_path: Path) -> None:
     assert {f.check for f in result.findings} == {"undecodable-record"}, _lines(result)
 
 
-def _from_offset_13(tmp_path: Path, snapshot: bool) -> Path | None:
+def _from_offset_13(tmp_path: Path, snapshot: bool, state_acls: tuple[bytes, ...] = (),
+                    last: list[Spec] | None = None) -> Path | None:
     """Every node's log starts at offset 13 (epoch 2's LEADER_CHANGE); node 1 may hold the
-    snapshot at 13 with the state below it, as after log retention."""
+    snapshot at 13 with the state below it (and `state_acls`), as after log retention.
+    `last` replaces the last batch (offsets 18-22)."""
     specs = healthy()
-    write_nodes(tmp_path, [replace(specs[5], base=13), *specs[6:]])
+    write_nodes(tmp_path, [replace(specs[5], base=13), *specs[6:8], *(last or specs[8:])])
     if not snapshot:
         return None
     state = [r for spec in specs[:5] if not spec.control for r in spec.records]
-    return write_snapshot(tmp_path / "node-1", 13, 1, state)
+    return write_snapshot(tmp_path / "node-1", 13, 1, [*state, *state_acls])
 
 
 def test_a_log_seeded_by_a_snapshot_has_no_finding(spark, tmp_path: Path) -> None:
@@ -194,10 +201,94 @@ def test_incomplete_history(spark, tmp_path: Path) -> None:
     assert result.violations == [], _lines(result)
 
 
+# -- ACLs (KIP-801): an id names one binding for good (Kafka's AclControlManager.replay) ------
+
+ACL_IDS = tuple(f"AAAAAAAAAAAAAAAAAAAA{c}A" for c in "HIJK")
+
+
+def _acl(acl_id: str, topic: str = "orders") -> AccessControlEntryRecord:
+    """ALLOW User:alice WRITE on the topic (LITERAL), from any host."""
+    return AccessControlEntryRecord(acl_id, 2, topic, 3, "User:alice", "*", 4, 3)
+
+
+def _remove(acl_id: str) -> RemoveAccessControlEntryRecord:
+    return RemoveAccessControlEntryRecord(acl_id)
+
+
+def _with_acls(*records: object) -> list[Spec]:
+    """The healthy log with its last batch (5 NoOps at offsets 18-22) replaced by `records`,
+    so every offset stays where it was."""
+    specs = healthy()
+    assert len(records) == len(specs[8].records)
+    return [*specs[:8], replace(specs[8], records=rec(*records))]
+
+
+def test_an_acl_lifecycle_has_no_finding(spark, tmp_path: Path) -> None:
+    """Created, removed, created under another id, the same binding twice under two ids: all
+    legal. The records decode on the JVM (no undecodable-record)."""
+    h, i, j, _ = ACL_IDS
+    write_nodes(tmp_path, _with_acls(_acl(h), _acl(i), _remove(h), _acl(j), _remove(i)))
+    result = audit(spark, tmp_path)
+    assert result.findings == [], _lines(result)
+
+
+def test_duplicate_acl(spark, tmp_path: Path) -> None:
+    """An AccessControlEntryRecord whose id is in force (a binding created at 18 is created
+    again at 20): every node's replay stops there."""
+    h, i, _, _ = ACL_IDS
+    write_nodes(tmp_path, _with_acls(_acl(h), _acl(i), _acl(h, "payments"), NoOpRecord(),
+                                     NoOpRecord()))
+    result = audit(spark, tmp_path)
+    assert found(result, "duplicate-acl") == [(VIOLATION, 1, 20)], _lines(result)
+    assert {f.check for f in result.findings} == {"duplicate-acl"}, _lines(result)
+    detail = next(f.detail for f in result.findings if f.check == "duplicate-acl")
+    assert h in detail and "since offset 18" in detail
+
+
+def test_unknown_acl(spark, tmp_path: Path) -> None:
+    """A removal of an id never created (19), and a second removal of one removed at 20 (21);
+    the id created again after its removal (22) is legal."""
+    h, i, _, _ = ACL_IDS
+    write_nodes(tmp_path, _with_acls(_acl(h), _remove(i), _remove(h), _remove(h), _acl(h)))
+    result = audit(spark, tmp_path)
+    assert found(result, "unknown-acl") == [(VIOLATION, 1, 19), (VIOLATION, 1, 21)], \
+        _lines(result)
+    assert {f.check for f in result.findings} == {"unknown-acl"}, _lines(result)
+    details = [f.detail for f in result.findings]
+    assert i in details[0] and "never created" in details[0]
+    assert h in details[1] and "removed at offset 20" in details[1]
+
+
+def test_acls_from_the_seeding_snapshot(spark, tmp_path: Path) -> None:
+    """The ACLs of the snapshot the replay starts from are in force: removing one is legal,
+    creating it again is a duplicate, and removing an id it lacks is unknown. Without the
+    snapshot the removals are not judged (their creation may lie before the log start)."""
+    h, i, j, _ = ACL_IDS
+    last = [replace(healthy()[8], records=rec(_remove(h), _acl(i), _remove(j), NoOpRecord(),
+                                              NoOpRecord()))]
+    _from_offset_13(tmp_path, snapshot=True, state_acls=rec(_acl(h), _acl(i)), last=last)
+    result = audit(spark, tmp_path)
+    assert found(result, "duplicate-acl") == [(VIOLATION, 1, 19)], _lines(result)
+    assert found(result, "unknown-acl") == [(VIOLATION, 1, 20)], _lines(result)
+    assert len(result.findings) == 2, _lines(result)
+    detail = next(f.detail for f in result.findings if f.check == "duplicate-acl")
+    assert "since offset 12" in detail  # the snapshot's records count as its last offset
+
+
+def test_acl_removals_are_not_judged_without_the_history(spark, tmp_path: Path) -> None:
+    h, _, j, _ = ACL_IDS
+    last = [replace(healthy()[8], records=rec(_remove(h), _remove(j), NoOpRecord(),
+                                              NoOpRecord(), NoOpRecord()))]
+    _from_offset_13(tmp_path, snapshot=False, last=last)
+    result = audit(spark, tmp_path)
+    assert found(result, "unknown-acl") == [], _lines(result)
+    assert {f.check for f in result.findings} == {"incomplete-history"}, _lines(result)
+
+
 @pytest.mark.parametrize("check", ["corrupt-batch", "torn-tail", "offset-overlap",
                                    "duplicate-leader-change", "duplicate-topic",
                                    "epoch-decrease", "undecodable-record", "corrupt-snapshot",
-                                   "incomplete-history"])
+                                   "incomplete-history", "duplicate-acl", "unknown-acl"])
 def test_every_check_here_is_one_the_audit_documents(check: str) -> None:
     doc = (Path(__file__).parents[2] / "docs" / "audit.md").read_text()
     assert f"`{check}`" in doc

@@ -28,6 +28,15 @@ def test_fast_path_matches_the_checked_decoder(synthetic) -> None:
     assert checked.column("error").null_count == checked.num_rows
     offsets = checked.column("offset").to_pylist()
     assert offsets == list(range(len(offsets)))
+    # ACL records (api keys 18, 19) decode on both paths, into the acl_* columns.
+    acls = [r for r in fast.select(["record_type", "acl_id", "acl_principal", "acl_operation",
+                                    "acl_resource_name"]).to_pylist()
+            if r["acl_id"] is not None]
+    assert [r["record_type"] for r in acls] == ["ACCESS_CONTROL_ENTRY_RECORD"] * 4 + [
+        "REMOVE_ACCESS_CONTROL_ENTRY_RECORD"]
+    assert [r["acl_principal"] for r in acls] == [f"User:writer-{i}" for i in range(4)] + [None]
+    assert acls[0]["acl_operation"] == 4 and acls[0]["acl_resource_name"] == "topic-0"
+    assert acls[4]["acl_id"] == acls[0]["acl_id"]  # the first one removed
 
 
 def test_offset_range_and_truncated_segment(synthetic, tmp_path: Path) -> None:

@@ -97,9 +97,13 @@ def test_same_rows_and_errors_on_damaged_logs(spark, synthetic, tmp_path: Path) 
     shutil.copytree(root, copy)
     nodes = {n: copy / f"node-{n}" for n in NODES}
     # Undecodable records of every kind the decoder names, in one valid-CRC batch of node 1.
-    target = find_batch(nodes[1], lambda b: not b.control and len(b.records) >= 8)
+    target = find_batch(nodes[1], lambda b: not b.control and len(b.records) >= 12)
     bad = [b"\x00", b"\x00\x63\x00\x00", b"\x00\x05\x00\x07", b"\x00\x05\x00\x00\xff",
-           b"\x00\x02\x00\x00\x0a\x02\xff\xfe", b"\x00\x03\x00\x00\x1a\x05\x01"]
+           b"\x00\x02\x00\x00\x0a\x02\xff\xfe", b"\x00\x03\x00\x00\x1a\x05\x01",
+           # ACL records (18, 19): a truncated id, a principal that is not UTF-8, a
+           # removal whose id's length (127) runs past the end
+           b"\x00\x12\x00\x00\x0a\x05ab", b"\x00\x12\x00\x00\x2a\x01\xff",
+           b"\x00\x13\x00\x00\x0a\x7f"]
     group = b"\x00\x14\x00\x00\x0b\x0c"  # a NoOp with an empty group: valid protobuf
     rewrite_batch(nodes[1], target.base_offset, [*bad, group, *target.records[len(bad) + 1:]])
     control = find_batch(nodes[1], lambda b: b.control)

@@ -13,6 +13,8 @@ final class Columns {
         "topic_id", "topic_name", "partition", "leader", "replicas", "isr", "leader_epoch",
         "partition_epoch", "leader_recovery_state",
         "config_resource_type", "config_resource_name", "config_key", "config_value",
+        "acl_id", "acl_resource_type", "acl_resource_name", "acl_pattern_type", "acl_principal",
+        "acl_host", "acl_operation", "acl_permission_type",
         "record_json", "error",
     };
     static final int NODE_ID = 0;
@@ -49,8 +51,16 @@ final class Columns {
     static final int CONFIG_RESOURCE_NAME = 31;
     static final int CONFIG_KEY = 32;
     static final int CONFIG_VALUE = 33;
-    static final int RECORD_JSON = 34;
-    static final int ERROR = 35;
+    static final int ACL_ID = 34;
+    static final int ACL_RESOURCE_TYPE = 35;
+    static final int ACL_RESOURCE_NAME = 36;
+    static final int ACL_PATTERN_TYPE = 37;
+    static final int ACL_PRINCIPAL = 38;
+    static final int ACL_HOST = 39;
+    static final int ACL_OPERATION = 40;
+    static final int ACL_PERMISSION_TYPE = 41;
+    static final int RECORD_JSON = 42;
+    static final int ERROR = 43;
     static final int COUNT = NAMES.length;
 
     private Columns() {

@@ -37,6 +37,8 @@ final class Records {
             case 12 -> "FEATURE_LEVEL_RECORD";
             case 15 -> "PRODUCER_IDS_RECORD";
             case 17 -> "BROKER_REGISTRATION_CHANGE_RECORD";
+            case 18 -> "ACCESS_CONTROL_ENTRY_RECORD";
+            case 19 -> "REMOVE_ACCESS_CONTROL_ENTRY_RECORD";
             case 20 -> "NO_OP_RECORD";
             default -> null;
         };
@@ -54,6 +56,8 @@ final class Records {
             case 12 -> "FeatureLevelRecord";
             case 15 -> "ProducerIdsRecord";
             case 17 -> "BrokerRegistrationChangeRecord";
+            case 18 -> "AccessControlEntryRecord";
+            case 19 -> "RemoveAccessControlEntryRecord";
             case 20 -> "NoOpRecord";
             default -> throw new IllegalArgumentException("api key " + key);
         };
@@ -143,6 +147,8 @@ final class Records {
             case 9 -> removeTopic(w, v);
             case 12 -> featureLevel(w);
             case 17 -> registrationChange(w, v);
+            case 18 -> accessControlEntry(w, v);
+            case 19 -> removeAccessControlEntry(w, v);
             default -> noOp(w);
         }
     }
@@ -383,6 +389,61 @@ final class Records {
         v[Columns.CONFIG_RESOURCE_NAME] = resource;
         v[Columns.CONFIG_KEY] = name;
         v[Columns.CONFIG_VALUE] = value;
+    }
+
+    /** An AccessControlEntryRecord (metadata/rpc/acls.proto); int32 fields as protobuf reads them. */
+    private static void accessControlEntry(Wire w, Object[] v) throws Wire.Corrupt {
+        String id = "";
+        String name = "";
+        String principal = "";
+        String host = "";
+        int resourceType = 0;
+        int patternType = 0;
+        int operation = 0;
+        int permission = 0;
+        while (w.more()) {
+            w.next();
+            if (is(w, 1, Wire.LEN)) {
+                id = w.string();
+            } else if (is(w, 2, Wire.VARINT)) {
+                resourceType = (int) w.varint();
+            } else if (is(w, 3, Wire.LEN)) {
+                name = w.string();
+            } else if (is(w, 4, Wire.VARINT)) {
+                patternType = (int) w.varint();
+            } else if (is(w, 5, Wire.LEN)) {
+                principal = w.string();
+            } else if (is(w, 6, Wire.LEN)) {
+                host = w.string();
+            } else if (is(w, 7, Wire.VARINT)) {
+                operation = (int) w.varint();
+            } else if (is(w, 8, Wire.VARINT)) {
+                permission = (int) w.varint();
+            } else {
+                w.skip();
+            }
+        }
+        v[Columns.ACL_ID] = id;
+        v[Columns.ACL_RESOURCE_TYPE] = resourceType;
+        v[Columns.ACL_RESOURCE_NAME] = name;
+        v[Columns.ACL_PATTERN_TYPE] = patternType;
+        v[Columns.ACL_PRINCIPAL] = principal;
+        v[Columns.ACL_HOST] = host;
+        v[Columns.ACL_OPERATION] = operation;
+        v[Columns.ACL_PERMISSION_TYPE] = permission;
+    }
+
+    private static void removeAccessControlEntry(Wire w, Object[] v) throws Wire.Corrupt {
+        String id = "";
+        while (w.more()) {
+            w.next();
+            if (is(w, 1, Wire.LEN)) {
+                id = w.string();
+            } else {
+                w.skip();
+            }
+        }
+        v[Columns.ACL_ID] = id;
     }
 
     private static void featureLevel(Wire w) throws Wire.Corrupt {
