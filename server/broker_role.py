@@ -49,6 +49,7 @@ from kraft.node.raft_node import RaftNode
 from kraft.node.service import QuorumServicer
 from kraft.rpc import raft_pb2_grpc
 from kraft.security.authorizer import AuthorizingInterceptor
+from kraft.security.principal import AuthenticatingInterceptor
 from kraft.security.tls import MESSAGE_SIZE_OPTIONS, add_port
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.authorizer.standard import StandardAuthorizer
@@ -225,7 +226,8 @@ class BrokerRole:
             server = KafkaServer(
                 apis, listener.host, listener.port, listener=listener.name,
                 ssl_context=None if tls is None else server_ssl_context(tls),
-                max_request_bytes=self.config.socket_request_max_bytes)
+                max_request_bytes=self.config.socket_request_max_bytes,
+                principal_mapper=self.config.ssl_principal_mapping_rules)
             try:
                 self.ports[listener.name] = await server.start()
             except OSError as exc:
@@ -236,10 +238,13 @@ class BrokerRole:
             await self._bind_grpc(admin)
 
     async def _bind_grpc(self, admin: AdminServicer) -> None:
+        mapper = self.config.ssl_principal_mapping_rules
         interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [
             ServingGate(self._not_serving)]
         if self.authorizer is not None:
-            interceptors.insert(0, AuthorizingInterceptor(self.authorizer))
+            interceptors.insert(0, AuthorizingInterceptor(self.authorizer, mapper))
+        if mapper.can_refuse:  # first: a certificate no rule names gets no call
+            interceptors.insert(0, AuthenticatingInterceptor(mapper))
         self.server = grpc.aio.server(options=MESSAGE_SIZE_OPTIONS, interceptors=interceptors)
         broker_metadata_pb2_grpc.add_BrokerMetadataServicer_to_server(
             BrokerMetadataServicer(

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIServer
 
 import grpc
@@ -43,6 +43,7 @@ from kraft.node.raft_node import RaftNode, Retention
 from kraft.node.service import QuorumServicer, RaftServicer, TestHooksServicer
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.authorizer import AuthorizingInterceptor
+from kraft.security.principal import AuthenticatingInterceptor
 from kraft.security.tls import (
     MESSAGE_SIZE_OPTIONS,
     TlsConfigError,
@@ -332,7 +333,11 @@ class Server:
 
     async def _start_controller_listener(self) -> None:
         listener = _controller_listener(self.config)
-        interceptors = [] if self.authorizer is None else [AuthorizingInterceptor(self.authorizer)]
+        mapper = self.config.ssl_principal_mapping_rules
+        interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = (
+            [] if self.authorizer is None else [AuthorizingInterceptor(self.authorizer, mapper)])
+        if mapper.can_refuse:  # first: a certificate no rule names gets no call at all
+            interceptors.insert(0, AuthenticatingInterceptor(mapper))
         self.server = grpc.aio.server(options=MESSAGE_SIZE_OPTIONS, interceptors=interceptors)
         rpc.add_RaftServicer_to_server(RaftServicer(self.node), self.server)
         quorum = QuorumServicer(self.node, self.cluster_id, listener.name)

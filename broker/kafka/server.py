@@ -36,7 +36,8 @@ from broker.kafka.codec import (
 )
 from broker.kafka.reply import Reply
 from broker.kafka.versions import is_supported
-from kraft.security.principal import tls_peer_principal
+from kraft.security.principal import PrincipalError, tls_peer_principal
+from kraft.security.principal_mapping import DEFAULT_MAPPER, PrincipalMapper
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class KafkaServer:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         connections_max_idle_ms: int = DEFAULT_MAX_IDLE_MS,
+        principal_mapper: PrincipalMapper = DEFAULT_MAPPER,
     ) -> None:
         self._handler = handler
         self._host = host
@@ -91,6 +93,7 @@ class KafkaServer:
         self._max_request_bytes = max_request_bytes
         self._max_in_flight = max_in_flight
         self._max_idle_s = connections_max_idle_ms / 1000
+        self._principal_mapper = principal_mapper  # ssl.principal.mapping.rules
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.connections_closed_for_bad_input = 0  # for tests and metrics
@@ -139,8 +142,17 @@ class KafkaServer:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
         ssl_object = writer.get_extra_info("ssl_object")
-        principal = tls_peer_principal(
-            ssl_object.getpeercert() if ssl_object is not None else None)
+        try:
+            principal = tls_peer_principal(
+                ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None,
+                self._principal_mapper)
+        except PrincipalError as exc:  # Kafka fails such a login: nothing is served
+            log.warning("Kafka listener %s: refusing %s: %s", self.listener, peer, exc)
+            writer.close()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2):
+                    await writer.wait_closed()
+            return
         conn = _Connection(peer, principal, writer, asyncio.Semaphore(self._max_in_flight))
         responder = asyncio.create_task(self._respond(conn))
         reading = asyncio.create_task(self._read(reader, conn))

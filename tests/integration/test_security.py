@@ -6,6 +6,8 @@ CLUSTER_AUTHORIZATION_FAILED and are logged with the principal and the operation
 from __future__ import annotations
 
 import json
+import socket
+import ssl
 from pathlib import Path
 
 import grpc
@@ -174,3 +176,103 @@ def check_kafka_listener(cluster: ProcessCluster, certs: Path) -> None:
         in cluster.logs(4)
     created = admin_client.create_topics([NewTopic("kafka-created", 1, 1)])
     created["kafka-created"].result(WAIT_S)  # a super user may
+
+
+def test_a_comma_in_a_common_name_is_no_super_user_and_mapping_rules_reach_every_listener(
+    make_cluster, tmp_path: Path
+) -> None:
+    """A certificate whose CN is `admin,O=kraft-test` is the principal
+    `User:CN=admin\\,O\\=kraft-test` on the gRPC and the Kafka listeners, not the super user
+    `User:CN=admin,O=kraft-test` (the Kafka listener read it as that before). Then, with
+    ssl.principal.mapping.rules, every listener names callers by the rules, and one no rule
+    names is refused on each."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    from tests.unit.test_kafka_server import api_versions_frame
+    from tests.unit.test_principal import client_keystore
+
+    certs = tmp_path / "certs"
+    make_test_certs(certs, ["controller-1", "admin"])
+    attacker = client_keystore(certs, "attacker.pem", x509.Name(
+        [x509.NameAttribute(NameOID.COMMON_NAME, "admin,O=kraft-test")]))
+    cluster = make_cluster(size=1, **{"internal.test.hooks.enable": "false"})
+    grpc_endpoints = [cluster.nodes[1].endpoint,  # the controller listener
+                      cluster.make_combined()[1].endpoint]  # the broker's gRPC listener
+    secure(cluster, certs, {
+        "listener.security.protocol.map": "CONTROLLER:SSL,PLAINTEXT:SSL,ADMIN:SSL",
+        "ssl.client.auth": "required",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": f"{principal_of('controller-1')};{principal_of('admin')}",
+    })
+    cluster.format()
+    cluster.start(1)
+    kafka = cluster.nodes[1].kafka_endpoint
+
+    def kafka_admin(keystore: Path) -> AdminClient:
+        return AdminClient({
+            "bootstrap.servers": kafka, "security.protocol": "SSL",
+            "ssl.ca.location": str(certs / "ca.pem"),
+            "ssl.certificate.location": str(keystore), "ssl.key.location": str(keystore),
+            "ssl.endpoint.identification.algorithm": "none",
+        })
+
+    def kafka_create(keystore: Path, topic: str) -> str | None:
+        """None when created, else the error's name."""
+        client = kafka_admin(keystore)  # held: a collected client fails its futures
+        try:
+            client.create_topics([NewTopic(topic, 1, 1)])[topic].result(WAIT_S)
+        except KafkaException as exc:
+            return str(exc.args[0].name())
+        return None
+
+    def grpc_create(keystore: Path, endpoint: str, topic: str) -> int:
+        with sync_channel(endpoint, TlsConfig(str(keystore), str(certs / "ca.pem"))) as ch:
+            reply = rpc.AdminStub(ch).CreateTopics(pb.CreateTopicsRequest(topics=[
+                pb.CreatableTopic(name=topic, num_partitions=1, replication_factor=1)]),
+                timeout=WAIT_S)
+        return reply.status.error_code or reply.topics[0].error_code
+
+    # The super user may; the look-alike may not, on either listener kind.
+    wait_for(lambda: kafka_create(certs / "admin.pem", "by-admin") is None, WAIT_S * 2,
+             "the super user to create a topic over the Kafka listener")
+    # Kafka answers a CreateTopics it refuses per topic; cluster-level refusals also count.
+    assert kafka_create(attacker, "by-attacker") in ("TOPIC_AUTHORIZATION_FAILED",
+                                                     "CLUSTER_AUTHORIZATION_FAILED")
+    for endpoint in grpc_endpoints:
+        assert grpc_create(attacker, endpoint, "by-attacker") in (29, 31)
+    assert "User:CN=admin\\,O\\=kraft-test" in cluster.logs(1)
+
+    # Rules: this CA's names become short names; the look-alike matches none and is refused.
+    cluster.kill(1)
+    with cluster.nodes[1].config_path.open("a") as config:
+        config.write("ssl.principal.mapping.rules=RULE:^CN=([a-z0-9-]+),O=kraft-test$/$1/\n"
+                     "super.users=User:controller-1;User:admin\n")
+    cluster.start(1)
+    wait_for(lambda: kafka_create(certs / "admin.pem", "by-admin-2") is None, WAIT_S * 2,
+             "User:admin to create a topic over the Kafka listener")
+    for number, endpoint in enumerate(grpc_endpoints):
+        wait_for(lambda e=endpoint, t=f"by-admin-grpc-{number}":  # type: ignore[misc]
+                 grpc_create(certs / "admin.pem", e, t) in (0, 36),  # 36: created already
+                 WAIT_S * 2, f"User:admin to create a topic on {endpoint}")
+        try:
+            grpc_create(attacker, endpoint, "by-attacker")
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+        else:
+            raise AssertionError(f"{endpoint} served a certificate no rule names")
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    context.load_cert_chain(str(attacker))
+    host, port = kafka.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=WAIT_S) as raw, \
+            context.wrap_socket(raw, server_hostname=host) as tls:
+        tls.sendall(api_versions_frame(1, "probe"))
+        try:
+            answer = tls.recv(4)
+        except ConnectionResetError:
+            answer = b""
+    assert answer == b"", "the Kafka listener answered a certificate no rule names"
+    assert "refusing" in cluster.logs(1) and "no ssl.principal.mapping.rules rule matches" \
+        in cluster.logs(1)

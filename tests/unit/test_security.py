@@ -134,9 +134,12 @@ def test_client_command_config(tmp_path: Path) -> None:
 
 
 def test_a_kafka_tls_client_is_named_as_grpc_names_it(tmp_path: Path) -> None:
-    """The Kafka listener's principal (Python's getpeercert) is the gRPC one: the subject DN
-    in RFC 2253 order, so one super.users entry covers both front ends."""
+    """The Kafka listener's principal (from the certificate's DER, getpeercert(binary_form=
+    True)) is the gRPC one: the subject DN in RFC 2253 order, so one super.users entry covers
+    both front ends (tests/unit/test_principal.py checks both listeners over TLS)."""
     certs = make_test_certs(tmp_path, ["reader"])
-    loaded = ssl._ssl._test_decode_cert(str(certs["reader"]))  # type: ignore[attr-defined]
-    assert tls_peer_principal(loaded) == principal_of("reader")
-    assert tls_peer_principal(None) == tls_peer_principal({}) == "User:ANONYMOUS"
+    pem = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n",
+                    certs["reader"].read_text(), re.S)
+    assert pem is not None
+    assert tls_peer_principal(ssl.PEM_cert_to_DER_cert(pem.group())) == principal_of("reader")
+    assert tls_peer_principal(None) == tls_peer_principal(b"") == "User:ANONYMOUS"
