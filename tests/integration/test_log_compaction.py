@@ -2,8 +2,9 @@
 topic (replication factor 2, tiny segments, a cleaner that looks every 100 ms) written by
 confluent-kafka with every key many times and one key deleted; once the cleaners ran, both
 libraries read back only the latest record per key (the tombstone too), at its original
-offset, and the follower's files hold no removed record either (each replica compacts on its
-own). A keyless record is refused with INVALID_RECORD."""
+offset, and each replica's files hold exactly that too, up to the last offset (each replica
+compacts on its own; an empty or lagging follower fails). A keyless record is refused with
+INVALID_RECORD."""
 
 from __future__ import annotations
 
@@ -120,17 +121,34 @@ def removable(records: Read) -> list[int]:
             if value is not None and (value == b"x" or int(value[1:]) < ROUNDS // 2)]
 
 
-def check_compacted(records: Read, written: Written) -> None:
-    """Every record read is the one written at its offset (offsets never move), in offset
-    order; every key's latest record is there (the tombstone too); the removable are not."""
-    for offset, key, value in records:
-        assert written[offset] == (key, value), offset
+def compaction_problems(records: Read, written: Written) -> list[str]:
+    """Why `records` is not the compacted log of `written`: every record must be the one
+    written at its offset (offsets never move), in offset order; every key's latest record
+    must be there (the tombstone too, and so the last offset: an empty or lagging copy
+    fails); the removable must not."""
+    problems = [f"offset {offset} holds {(key, value)}, {written.get(offset)} was written"
+                for offset, key, value in records if written.get(offset) != (key, value)]
     offsets = [offset for offset, _, _ in records]
-    assert offsets == sorted(set(offsets)) and len(offsets) < len(written)
+    if offsets != sorted(set(offsets)):
+        problems.append("offsets out of order or repeated")
+    if len(offsets) >= len(written):
+        problems.append(f"{len(offsets)} records for {len(written)} written: nothing removed")
     latest = {key: offset for offset, (key, _) in sorted(written.items())}
-    assert set(latest.values()) <= set(offsets)
-    assert (1, b"gone", None) in records
-    assert not removable(records)
+    missing = sorted(set(latest.values()) - set(offsets))
+    if missing:
+        problems.append(f"the latest record of {len(missing)} key(s) missing, offsets "
+                        f"{missing[:5]} (of {len(records)} records, last offset "
+                        f"{offsets[-1] if offsets else None})")
+    if (1, b"gone", None) not in records:
+        problems.append("the tombstone at offset 1 is missing")
+    if removable(records):
+        problems.append(f"removable records left at {removable(records)[:5]}")
+    return problems
+
+
+def check_compacted(records: Read, written: Written) -> None:
+    problems = compaction_problems(records, written)
+    assert not problems, problems
 
 
 def files_of(cluster: ProcessCluster, broker: int) -> Read:
@@ -170,12 +188,21 @@ def test_a_compacted_topic_keeps_the_latest_value_per_key(cluster: ProcessCluste
     consumer.close()
     check_compacted(seen, written)
 
-    # Both replicas compact on their own: neither's files hold a removable record any more.
-    for broker in BROKERS:
-        def cleaned(broker: int = broker) -> bool:
-            return not removable(files_of(cluster, broker))
+    # Both replicas compact on their own: each one's files hold exactly the compacted log,
+    # up to the last offset written (an empty or lagging follower fails, not only one with a
+    # removable record left).
+    last: dict[int, list[str]] = {}
 
-        wait_for(cleaned, WAIT_S, f"broker {broker}'s cleaner")
+    def cleaned(broker: int) -> bool:
+        last[broker] = compaction_problems(files_of(cluster, broker), written)
+        return not last[broker]
+
+    for broker in BROKERS:
+        try:
+            wait_for(lambda b=broker: cleaned(b), WAIT_S,
+                     f"broker {broker}'s files to hold the compacted log")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {last[broker]}") from None
 
 
 def test_a_compacted_topic_refuses_keyless_records(cluster: ProcessCluster) -> None:
