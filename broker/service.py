@@ -180,10 +180,10 @@ class BrokerAdminServicer(AdminServicer):
 
     def __init__(
         self, client: RaftClient, cache: MetadataCache, cluster_id: str,
-        tls: TlsConfig | None = None,
+        tls: TlsConfig | None = None, acls_enabled: bool = False,
     ) -> None:
         super().__init__(_BrokerControllerView(client, cache), cluster_id,
-                         ControllerEndpoints(client), tls=tls)
+                         ControllerEndpoints(client), tls=tls, acls_enabled=acls_enabled)
 
 
 # ---- serving only when running ----

@@ -319,7 +319,8 @@ class BrokerRole:
         at the endpoints its Raft observer knows (the voters from the log in a dynamic
         quorum: no controller.quorum.voters needed)."""
         return BrokerAdminServicer(self.node, self.cache, self.cluster_id,
-                                   tls=self.config.controller_tls)
+                                   tls=self.config.controller_tls,
+                                   acls_enabled=self.authorizer is not None)
 
     def _leader_endpoint(self) -> str | None:
         status = self.node.status()

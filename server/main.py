@@ -348,7 +348,8 @@ class Server:
             # The voters of a dynamic quorum live in the log: hand out the live set.
             self.admin = AdminServicer(self.controller, self.cluster_id,
                                        ControllerEndpoints(self.node),
-                                       tls=self.config.controller_tls)
+                                       tls=self.config.controller_tls,
+                                       acls_enabled=self.authorizer is not None)
             add_admin_service(self.server, self.admin)
             add_broker_lifecycle_service(
                 self.server,
