@@ -225,13 +225,15 @@ class Oracle:
         return sorted((i, b) for i, b in self.acls.items() if match.matches(b))
 
     def ask(self, principal: str, host: str | None, operation: AclOperation,
-            resource: _Resource) -> Answer:
-        """The authorizer's decision, and the bindings that made it."""
+            resource: _Resource, naming: list[tuple[str, AclBinding]] | None = None) -> Answer:
+        """The authorizer's decision, and the bindings that made it. `naming`: the resource's
+        bindings, when the caller has them (a scan of every binding otherwise)."""
         address = WILDCARD_HOST if host is None else host
         allowed = self.authorizer.authorize(principal, address, operation,
                                             resource.resource_type, resource.name,
                                             log_if_denied=False)
-        naming = self.naming(resource)
+        if naming is None:
+            naming = self.naming(resource)
         principals = (principal, wildcard_of(principal))
         applying = [(i, b) for i, b in naming
                     if b.principal in principals and b.host in (WILDCARD_HOST, address)]
@@ -266,7 +268,7 @@ class Oracle:
         named = {b.principal for _, b in naming} | self.authorizer.super_users
         if not naming:
             named.add("User:*")
-        return [self.ask(p, host, operation, resource) for p in sorted(named)]
+        return [self.ask(p, host, operation, resource, naming) for p in sorted(named)]
 
 
 def _answer_lines(answer: Answer, out: Out, indent: str = "  ") -> None:
