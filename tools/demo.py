@@ -18,7 +18,10 @@ with SIGTERM. Then a dynamic quorum (KIP-853) from config/dynamic-controller-{1,
 bootstrap servers only: controller 1 formatted --standalone, 2 and 3 with
 --no-initial-controllers, grown 1 -> 3 with `kraft-admin quorum add-controller`, its leader
 removed with `remove-controller` (3 -> 2) and added back (2 -> 3), a metadata write made on the
-one-voter quorum read back at the end. The demo fails unless every node exits 0. Node logs are
+one-voter quorum read back at the end. Last, security (tools/security_demo.py): a node with mutual
+TLS and Kafka's StandardAuthorizer refuses a produce by a client with no ACL
+(TOPIC_AUTHORIZATION_FAILED), and accepts it once `kraft-admin acls --add` grants WRITE. The
+demo fails unless every node exits 0. Node logs are
 in ./demo-data/logs.
 """
 
@@ -37,6 +40,7 @@ from typing import Any
 import grpc
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from security_demo import security_demo  # tools/ is the script directory
 
 from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
@@ -535,6 +539,7 @@ def main() -> int:
                 print(f"{role} {node_id} exited with {code}")
                 exits[f"{role} {node_id}"] = code
     exits.update((f"dynamic controller {n}", code) for n, code in membership_demo().items())
+    exits["secure node 1"] = security_demo()
     failed = {name: code for name, code in exits.items() if code != 0}
     if failed:
         print(f"these nodes did not exit 0: {failed}", file=sys.stderr)
