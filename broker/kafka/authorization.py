@@ -13,6 +13,7 @@ through metadata/authorizer/admin_checks.py, the gRPC Admin service's checks.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -75,6 +76,7 @@ API_AUTHORIZATION: Mapping[int, str] = {
 }
 
 
+@functools.lru_cache(maxsize=4096)  # per connection: parsing costs more than the decision
 def client_host(peer: str) -> str:
     """A Kafka connection's address (`host:port`) as ACL hosts name it."""
     host = peer.rsplit(":", 1)[0] if ":" in peer else peer
