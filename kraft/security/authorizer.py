@@ -24,9 +24,8 @@ PERMISSION_DENIED where the response has no error field (Raft's stream and votes
 from __future__ import annotations
 
 import contextvars
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import grpc
@@ -233,74 +232,3 @@ def _response_for(method: str) -> Any | None:
     except KeyError:
         return None
     return cls()
-
-
-def parse_super_users(raw: str | None) -> frozenset[str]:
-    """Kafka's `super.users`: principals separated by semicolons."""
-    return frozenset(p.strip() for p in (raw or "").split(";") if p.strip())
-
-
-# ---- the JSON ACL file: goes once server/config.py builds a StandardAuthorizer ----
-
-_LEGACY_OPERATIONS = {"CREATE": "Create", "DELETE": "Delete", "ALTER": "Alter",
-                      "ALTER_CONFIGS": "AlterConfigs", "DESCRIBE": "Describe",
-                      "DESCRIBE_CONFIGS": "DescribeConfigs", "CLUSTER_ACTION": "ClusterAction"}
-OPERATIONS = tuple(_LEGACY_OPERATIONS.values())
-READS = frozenset({"Describe", "DescribeConfigs"})
-
-
-class AclFileError(ValueError):
-    """The ACL file cannot be read or says something invalid; the message names the file."""
-
-
-@dataclass(frozen=True)
-class Authorizer:
-    super_users: frozenset[str] = frozenset()
-    grants: dict[str, frozenset[str]] = field(default_factory=dict)  # principal -> operations
-    reads_open: bool = False
-
-    def allows(self, principal: str, operation: str | None) -> bool:
-        if principal in self.super_users:
-            return True
-        if operation is None:
-            return False
-        if self.reads_open and operation in READS:
-            return True
-        granted = self.grants.get(principal, frozenset()) | self.grants.get("User:*", frozenset())
-        return operation in granted
-
-    def is_super_user(self, principal: str) -> bool:
-        return principal in self.super_users
-
-    def authorize_cluster(self, principal: str, address: str, operation: str) -> bool:
-        return self.allows(principal, _LEGACY_OPERATIONS.get(operation))
-
-
-def load_acl_file(path: str) -> dict[str, frozenset[str]]:
-    try:
-        with open(path, encoding="utf-8") as file:
-            document = json.load(file)
-    except (OSError, ValueError) as exc:
-        raise AclFileError(f"authorizer.acl.file={path}: {exc}") from None
-    entries = document.get("acls") if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        raise AclFileError(f"authorizer.acl.file={path}: expected {{\"acls\": [...]}}")
-    grants: dict[str, set[str]] = {}
-    for index, entry in enumerate(entries):
-        principal = entry.get("principal") if isinstance(entry, dict) else None
-        operations = entry.get("operations") if isinstance(entry, dict) else None
-        if not isinstance(principal, str) or not principal.startswith("User:"):
-            raise AclFileError(
-                f"authorizer.acl.file={path}: entry {index} needs a principal like User:CN=ops"
-            )
-        if not isinstance(operations, list) or not operations:
-            raise AclFileError(f"authorizer.acl.file={path}: entry {index} lists no operations")
-        for operation in operations:
-            if operation not in OPERATIONS and operation != "All":
-                raise AclFileError(
-                    f"authorizer.acl.file={path}: entry {index}: unknown operation "
-                    f"{operation!r}; use one of {', '.join(OPERATIONS)} or All"
-                )
-        expanded = OPERATIONS if "All" in operations else operations
-        grants.setdefault(principal, set()).update(expanded)
-    return {p: frozenset(ops) for p, ops in grants.items()}
