@@ -56,8 +56,8 @@ AdminCall = Callable[[Any], Awaitable[Any]]
 
 
 def as_standard(authorizer: RequestAuthorizer, principal: str) -> StandardAuthorizer:
-    """The node's StandardAuthorizer; any other authorizer (the JSON ACL file's, until it
-    goes) decides per resource for its super users only."""
+    """The node's StandardAuthorizer; any other RequestAuthorizer allows its super users
+    alone per resource (fail closed)."""
     if isinstance(authorizer, StandardAuthorizer):
         return authorizer
     return StandardAuthorizer([principal] if authorizer.is_super_user(principal) else [])
