@@ -5,7 +5,9 @@ The data plane is called before this handler's first await: it appends synchrono
 the connection starts handlers in arrival order, so pipelined batches keep their order.
 
 Each topic needs WRITE (Kafka: TOPIC_AUTHORIZATION_FAILED on its partitions, checked before
-anything about the topic or its records)."""
+anything about the topic or its records). A request carrying transactional batches needs a
+transactional id and WRITE on it, else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+as Kafka answers it even without an authorizer."""
 
 from __future__ import annotations
 
@@ -15,18 +17,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from broker.api import DataPlane, ProducePartition, ProducePartitionResult
-from broker.kafka.authorization import ALLOW_ALL, RequestAuthorization
+from broker.kafka.authorization import (
+    ALLOW_ALL,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    RequestAuthorization,
+)
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.metadata_api import INTERNAL_TOPICS, node_endpoints
 from broker.kafka.reply import NO_THROTTLE, Reply, millis
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
-from metadata.authorizer.model import AclOperation
+from metadata.authorizer.model import AclOperation, ResourceType
 from metadata.image import MetadataImage
 
 BATCH_HEADER_SIZE = 61  # magic v2 (DefaultRecordBatch.RECORD_BATCH_OVERHEAD)
 _LENGTH_AND_EPOCH = struct.Struct(">iib")  # batchLength, partitionLeaderEpoch, magic at 8
 _ATTRIBUTES = struct.Struct(">h")  # at byte 21
+TRANSACTIONAL_BIT = 0x10
 ZSTD = 4
 ZSTD_MIN_VERSION = 7
 VALID_ACKS = (-1, 0, 1)
@@ -57,6 +64,7 @@ async def handle_produce(
     auth: RequestAuthorization = ALLOW_ALL,
 ) -> Reply:
     acks = request.acks
+    transaction_refused = _transaction_refused(request, auth)
     writable = {topic.name: auth.topic(AclOperation.WRITE, topic.name)
                 for topic in request.topic_data}
     entries = [
@@ -67,7 +75,9 @@ async def handle_produce(
     results: list[ProducePartitionResult | None] = []
     valid: list[ProducePartition] = []
     for topic, index, records in entries:
-        if acks not in VALID_ACKS:
+        if transaction_refused:
+            error = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif acks not in VALID_ACKS:
             error = Errors.INVALID_REQUIRED_ACKS
         elif not writable[topic]:
             error = Errors.TOPIC_AUTHORIZATION_FAILED
@@ -92,6 +102,21 @@ async def handle_produce(
         # No response; a failed partition closes the connection so the client notices.
         return Reply(None, close=any(r.error != Errors.NONE for r in final))
     return Reply(_response(image, listener, version, entries, final))
+
+
+def _transaction_refused(request: Any, auth: RequestAuthorization) -> bool:
+    """Kafka's hasTransactionalRecords check: such batches need WRITE on the request's
+    transactional id."""
+    transactional = any(
+        records is not None and len(records) >= BATCH_HEADER_SIZE
+        and _ATTRIBUTES.unpack_from(records, 21)[0] & TRANSACTIONAL_BIT
+        for topic in request.topic_data for partition in topic.partition_data
+        for records in (partition.records,))
+    if not transactional:
+        return False
+    transactional_id = request.transactional_id
+    return transactional_id is None or not auth.allows(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
 def _response(

@@ -162,13 +162,14 @@ def test_every_api_the_listener_serves_is_classified() -> None:
 # ---- Produce ----
 
 
-def produce(front: Front, topics: Sequence[str], principal: str = ALICE) -> dict[str, int]:
+def produce(front: Front, topics: Sequence[str], principal: str = ALICE, *,
+            transactional_id: str | None = None, attributes: int = 0) -> dict[str, int]:
     module = request_module(ApiKey.PRODUCE, 9)
     data = tuple(build(module, "TopicProduceData", name=name, partition_data=(
-        build(module, "PartitionProduceData", index=0, records=batch_header()),))
+        build(module, "PartitionProduceData", index=0, records=batch_header(codec=attributes)),))
         for name in topics)
-    response = front.call(ApiKey.PRODUCE, 9, principal, transactional_id=None, acks=-1,
-                          timeout=datetime.timedelta(seconds=1), topic_data=data)
+    response = front.call(ApiKey.PRODUCE, 9, principal, transactional_id=transactional_id,
+                          acks=-1, timeout=datetime.timedelta(seconds=1), topic_data=data)
     return {t.name: t.partition_responses[0].error_code for t in response.responses}
 
 
@@ -193,6 +194,19 @@ def test_a_grant_for_another_host_or_principal_does_not_apply() -> None:
     front = Front(acl(TOPIC, "orders", A.WRITE, host="10.0.0.9"),
                   acl(TOPIC, "payments", A.WRITE, principal="User:*"))
     assert produce(front, ["orders", "payments"]) == {"orders": 0, "payments": 0}
+
+
+def test_transactional_batches_need_write_on_the_transactional_id() -> None:
+    transactional = 0x10  # the batch attributes' transactional bit
+    refused = {"orders": 53}  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # Kafka's rule holds without an authorizer too: such batches need a transactional id.
+    assert produce(Front(authorizer=False), ["orders"], attributes=transactional) == refused
+    front = Front(acl(TOPIC, "orders", A.WRITE), acl(ResourceType.TRANSACTIONAL_ID, "tx", A.WRITE))
+    assert produce(front, ["orders"], transactional_id="other", attributes=transactional) == \
+        refused
+    assert produce(front, ["orders"], transactional_id="tx", attributes=transactional) == \
+        {"orders": 0}
+    assert produce(front, ["orders"], transactional_id="other") == {"orders": 0}
 
 
 def test_before_the_acls_are_loaded_only_super_users_pass() -> None:
