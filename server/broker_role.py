@@ -109,8 +109,14 @@ class BrokerRole:
             cleaner=CleanerConfig(
                 enable=config.log_cleaner_enable, threads=config.log_cleaner_threads,
                 backoff_ms=config.log_cleaner_backoff_ms,
-                dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size))
+                dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size),
+            recovery_threads_per_data_dir=config.num_recovery_threads_per_data_dir,
+            load=False)
         cleaner_metrics.register(registry, self.logs.cleaner)
+        # The logs load in worker threads from `bind` on, while the node starts; the broker
+        # registers once they are loaded (`start_lifecycle`).
+        self._loading: asyncio.Future[None] | None = None
+        self._starting: asyncio.Future[None] | None = None
         self._log_dir_failure: LogDirFailure | None = None
         self.logs.on_dir_failure = self._on_log_dir_failure
         inter_broker = config.inter_broker_listener_name
@@ -158,6 +164,10 @@ class BrokerRole:
     def fatal_error(self) -> BaseException | None:
         if self._log_dir_failure is not None:
             return self._log_dir_failure
+        loading = self._loading
+        if loading is not None and loading.done() and not loading.cancelled() \
+                and loading.exception() is not None:
+            return LogDirFailure(f"cannot load the partition logs: {loading.exception()}")
         return self.lifecycle.fatal_error if self.lifecycle is not None else None
 
     def _on_log_dir_failure(self, directory: str, exc: BaseException) -> None:
@@ -209,6 +219,7 @@ class BrokerRole:
         """Open the Kafka listeners and the gRPC listeners (in combined mode the node's own
         Admin servicer, backed by the real controller, serves the gRPC listeners too). The
         Kafka listeners' admin APIs run the same admin operations as that servicer."""
+        self.load_logs()
         if combined_admin is None:
             self.admin = self._broker_admin()
         admin = combined_admin or self.admin
@@ -269,7 +280,27 @@ class BrokerRole:
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.server.start()
 
+    def load_logs(self) -> None:
+        """Start loading the partition logs in worker threads (idempotent)."""
+        if self._loading is None:
+            self._loading = asyncio.ensure_future(self.logs.load_logs())
+
     def start_lifecycle(self) -> None:
+        """Register and run the data plane once the partition logs are loaded: a replica must
+        not be created empty while its log is still loading (Kafka's broker also unfences only
+        after its logs are loaded). The node meanwhile serves the quorum."""
+        self.load_logs()
+        self._starting = asyncio.ensure_future(self._start_after_load())
+
+    async def _start_after_load(self) -> None:
+        assert self._loading is not None
+        try:
+            await self._loading
+        except Exception:
+            return  # fatal_error reports it; the server stops
+        self._start_lifecycle_now()
+
+    def _start_lifecycle_now(self) -> None:
         config = self.config
         self.lifecycle = BrokerLifecycleManager(
             config.node_id, self.cluster_id, self._advertised(),
@@ -352,6 +383,10 @@ class BrokerRole:
         return await self.lifecycle.controlled_shutdown(timeout_s)
 
     async def stop(self) -> None:
+        for task in (self._starting, self._loading):
+            if task is not None and not task.done():
+                task.cancel()  # stopped while loading: what is loaded closes below
+                await asyncio.gather(task, return_exceptions=True)
         await self.health.enter_graceful_shutdown()
         for kafka in self.kafka_servers:
             await kafka.close()

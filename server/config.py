@@ -597,6 +597,9 @@ LOG_CLEANER_ENABLE = _define(
 )
 LOG_CLEANER_THREADS = _define_int(
     "log.cleaner.threads", 1, 1, "How many logs the broker compacts at once.")
+NUM_RECOVERY_THREADS_PER_DATA_DIR = _define_int(
+    "num.recovery.threads.per.data.dir", 2, 1,
+    "How many partition logs per log dir a broker opens (recovers) at once at start.")
 LOG_CLEANER_BACKOFF_MS = _define_int(
     "log.cleaner.backoff.ms", 15000, 0,
     "How long the log cleaner waits between looks for a log to compact.", hi=LONG_MAX,
@@ -748,7 +751,6 @@ IGNORED_KAFKA_KEYS: Mapping[str, str] = MappingProxyType({
     "(metadata.log.segment.bytes)",
     "num.io.threads": "",
     "num.network.threads": "",
-    "num.recovery.threads.per.data.dir": "",
     "share.coordinator.state.topic.min.isr": "",
     "share.coordinator.state.topic.replication.factor": "",
     "socket.receive.buffer.bytes": "",
@@ -836,6 +838,7 @@ class NodeConfig:
     log_cleaner_enable = LOG_CLEANER_ENABLE
     log_cleaner_threads = LOG_CLEANER_THREADS
     log_cleaner_backoff_ms = LOG_CLEANER_BACKOFF_MS
+    num_recovery_threads_per_data_dir = NUM_RECOVERY_THREADS_PER_DATA_DIR
     log_cleaner_dedupe_buffer_size = LOG_CLEANER_DEDUPE_BUFFER_SIZE
     replica_high_watermark_checkpoint_interval_ms = REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS
     log_flush_offset_checkpoint_interval_ms = LOG_FLUSH_OFFSET_CHECKPOINT_INTERVAL_MS

@@ -31,20 +31,15 @@ from broker.log import checkpoints
 from broker.log.checkpoints import TopicPartition
 from broker.log.cleaner import CleanerConfig, LogCleaner
 from broker.log.config import LogConfig
-from broker.log.partition_log import (
-    DELETED_SUFFIX,
-    PartitionFlushJob,
-    PartitionLog,
-    never_synced,
-    parse_partition_dir,
-    remove_deleted,
-)
+from broker.log.log_closer import close_logs
+from broker.log.log_files import PartitionFlushJob, remove_deleted
+from broker.log.log_loader import LogLoader
+from broker.log.partition_log import PartitionLog
 from kraft.log.base import FlushJob
 from kraft.log.segmented import LogFaults
 
 logger = logging.getLogger(__name__)
 
-METADATA_LOG_DIR = "__cluster_metadata-0"
 DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000
 DEFAULT_HW_CHECKPOINT_INTERVAL_MS = 5_000
 DEFAULT_RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000
@@ -76,9 +71,12 @@ class LogManager:
         recovery_point_checkpoint_interval_ms: int = DEFAULT_RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
         flush_check_interval_ms: int = DEFAULT_FLUSH_CHECK_INTERVAL_MS,
         cleaner: CleanerConfig | None = None,
+        recovery_threads_per_data_dir: int = 2,
+        load: bool = True,
     ) -> None:
-        """Open every partition directory found under `log_dirs` (recovering each; a damaged
-        log raises CorruptRecordError naming the file and byte offset)."""
+        """Open every partition directory found under `log_dirs` (broker/log/log_loader.py),
+        `recovery_threads_per_data_dir` at a time per dir, now, or with `load=False` when the
+        caller awaits `load_logs`. A damaged log is kept offline (`offline_partitions`)."""
         if not log_dirs:
             raise ValueError("log.dirs names no directory")
         self._dirs = [os.path.abspath(d) for d in log_dirs]
@@ -109,55 +107,43 @@ class LogManager:
         # Shared by every log; injected by tests and the chaos tool only (a full disk, slow
         # fsyncs), as kraft.node.faults does for the metadata log.
         self.faults = LogFaults()
-        for directory in self._dirs:
-            os.makedirs(directory, exist_ok=True)
-            self._load_dir(directory)
         # Compaction of `cleanup.policy=compact` logs (broker/log/cleaner.py).
         self.cleaner = LogCleaner(cleaner or CleanerConfig(), self._dirs, self._online_logs,
                                   high_watermarks, lambda tp: tp in self._flushing)
         self.cleaner.on_swapped = lambda tp: self._wake_flush_waiters(tp, self._logs.get(tp))
         self.cleaner.on_dir_failure = self.fail_dir
+        self._threads = max(1, recovery_threads_per_data_dir)
+        self._loader = LogLoader(self._dirs, self._threads, self._attach_loaded,
+                                 lambda paths: self._tombstones.extend(paths))
+        self._jobs_abandoned: list[tuple[TopicPartition, PartitionLog, PartitionFlushJob]] = []
+        if load:
+            self._loader.load_now()
 
-    def _load_dir(self, directory: str) -> None:
-        hws = checkpoints.read_offsets(
-            os.path.join(directory, checkpoints.REPLICATION_OFFSET_FILE))
-        starts = checkpoints.read_offsets(
-            os.path.join(directory, checkpoints.LOG_START_OFFSET_FILE))
-        marker = os.path.join(directory, checkpoints.CLEAN_SHUTDOWN_FILE)
-        clean = os.path.exists(marker)
-        for name in sorted(os.listdir(directory)):
-            path = os.path.join(directory, name)
-            if name.endswith(DELETED_SUFFIX) and os.path.isdir(path):
-                self._tombstones.append(path)  # deleted before a crash: finish the job
-                continue
-            parsed = parse_partition_dir(name)
-            if name == METADATA_LOG_DIR or parsed is None or not os.path.isdir(path):
-                continue
-            try:
-                topic_id = checkpoints.read_partition_metadata(path)
-            except checkpoints.CheckpointError as exc:
-                if not never_synced(path):
-                    raise
-                # Created without fsync and a power loss came before the first flush job:
-                # nothing in it was durable; get_or_create opens it again when asked.
-                logger.warning("skipping %s: %s (the log was never synced)", path, exc)
-                continue
-            if topic_id is None:
-                logger.warning("skipping %s: it has no partition.metadata", path)
-                continue
-            if parsed in self._logs:
-                raise ValueError(f"{parsed[0]}-{parsed[1]} is in two log dirs: "
-                                 f"{self._logs[parsed].directory} and {path}")
-            log = PartitionLog.open(path, topic_id, LogConfig(), starts.get(parsed))
-            self._attach(parsed, log)
-            if parsed in hws:
-                self._hw_checkpoints[parsed] = hws[parsed]
-        if clean:
-            os.unlink(marker)  # from now on a crash must not look like a clean shutdown
-        logger.info("loaded %d partition log(s) from %s (%s shutdown)",
-                    sum(1 for log in self._logs.values()
-                        if os.path.dirname(log.directory) == directory),
-                    directory, "clean" if clean else "unclean")
+    # -- loading (broker/log/log_loader.py) ----------------------------------------------------
+
+    async def load_logs(self) -> None:
+        """Open every log off the event loop (LogLoader.load), attached as each opens."""
+        await self._loader.load()
+
+    @property
+    def logs_to_load(self) -> int:
+        """Partition directories found at start and not opened yet."""
+        return self._loader.remaining
+
+    @property
+    def offline_partitions(self) -> dict[TopicPartition, str]:
+        """Partitions whose log is damaged (kept offline until the broker restarts with the
+        directory moved away), with what is wrong."""
+        return {tp: str(damage) for tp, damage in self._loader.damaged.items()}
+
+    def _attach_loaded(self, tp: TopicPartition, log: PartitionLog, hw: int | None) -> None:
+        if tp in self._logs:
+            log.close(flush=False)
+            raise ValueError(f"{tp[0]}-{tp[1]} is in two log dirs: "
+                             f"{self._logs[tp].directory} and {log.directory}")
+        self._attach(tp, log)
+        if hw is not None:
+            self._hw_checkpoints[tp] = hw
 
     def _attach(self, tp: TopicPartition, log: PartitionLog) -> None:
         self._logs[tp] = log
@@ -199,6 +185,10 @@ class LogManager:
     def is_offline(self, log: PartitionLog) -> bool:
         return bool(self.offline_dirs) and os.path.dirname(log.directory) in self.offline_dirs
 
+    def partition_offline(self, topic: str, partition: int) -> bool:
+        """Whether this broker's log of the partition is damaged and kept offline."""
+        return (topic, partition) in self._loader.damaged
+
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 
@@ -212,6 +202,9 @@ class LogManager:
         partitions when there is none. A log left by a deleted topic of the same name (another
         topic id) is deleted first."""
         tp = (topic, partition)
+        damage = self._loader.damaged.get(tp)
+        if damage is not None:
+            raise OSError(errno.EIO, str(damage))
         log = self._logs.get(tp)
         if log is not None and log.topic_id != topic_id:
             logger.warning("%s belongs to topic id %s, not %s: deleting it", log.directory,
@@ -437,10 +430,12 @@ class LogManager:
         work = asyncio.get_running_loop().run_in_executor(
             None, _run_jobs, [job for _, _, job in jobs])
         self._inflight = work
-        # Cancelled meanwhile (close): the thread still finishes, and close() waits for it;
-        # each log's own flush completes the job then.
+        # Cancelled meanwhile (close): the thread still finishes, and close() waits for it
+        # and completes the jobs.
+        self._jobs_abandoned = jobs
         await asyncio.shield(work)
         self._inflight = None
+        self._jobs_abandoned = []
         for tp, log, job in jobs:
             self._flushing.discard(tp)
             try:
@@ -526,6 +521,7 @@ class LogManager:
         if self._closed:
             return
         self._closed = True
+        self._loader.abandon()
         await self.cleaner.stop()
         if self._task is not None:
             if self._wake is not None:
@@ -537,6 +533,11 @@ class LogManager:
         if self._inflight is not None:
             await self._inflight  # a flush round whose task was cancelled
             self._inflight = None
+            for tp, log, job in self._jobs_abandoned:
+                self._flushing.discard(tp)
+                with contextlib.suppress(Exception):  # close_logs syncs it again, or fails
+                    log.complete_flush(job)
+            self._jobs_abandoned = []
         hws = dict(self._high_watermarks())
         try:
             await asyncio.to_thread(self._close_blocking, hws)
@@ -552,17 +553,12 @@ class LogManager:
         self._close_blocking(dict(self._high_watermarks()))
 
     def _close_blocking(self, hws: Mapping[TopicPartition, int]) -> None:
-        failed = False
-        for log in self._logs.values():
-            try:
-                log.close()
-            except Exception as exc:
-                failed = True
-                if self.is_offline(log):  # expected: its dir failed; said once already
-                    logger.warning("closing %s (its log dir is offline): %s", log.directory,
-                                   exc)
-                else:
-                    logger.exception("closing %s failed", log.directory)
+        failed = close_logs(list(self._logs.values()), self._threads * len(self._dirs))
+        for log, exc in failed:
+            if self.is_offline(log):  # expected: its dir failed; said once already
+                logger.warning("closing %s (its log dir is offline): %s", log.directory, exc)
+            else:
+                logger.error("closing %s failed: %s", log.directory, exc)
         for log in self._doomed:
             self._tombstones.append(log.delete())
         self._doomed = []
@@ -572,13 +568,17 @@ class LogManager:
         unwritten += self.write_offset_checkpoints(self._offset_snapshot())
         for directory, error in unwritten:
             logger.error("cannot write the checkpoints of %s: %s", directory, error)
-        if not failed:
-            # A dir whose I/O failed must be recovered in full at the next start.
-            bad = set(self.offline_dirs) | {directory for directory, _ in unwritten}
-            for directory in self._dirs:
-                if directory not in bad:
-                    checkpoints.write_atomically(
-                        os.path.join(directory, checkpoints.CLEAN_SHUTDOWN_FILE), "")
+        if failed:
+            return
+        # A dir whose I/O failed, not loaded in full, or with a damaged log must be
+        # recovered at the next start.
+        bad = set(self.offline_dirs) | {directory for directory, _ in unwritten}
+        bad |= self._loader.unloaded
+        bad |= {os.path.dirname(damage.path) for damage in self._loader.damaged.values()}
+        for directory in self._dirs:
+            if directory not in bad:
+                checkpoints.write_atomically(
+                    os.path.join(directory, checkpoints.CLEAN_SHUTDOWN_FILE), "")
 
 
 def _run_jobs(jobs: Iterable[FlushJob]) -> None:

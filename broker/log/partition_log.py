@@ -46,7 +46,6 @@ import errno
 import logging
 import os
 import re
-import shutil
 import time
 import uuid
 from bisect import bisect_right
@@ -56,10 +55,18 @@ from dataclasses import dataclass
 from broker.log import checkpoints, cleaner_core, cleaner_swap
 from broker.log.config import LogConfig
 from broker.log.leader_epochs import UNDEFINED, LeaderEpochCache
+from broker.log.log_files import (
+    DELETED_SUFFIX,
+    PartitionFlushJob,
+    never_synced,
+    open_segments,
+    plain_segments,
+    remove_deleted,
+    write_recovery_point_zero,
+)
 from broker.log.producer_state import ProducerState
 from broker.records import (
     HEADER_SIZE,
-    KAFKA_FORMAT,
     AppendError,
     RecordBatchHeader,
     decode_records,
@@ -70,11 +77,10 @@ from broker.records import (
     validate_client_batch,
 )
 from kraft.errors import Errors
-from kraft.log._common import fsync_dir
 from kraft.log.base import CorruptRecordError, FlushJob, LogAppendError
 from kraft.log.codec import BatchHeader
 from kraft.log.recovery import RECOVERY_POINT_FILE
-from kraft.log.segmented import LogFaults, SegmentedLog, SegmentFlushJob, SegmentView
+from kraft.log.segmented import LogFaults, SegmentedLog, SegmentView
 
 __all__ = [
     "AppendError",
@@ -84,12 +90,11 @@ __all__ = [
     "PartitionMetadataError",
     "never_synced",
     "parse_partition_dir",
+    "remove_deleted",
 ]
 
 logger = logging.getLogger(__name__)
 
-# Reads of recent data are served from memory; older data comes from the page cache.
-_CACHE_BYTES = 1 << 20
 _DIR_NAME = re.compile(r"(.+)-(\d+)")
 
 
@@ -149,43 +154,6 @@ class _SegmentTimes:
             self.max_ms_batch = base_offset
 
 
-class PartitionFlushJob:
-    """A partition log's flush job: fsync the unsynced metadata files and directories, then
-    run the segments' job (if any). `run` in any thread; back to `complete_flush`."""
-
-    __slots__ = ("directories", "error", "files", "segment_job", "synced_dirs", "syncs")
-
-    def __init__(
-        self, files: list[str], directories: list[str], segment_job: FlushJob | None
-    ) -> None:
-        self.files = files
-        self.directories = directories
-        self.segment_job = segment_job
-        self.error: BaseException | None = None
-        self.syncs = 0
-        # Directories already fsynced after this job began (shared by the jobs of one worker
-        # hop, all begun before it: a thousand new logs need one fsync of their log dir).
-        self.synced_dirs: set[str] | None = None
-
-    def run(self) -> None:
-        done = self.synced_dirs
-        directories = self.directories if done is None else [
-            path for path in self.directories if path not in done]
-        try:
-            self.syncs += checkpoints.fsync_paths(self.files, directories)
-            if done is not None:
-                done.update(directories)
-        except BaseException as exc:
-            self.error = exc
-            if isinstance(self.segment_job, SegmentFlushJob):
-                # Its data must not be synced before the files that name it: the job fails
-                # as a failed fsync does (the log cannot be trusted).
-                self.segment_job.error = exc
-            raise
-        if self.segment_job is not None:
-            self.segment_job.run()
-
-
 class PartitionLog:
     """A replica's log. Create with `PartitionLog.open`."""
 
@@ -241,13 +209,18 @@ class PartitionLog:
         config: LogConfig,
         log_start_offset: int | None = None,
         now_ms: int | None = None,
+        *,
+        clean_shutdown: bool = False,
+        synced: bool = False,
     ) -> PartitionLog:
         """Create or recover the partition directory `directory` (named
-        `<topic>-<partition>`): recovery CRC-checks from the recovery point, cuts a torn tail,
-        and raises CorruptRecordError (path, byte offset) for damage below it. The directory's
-        partition.metadata must name `topic_id` (PartitionMetadataError otherwise); a new
-        directory gets one. `log_start_offset` is the log-start-offset checkpoint's value, if
-        any."""
+        `<topic>-<partition>`): recovery CRC-checks from the recovery point (after a
+        `clean_shutdown`, nothing), cuts a torn tail, and raises CorruptRecordError (path, byte
+        offset) for damage below it. The directory's partition.metadata must name `topic_id`
+        (PartitionMetadataError otherwise); a new directory gets one. `log_start_offset` is the
+        log-start-offset checkpoint's value, if any. `synced`: the caller made the files of
+        the log dir durable (a clean shutdown, a syncfs), so none is synced again
+        (broker/log/log_files.py)."""
         directory = os.path.abspath(directory)
         parsed = parse_partition_dir(os.path.basename(directory))
         if parsed is None:
@@ -279,17 +252,19 @@ class PartitionLog:
             # A new log, or one whose creation a power loss undid before any fsync: nothing in
             # it was ever durable (module docstring). Without this file SegmentedLog would
             # write it durably, on this thread.
-            unsynced_files.append(_write_recovery_point_zero(directory))
-        if existed:
+            unsynced_files.append(write_recovery_point_zero(directory))
+        if existed and not synced:
             # What a crashed process left may still be only in the page cache (kill -9 keeps
             # it, a power loss later would not): the first flush job syncs it all again.
             unsynced_files = [os.path.join(directory, name) for name in (
                 checkpoints.PARTITION_METADATA_FILE, RECOVERY_POINT_FILE,
                 checkpoints.LEADER_EPOCH_FILE)]
             unsynced_dirs = [directory, os.path.dirname(directory)]
+        elif existed and unsynced_files:
+            unsynced_dirs = [directory]
         if existed:
             cleaner_swap.recover(directory)  # a cleaner swap a crash interrupted
-        log = _open_segments(directory, config)
+        log = open_segments(directory, config, clean_shutdown, synced)
         try:
             now = _now_ms() if now_ms is None else now_ms
             opened = cls(directory, topic, partition, topic_id, config, log, log_start_offset,
@@ -881,7 +856,7 @@ class PartitionLog:
             for swap, old in committed:
                 cleaner_swap.install(swap, [view.path for view in old])
         finally:
-            self._log = _open_segments(self._directory, self._config)
+            self._log = plain_segments(self._directory, self._config)
             self._log.faults = faults
         for _, old in swaps:
             self._rebuild_times(old[0].base_offset, old[-1].end_offset)
@@ -983,42 +958,8 @@ class PartitionLog:
                 f"end={self._log.end_offset}, epoch={self.latest_epoch})")
 
 
-def _open_segments(directory: str, config: LogConfig) -> SegmentedLog:
-    return SegmentedLog(
-        directory, segment_bytes=config.segment_bytes, cache_bytes=_CACHE_BYTES,
-        recovery_point_interval_ms=0, batch_format=KAFKA_FORMAT, write_through=True,
-    )
-
-
 def _index_at_or_below(bases: list[int], offset: int) -> int:
     return max(bisect_right(bases, offset) - 1, 0)
-
-
-DELETED_SUFFIX = "-delete"
-
-
-def remove_deleted(path: str) -> None:
-    """Remove a directory `PartitionLog.delete` renamed, and make the removal durable."""
-    shutil.rmtree(path, ignore_errors=True)
-    fsync_dir(os.path.dirname(path))
-
-
-def never_synced(directory: str) -> bool:
-    """Whether the directory has no recovery-point file, or an empty one: no flush job of the
-    log ever ran (the first one fsyncs the file before any data)."""
-    path = os.path.join(directory, RECOVERY_POINT_FILE)
-    try:
-        return os.stat(path).st_size == 0
-    except FileNotFoundError:
-        return True
-
-
-def _write_recovery_point_zero(directory: str) -> str:
-    """SegmentedLog's recovery-point file holding 0 ("nothing here was ever durable"), without
-    fsync; its path."""
-    path = os.path.join(directory, RECOVERY_POINT_FILE)
-    checkpoints.write_atomically(path, "0\n0\n", durable=False)  # kraft.log's format
-    return path
 
 
 def _last_start(epochs: LeaderEpochCache) -> int:

@@ -105,11 +105,15 @@ def parse_recovery_point(raw: bytes) -> int | None:
     return int(lines[1])
 
 
-def write_recovery_point(directory: str, dir_fd: int, offset: int, durable: bool) -> None:
+def write_recovery_point(
+    directory: str, dir_fd: int, offset: int, durable: bool, sync: bool = True
+) -> None:
     """Replace the checkpoint atomically: write a temporary file, fdatasync it, rename it over
     the old one. With `durable` the directory is fsynced too, so the new value survives a power
     loss; without it (a raise, where an older value is still safe) a power loss may leave the
-    old value, never a damaged file."""
+    old value, never a damaged file. Without `sync` (a caller that syncs the whole filesystem
+    next) nothing is synced, and until then a power loss may leave a damaged file, which
+    `read_recovery_point` treats as none."""
     path = recovery_point_path(directory)
     tmp = path + _TMP_SUFFIX
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -117,7 +121,8 @@ def write_recovery_point(directory: str, dir_fd: int, offset: int, durable: bool
         data = f"{_VERSION}\n{offset}\n".encode()
         if os.write(fd, data) != len(data):
             raise OSError(f"short write to {tmp}")
-        os.fdatasync(fd)
+        if sync:
+            os.fdatasync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)

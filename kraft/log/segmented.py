@@ -167,8 +167,8 @@ class _RecoveryPoint:
             self.interval_s <= 0 or time.monotonic() - self.written_at >= self.interval_s
         )
 
-    def write(self, offset: int, durable: bool) -> None:
-        write_recovery_point(self.directory, self.dir_fd, offset, durable)
+    def write(self, offset: int, durable: bool, sync: bool = True) -> None:
+        write_recovery_point(self.directory, self.dir_fd, offset, durable, sync)
         self.value = offset
         self.written_at = time.monotonic()
         self.writes += 1
@@ -178,11 +178,11 @@ class _RecoveryPoint:
         if self.value is not None and offset < self.value:
             self.write(offset, durable=True)
 
-    def raise_to(self, offset: int) -> None:
+    def raise_to(self, offset: int, sync: bool = True) -> None:
         """After a barrier made everything below `offset` durable. A failure only leaves an
         older value, which is safe: logged once, retried by later jobs."""
         try:
-            self.write(offset, durable=False)
+            self.write(offset, durable=False, sync=sync)
         except OSError as exc:
             if not self.warned:
                 self.warned = True
@@ -255,6 +255,22 @@ class SegmentFlushJob:
             raise
         finally:
             self.running = False
+        self.done = True
+
+    def run_synced(self) -> None:
+        """`run` for a write-through log's job (no queued operations) whose files the caller
+        made durable after `begin_flush` (a syncfs of their filesystem): nothing is
+        fdatasynced, and the recovery point is raised by a rename whose file is not synced
+        either, so the caller syncs the filesystem again before relying on it."""
+        if self._ops or self._cut_to is not None or self.done or self.running:
+            raise RuntimeError("only a fresh write-through job runs as synced")
+        self._dirty.clear()
+        self._truncated.clear()
+        self._dir_dirty = False
+        recovery_point = self._recovery_point
+        if recovery_point is not None and self._raise_recovery_point:
+            with recovery_point.lock:
+                recovery_point.raise_to(min(self.end_offset, self._cap), sync=False)
         self.done = True
 
     def _run(self) -> None:
@@ -368,15 +384,23 @@ class SegmentedLog:
         recovery_point_interval_ms: int = DEFAULT_RECOVERY_POINT_INTERVAL_MS,
         batch_format: BatchFormat = KRAFT_FORMAT,
         write_through: bool = False,
+        synced: bool = False,
     ) -> None:
         """Open (or create) the log in `directory`, verifying every batch CRC. A torn tail of
         the last segment is cut (damage at or past the recovery point; without one, damage
         that looks like an interrupted write); any other damage raises CorruptRecordError.
         Flush jobs raise the recovery point at most once per `recovery_point_interval_ms`
         (0: every job). `batch_format` frames the batches (kraft's by default);
-        `write_through` performs file changes at once (see the module docstring)."""
+        `write_through` performs file changes at once (see the module docstring).
+        `synced` (write-through logs only): the caller made every file in `directory` durable
+        before this open (a clean shutdown's flush, a syncfs after a crash), so no segment is
+        fdatasynced again and the recovery-point file is left as it is (a stale value is safe,
+        kraft/log/recovery.py); the next flush job raises it."""
         if segment_bytes < 1 or cache_bytes < 0:
             raise ValueError("segment_bytes must be positive and cache_bytes not negative")
+        if synced and not write_through:
+            raise ValueError("only a write-through log may be opened as synced")
+        self._synced_at_open = synced
         self._format = batch_format
         self._write_through = write_through
         # Write-through bookkeeping: files changed since the last job began, and descriptors
@@ -432,7 +456,7 @@ class SegmentedLog:
                     break
             # Every segment is synced now: all of it is durable, whatever the file said.
             self._recovery_point.value = recovery_point
-            if recovery_point != self._end_offset:
+            if recovery_point != self._end_offset and not synced:
                 self._recovery_point.write(self._end_offset, durable=True)
         except BaseException:
             self._close_fds()
@@ -531,7 +555,8 @@ class SegmentedLog:
                 raise CorruptRecordError("empty segment before the last one", 0, path)
             cut_before_last = True  # a write-through roll whose data never reached the disk
         # What a crashed process left in the page cache is made durable before we count it.
-        os.fdatasync(fd)
+        if not self._synced_at_open:
+            os.fdatasync(fd)
         segment.bases = array("q", [h.base_offset for h in headers])
         segment.positions = array("q", [h.position for h in headers])
         segment.size = size
@@ -581,6 +606,10 @@ class SegmentedLog:
     def flushed_offset(self) -> int:
         """One past the last record that is durable and still part of the log."""
         return self._flushed
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        """(epoch, first offset) of each epoch in the batches, oldest first."""
+        return self._epoch_cache.entries()
 
     @property
     def last_epoch(self) -> int:
@@ -1031,7 +1060,9 @@ class SegmentedLog:
             )
         if self._job is not None:
             raise RuntimeError("a flush job is already in flight")
-        if not (self._ops or self._actions or self._unsynced or self._unsynced_dir):
+        if not (self._ops or self._actions or self._unsynced or self._unsynced_dir or (
+                # Opened as synced, its recovery point file may lag the durable end.
+                self._synced_at_open and self._recovery_point.value != self._end_offset)):
             return None
         ops = self._ops
         self._ops = []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import checkpoints, log_manager
+from broker.log import checkpoints, durability, log_manager
 from broker.log.config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
@@ -290,6 +290,7 @@ def test_background_round_fsyncs_new_logs_and_dirty_epoch_checkpoints(
 def test_logs_found_at_start_are_synced_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(durability, "ENABLED", False)  # no syncfs: a sync per file
     log = PartitionLog.open(str(tmp_path / "t-0"), ID_A, LogConfig())
     log.assign_epoch(3, 0)
     log.close(flush=False)  # as kill -9 leaves it: possibly only in the page cache

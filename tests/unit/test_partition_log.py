@@ -367,11 +367,30 @@ def test_damage_below_the_recovery_point_is_an_error_with_path_and_offset(
     position = len(log_bytes) - 2 * len(second)
     assert log_bytes[position:position + len(second)] == second
     with open(path, "r+b") as file:
-        file.seek(position + 40)
-        file.write(b"\xff")
+        file.seek(position + 16)  # the magic byte: the frame no longer parses
+        file.write(b"\x07")
     with pytest.raises(CorruptRecordError) as info:
         open_log(tmp_path)
     assert info.value.path == path and info.value.position == position
+
+
+def test_only_batches_from_the_recovery_point_on_are_crc_checked(tmp_path: Path) -> None:
+    # Kafka's recovery: below the recovery point every batch was fdatasynced before the point
+    # was raised, so its frame is read but its CRC is not checked on open.
+    log = open_log(tmp_path)
+    fill(log, 3)
+    log.close()
+    (_, path), = list_segments(log.directory)
+    size = os.path.getsize(path)
+    with open(path, "r+b") as file:
+        file.seek(size * 2 // 3 - 5)  # a record byte of the second batch
+        file.write(b"\xff")
+    reopened = open_log(tmp_path)
+    assert reopened.end_offset == 6 and reopened.recovery_point == 6
+    reopened.close()
+    # With the recovery point at 0 the same damage is checked, and cut as a torn tail.
+    Path(log.directory, "recovery-point-offset-checkpoint").write_text("0\n0\n")
+    assert open_log(tmp_path).end_offset == 2
 
 
 def test_damage_in_an_unsynced_older_segment_cuts_the_rest(tmp_path: Path) -> None:

@@ -1,0 +1,188 @@
+"""The files of a partition directory below PartitionLog: opening its segments (with Kafka's
+recovery, which checks batches only from the recovery point on), the flush job that syncs its
+metadata files before its data, and the helpers for new, never-synced and deleted logs.
+
+Recovery on open (Kafka's LogLoader): batches below the recovery point were fdatasynced
+before the point was raised (kraft/log/recovery.py), so they are framed but not CRC-checked;
+from the recovery point on every batch is checked and a torn tail is cut. After a clean
+shutdown (the log dir's marker: the last close flushed every log) no batch is checked at all.
+A frame below the recovery point that does not parse still stops the trusted walk, and the
+strict scan from there refuses it as damage before the recovery point.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import shutil
+import struct
+
+from broker.log import checkpoints
+from broker.log.config import LogConfig
+from broker.records import CONTROL_BIT, HEADER_SIZE, KAFKA_FORMAT, LOG_OVERHEAD, MAGIC
+from broker.records import KafkaBatchFormat as _KafkaBatchFormat
+from kraft.log._common import fsync_dir
+from kraft.log.base import CorruptRecordError, FlushJob
+from kraft.log.codec import BatchHeader, ByteSource
+from kraft.log.recovery import RECOVERY_POINT_FILE, parse_recovery_point
+from kraft.log.segmented import SegmentedLog, SegmentFlushJob
+
+# Reads of recent data are served from memory; older data comes from the page cache.
+CACHE_BYTES = 1 << 20
+DELETED_SUFFIX = "-delete"
+TRUST_ALL = 2**63 - 1  # a clean shutdown: every batch was flushed by the last close
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta.
+_FRAME = struct.Struct(">qiibIhi")
+
+
+class TrustingFormat(_KafkaBatchFormat):
+    """Kafka's batch format for one open: batches that end at or below `trusted_below` are
+    framed without a CRC check. The log keeps the format, so the open sets it back to 0
+    (check everything) once the segments are indexed."""
+
+    def __init__(self, trusted_below: int) -> None:
+        self.trusted_below = trusted_below
+
+    def scan_prefix(
+        self, data: ByteSource, path: str | None = None, base_position: int = 0
+    ) -> tuple[list[BatchHeader], int, CorruptRecordError | None]:
+        below = self.trusted_below
+        if below <= 0:
+            return super().scan_prefix(data, path, base_position)
+        # No memoryview of an mmap: SegmentedLog closes the map after the scan.
+        source = data if isinstance(data, bytes | mmap.mmap) else bytes(data)
+        end = len(source)
+        pos = 0
+        headers: list[BatchHeader] = []
+        append = headers.append
+        unpack = _FRAME.unpack_from
+        make = tuple.__new__
+        while end - pos >= HEADER_SIZE:
+            base, length, epoch, magic, crc, attributes, delta = unpack(source, pos)
+            size = length + LOG_OVERHEAD
+            if (size < HEADER_SIZE or pos + size > end or magic != MAGIC or base < 0
+                    or epoch < 0 or delta < 0 or base + delta + 1 > below):
+                break  # the strict scan takes over here
+            append(make(BatchHeader, (base, epoch, delta + 1, base_position + pos, size,
+                                      bool(attributes & CONTROL_BIT), crc)))
+            pos += size
+        if pos == end:
+            return headers, pos, None
+        rest, stop, error = super().scan_prefix(bytes(source[pos:]), path, base_position + pos)
+        return headers + rest, pos + stop, error
+
+
+def open_segments(
+    directory: str, config: LogConfig, clean_shutdown: bool = False, synced: bool = False
+) -> SegmentedLog:
+    """The directory's SegmentedLog, recovered from its recovery point (module docstring);
+    `synced`: the caller made the directory's files durable (SegmentedLog's docstring)."""
+    trusted = TRUST_ALL if clean_shutdown else _recovery_point(directory)
+    batch_format = TrustingFormat(trusted)
+    log = SegmentedLog(
+        directory, segment_bytes=config.segment_bytes, cache_bytes=CACHE_BYTES,
+        recovery_point_interval_ms=0, batch_format=batch_format, write_through=True,
+        synced=synced,
+    )
+    batch_format.trusted_below = 0
+    return log
+
+
+def plain_segments(directory: str, config: LogConfig) -> SegmentedLog:
+    """The directory's SegmentedLog, every batch checked (a cleaner swap reopens with it)."""
+    return SegmentedLog(
+        directory, segment_bytes=config.segment_bytes, cache_bytes=CACHE_BYTES,
+        recovery_point_interval_ms=0, batch_format=KAFKA_FORMAT, write_through=True,
+    )
+
+
+def _recovery_point(directory: str) -> int:
+    """The recovery point in the directory's file, 0 when there is none or it does not parse
+    (SegmentedLog says so when it reads the file itself)."""
+    try:
+        with open(os.path.join(directory, RECOVERY_POINT_FILE), "rb") as file:
+            value = parse_recovery_point(file.read(256))
+    except OSError:
+        return 0
+    return value or 0
+
+
+class PartitionFlushJob:
+    """A partition log's flush job: fsync the unsynced metadata files and directories, then
+    run the segments' job (if any). `run` in any thread; back to `complete_flush`."""
+
+    __slots__ = ("directories", "error", "files", "segment_job", "synced_dirs", "syncs")
+
+    def __init__(
+        self, files: list[str], directories: list[str], segment_job: FlushJob | None
+    ) -> None:
+        self.files = files
+        self.directories = directories
+        self.segment_job = segment_job
+        self.error: BaseException | None = None
+        self.syncs = 0
+        # Directories already fsynced after this job began (shared by the jobs of one worker
+        # hop, all begun before it: a thousand new logs need one fsync of their log dir).
+        self.synced_dirs: set[str] | None = None
+
+    def run(self) -> None:
+        done = self.synced_dirs
+        directories = self.directories if done is None else [
+            path for path in self.directories if path not in done]
+        try:
+            self.syncs += checkpoints.fsync_paths(self.files, directories)
+            if done is not None:
+                done.update(directories)
+        except BaseException as exc:
+            self.error = exc
+            if isinstance(self.segment_job, SegmentFlushJob):
+                # Its data must not be synced before the files that name it: the job fails
+                # as a failed fsync does (the log cannot be trusted).
+                self.segment_job.error = exc
+            raise
+        if self.segment_job is not None:
+            self.segment_job.run()
+
+    def fail(self, exc: BaseException) -> None:
+        """The sync that was to make this job's files durable failed: the job failed as a
+        failed fsync does."""
+        self.error = self.error or exc
+        if isinstance(self.segment_job, SegmentFlushJob):
+            self.segment_job.error = self.segment_job.error or exc
+
+    def run_synced(self) -> None:
+        """`run` when the caller made every file of the log durable after the job began (a
+        syncfs): nothing is fsynced here; the recovery point is raised without a sync, so the
+        caller syncs the filesystem again before relying on it (SegmentFlushJob.run_synced)."""
+        if isinstance(self.segment_job, SegmentFlushJob):
+            try:
+                self.segment_job.run_synced()
+            except BaseException as exc:
+                self.error = exc
+                raise
+        elif self.segment_job is not None:
+            self.segment_job.run()
+
+
+def remove_deleted(path: str) -> None:
+    """Remove a directory `PartitionLog.delete` renamed, and make the removal durable."""
+    shutil.rmtree(path, ignore_errors=True)
+    fsync_dir(os.path.dirname(path))
+
+
+def never_synced(directory: str) -> bool:
+    """Whether the directory has no recovery-point file, or an empty one: no flush job of the
+    log ever ran (the first one fsyncs the file before any data)."""
+    path = os.path.join(directory, RECOVERY_POINT_FILE)
+    try:
+        return os.stat(path).st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+def write_recovery_point_zero(directory: str) -> str:
+    """SegmentedLog's recovery-point file holding 0 ("nothing here was ever durable"), without
+    fsync; its path."""
+    path = os.path.join(directory, RECOVERY_POINT_FILE)
+    checkpoints.write_atomically(path, "0\n0\n", durable=False)  # kraft.log's format
+    return path
