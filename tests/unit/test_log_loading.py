@@ -84,7 +84,9 @@ def test_a_clean_restart_recovers_nothing_and_removes_the_marker_first(
     manager.close_now()
     marker = tmp_path / checkpoints.CLEAN_SHUTDOWN_FILE
     assert marker.exists()
-    flip_a_record_byte(tmp_path, 1)  # below every recovery point: trusted after a clean stop
+    # Damage past a stale recovery point is not even looked for after a clean stop.
+    (tmp_path / "t-1" / "recovery-point-offset-checkpoint").write_text("0\n0\n")
+    flip_a_record_byte(tmp_path, 1)
     files, filesystems = record_syncs(monkeypatch)
     unlinked_before_first_open: list[bool] = []
     real_open = PartitionLog.open.__func__  # type: ignore[attr-defined]
