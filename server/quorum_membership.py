@@ -232,8 +232,9 @@ def _explain(resp: pb.VoterChangeResponse, verb: str, node_id: int, directory_id
             "check the controller's directory id and that it serves the controller listener "
             "and supports kraft.version 1.",
         Errors.CLUSTER_AUTHORIZATION_FAILED:
-            "a voter change needs Alter on the cluster: use a principal in super.users or "
-            "grant Alter in authorizer.acl.file.",
+            "a voter change needs ALTER on the cluster: use a principal in super.users or "
+            "grant it: kraft-admin acls --add --allow-principal <principal> --operation Alter "
+            "--cluster.",
         Errors.NOT_LEADER_OR_FOLLOWER:
             f"leadership moved while the {verb} was pending; {_CHECK} to see whether it "
             "committed before retrying.",
