@@ -39,7 +39,7 @@ from kraft.log.segmented import SegmentedLog
 from kraft.log.snapshots import FileSnapshotStore, SnapshotGapError
 from kraft.node.faults import FaultInjector
 from kraft.node.metrics import RaftMetrics
-from kraft.node.raft_node import RaftNode, Retention
+from kraft.node.raft_node import RaftNode, Retention, monotonic_ms
 from kraft.node.service import QuorumServicer, RaftServicer, TestHooksServicer
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.authorizer import AuthorizingInterceptor
@@ -256,6 +256,9 @@ class Server:
                 noop_interval_ms=config.metadata_max_idle_interval_ms,
                 session_timeout_ms=config.broker_session_timeout_ms,
                 liveness_grace_ms=config.broker_liveness_grace_ms,
+                # The node's wall clock, so an injected clock step (kraft/node/faults.py)
+                # reaches the controller too; sessions run on the monotonic clock regardless.
+                wall_clock_ms=lambda: self.node.wall_clock_ms(monotonic_ms()),
             )
             loader.install(self.controller)
         self.snapshot_generator = SnapshotGenerator(
