@@ -33,6 +33,7 @@ from metadata.sharded_map import EMPTY_SHARDED, ShardedMap
 
 if TYPE_CHECKING:  # the authorizer package reads images, so the image must not import it
     from metadata.authorizer.model import AclBinding
+    from metadata.scram import ScramCredential
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -359,6 +360,8 @@ class MetadataImage:
     configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=_no_entries)
     producer_ids: ProducerIdsImage = field(default_factory=ProducerIdsImage)
     acls: Mapping[str, AclBinding] = field(default_factory=_no_entries)  # id -> binding
+    # user -> mechanism code -> credential (KIP-554)
+    scram: Mapping[str, Mapping[int, ScramCredential]] = field(default_factory=_no_entries)
 
     # ---- topics and partitions ----
 
