@@ -46,6 +46,13 @@ from metadata.records import (
     TopicRecord,
     UnregisterBrokerRecord,
 )
+from metadata.scram import ScramCredential, ScramMechanism
+from metadata.security_records import (
+    ClientQuotaRecord,
+    QuotaEntity,
+    RemoveUserScramCredentialRecord,
+    UserScramCredentialRecord,
+)
 
 
 class MetadataReplayError(Exception):
@@ -102,6 +109,8 @@ class MetadataDelta:
         self._replica_lists: dict[tuple[int, ...], tuple[int, ...]] = {}  # for interning
         self._producer_ids: ProducerIdsImage | None = None
         self._acls: dict[str, AclBinding | None] = {}  # id -> binding, None: removed
+        self._scram: dict[tuple[str, int], ScramCredential | None] = {}  # (user, mechanism)
+        self._quotas: dict[tuple[QuotaEntity, str], float | None] = {}  # (entity, key)
         self._replayers: dict[type, Callable[[Any, int], None]] = {
             RegisterBrokerRecord: self._replay_register_broker,
             UnregisterBrokerRecord: self._replay_unregister_broker,
@@ -115,6 +124,9 @@ class MetadataDelta:
             ProducerIdsRecord: self._replay_producer_ids,
             AccessControlEntryRecord: self._replay_acl,
             RemoveAccessControlEntryRecord: self._replay_remove_acl,
+            UserScramCredentialRecord: self._replay_scram,
+            RemoveUserScramCredentialRecord: self._replay_remove_scram,
+            ClientQuotaRecord: self._replay_client_quota,
             NoOpRecord: _ignore,
         }
 
@@ -303,6 +315,49 @@ class MetadataDelta:
         """Whether this delta creates or removes an ACL (the authorizer reloads only then)."""
         return bool(self._acls)
 
+    def _replay_scram(self, record: UserScramCredentialRecord, offset: int) -> None:
+        mechanism = ScramMechanism.of_code(record.mechanism)
+        if mechanism is ScramMechanism.UNKNOWN:
+            raise MetadataReplayError(record, offset,
+                                      f"unknown SCRAM mechanism {record.mechanism}")
+        if not record.name:
+            raise MetadataReplayError(record, offset, "a SCRAM credential without a user name")
+        self._scram[(record.name, int(mechanism))] = ScramCredential(
+            record.salt, record.stored_key, record.server_key, record.iterations)
+
+    def _replay_remove_scram(self, record: RemoveUserScramCredentialRecord, offset: int) -> None:
+        # Kafka's ScramControlManager.replay: a removal must find the credential.
+        key = (record.name, record.mechanism)
+        if key in self._scram:
+            present = self._scram[key] is not None
+        else:
+            present = record.mechanism in self.image.scram.get(record.name, EMPTY_MAP)
+        if not present:
+            raise MetadataReplayError(
+                record, offset, f"no {ScramMechanism.of_code(record.mechanism).mechanism_name} "
+                f"credential of user {record.name!r} to remove")
+        self._scram[key] = _REMOVED
+
+    @property
+    def scram_changed(self) -> bool:
+        """Whether this delta adds, replaces or removes a SCRAM credential."""
+        return bool(self._scram)
+
+    def _replay_client_quota(self, record: ClientQuotaRecord, offset: int) -> None:
+        # Kafka's replay takes any entity; these two have no key in its entity map.
+        entity = record.quota_entity
+        if not entity:
+            raise MetadataReplayError(record, offset, "a client quota without an entity")
+        if len({entity_type for entity_type, _ in entity}) != len(entity):
+            raise MetadataReplayError(record, offset, "a client quota entity names a type twice")
+        # Removing an unset key is a no-op, as in Kafka's ClientQuotaControlManager.replay.
+        self._quotas[(entity, record.key)] = _REMOVED if record.remove else record.value
+
+    @property
+    def client_quotas_changed(self) -> bool:
+        """Whether this delta sets or removes a client quota (quota managers reload only then)."""
+        return bool(self._quotas)
+
     # ---- building the next image ----
 
     def apply(self) -> MetadataImage:
@@ -323,6 +378,8 @@ class MetadataDelta:
             }),
             producer_ids=self._producer_ids or image.producer_ids,
             acls=_overlay(image.acls, self._acls),
+            scram=_overlay_nested(image.scram, self._scram),
+            client_quotas=_overlay_nested(image.client_quotas, self._quotas),
         )
 
 
@@ -341,3 +398,22 @@ def _overlay(base: Mapping[Any, Any], changes: Mapping[Any, Any]) -> Mapping[Any
         else:
             result[key] = value
     return MappingProxyType(result)
+
+
+def _overlay_nested(base: Mapping[Any, Mapping[Any, Any]],
+                    changes: Mapping[tuple[Any, Any], Any]) -> Mapping[Any, Mapping[Any, Any]]:
+    """`base` (outer -> inner -> value) with `changes` ((outer, inner) -> value) applied, a
+    None value removing the inner key and an emptied outer key disappearing."""
+    if not changes:
+        return base
+    touched: dict[Any, dict[Any, Any]] = {}
+    for (outer, inner), value in changes.items():
+        inner_map = touched.get(outer)
+        if inner_map is None:
+            inner_map = touched[outer] = mutable_copy(base.get(outer, EMPTY_MAP))
+        if value is None:
+            inner_map.pop(inner, None)
+        else:
+            inner_map[inner] = value
+    return _overlay(base, {outer: MappingProxyType(inner_map) if inner_map else None
+                           for outer, inner_map in touched.items()})

@@ -34,6 +34,7 @@ from metadata.sharded_map import EMPTY_SHARDED, ShardedMap
 if TYPE_CHECKING:  # the authorizer package reads images, so the image must not import it
     from metadata.authorizer.model import AclBinding
     from metadata.scram import ScramCredential
+    from metadata.security_records import QuotaEntity
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -362,6 +363,8 @@ class MetadataImage:
     acls: Mapping[str, AclBinding] = field(default_factory=_no_entries)  # id -> binding
     # user -> mechanism code -> credential (KIP-554)
     scram: Mapping[str, Mapping[int, ScramCredential]] = field(default_factory=_no_entries)
+    # quota entity -> key -> value (KIP-546)
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=_no_entries)
 
     # ---- topics and partitions ----
 

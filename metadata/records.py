@@ -19,9 +19,15 @@ from typing import Any, ClassVar
 from google.protobuf.message import DecodeError, Message
 
 from metadata._construct import positional_constructor
+from metadata.record_types import MetadataRecordType as MetadataRecordType
 from metadata.rpc import acls_pb2 as acls_pb
 from metadata.rpc import metadata_pb2 as pb
 from metadata.rpc import producer_ids_pb2 as producer_ids_pb
+from metadata.security_records import (
+    SECURITY_CODECS,
+    SecurityRecord,
+    security_record_json,
+)
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
@@ -32,24 +38,6 @@ METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # Uuid.ONE_UUID, reserved for __cl
 # 16 bytes in url-safe base64 without padding: 21 free characters and a last one with 2 bits.
 _UUID_PATTERN = re.compile(r"[A-Za-z0-9_-]{21}[AQgw]")
 _HEADER = struct.Struct(">HH")
-
-
-class MetadataRecordType(IntEnum):
-    """Kafka's api keys; the names are Kafka's display names (MetadataRecordType)."""
-
-    REGISTER_BROKER_RECORD = 0
-    UNREGISTER_BROKER_RECORD = 1
-    TOPIC_RECORD = 2
-    PARTITION_RECORD = 3
-    CONFIG_RECORD = 4
-    PARTITION_CHANGE_RECORD = 5
-    REMOVE_TOPIC_RECORD = 9
-    FEATURE_LEVEL_RECORD = 12
-    PRODUCER_IDS_RECORD = 15
-    BROKER_REGISTRATION_CHANGE_RECORD = 17
-    ACCESS_CONTROL_ENTRY_RECORD = 18
-    REMOVE_ACCESS_CONTROL_ENTRY_RECORD = 19
-    NO_OP_RECORD = 20
 
 
 class LeaderRecoveryState(IntEnum):
@@ -247,6 +235,7 @@ Record = (
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
     | NoOpRecord
+    | SecurityRecord  # SCRAM credentials and client quotas: metadata/security_records.py
 )
 
 
@@ -564,6 +553,7 @@ _CODECS: dict[int, _Codec] = {
             _validate_remove_acl,
         ),
         _Codec(_T.NO_OP_RECORD, pb.NoOpRecord, lambda r: pb.NoOpRecord(), lambda m: NoOpRecord()),
+        *(_Codec(*spec) for spec in SECURITY_CODECS),
     )
 }
 
@@ -701,7 +691,7 @@ def _record_data_json(record: Record) -> dict[str, Any]:
             return {"id": record.id}
         case NoOpRecord():
             return {}
-    raise TypeError(f"not a metadata record: {record!r}")
+    return security_record_json(record)  # the only records left; it refuses a non-record
 
 
 def record_to_json(record: Record) -> dict[str, Any]:

@@ -2,8 +2,8 @@
 
 `image_to_records` writes the records that, replayed by MetadataDelta onto the empty image,
 rebuild the image: features first (metadata.version leads, as in Kafka), then brokers, topics
-with their partitions, configs, where the next producer id block starts, and the ACLs (Kafka's
-order).
+with their partitions, configs, where the next producer id block starts, the ACLs (Kafka's
+order), then SCRAM credentials and client quotas.
 Every order the delta accepts would do; this one is sorted, so two equal images give
 byte-identical snapshots.
 
@@ -34,6 +34,7 @@ from metadata.records import (
     TopicRecord,
     encode_record,
 )
+from metadata.security_records import ClientQuotaRecord, EntityData, UserScramCredentialRecord
 
 METADATA_VERSION = "metadata.version"
 
@@ -76,6 +77,21 @@ def _acl_records(image: MetadataImage) -> Iterator[Record]:
         yield record_of(acl_id, acls[acl_id])
 
 
+def _security_records(image: MetadataImage) -> Iterator[Record]:
+    for user in sorted(image.scram):
+        credentials = image.scram[user]
+        for mechanism in sorted(credentials):
+            c = credentials[mechanism]
+            yield UserScramCredentialRecord(user, mechanism, c.salt, c.stored_key, c.server_key,
+                                            c.iterations)
+    quotas = image.client_quotas
+    # The default entity (None) sorts before every name.
+    for entity in sorted(quotas, key=lambda e: [(t, n is not None, n or "") for t, n in e]):
+        data = tuple(EntityData(entity_type, name) for entity_type, name in entity)
+        for key in sorted(quotas[entity]):
+            yield ClientQuotaRecord(data, key, quotas[entity][key])
+
+
 def image_records(image: MetadataImage) -> Iterator[Record]:
     """The image's records, unencoded, in replay order."""
     yield from _head_records(image)
@@ -89,6 +105,7 @@ def image_records(image: MetadataImage) -> Iterator[Record]:
     yield from _config_records(image)
     yield from _producer_ids_records(image)
     yield from _acl_records(image)
+    yield from _security_records(image)
 
 
 def image_to_records(image: MetadataImage) -> list[bytes]:
@@ -105,6 +122,7 @@ def image_to_records(image: MetadataImage) -> list[bytes]:
     out.extend(encode_record(record) for record in _config_records(image))
     out.extend(encode_record(record) for record in _producer_ids_records(image))
     out.extend(encode_record(record) for record in _acl_records(image))
+    out.extend(encode_record(record) for record in _security_records(image))
     return out
 
 

@@ -35,6 +35,12 @@ from metadata.records import (
     is_valid_uuid,
     record_to_json,
 )
+from metadata.security_records import (
+    ClientQuotaRecord,
+    EntityData,
+    RemoveUserScramCredentialRecord,
+    UserScramCredentialRecord,
+)
 
 TOPIC_ID = "5zoAlv-xEh9xRANKXt1Lbg"
 INCARNATION = "7yd6v3LdRPy1BLJbSb6FQQ"
@@ -113,6 +119,15 @@ RECORDS: dict[MetadataRecordType, st.SearchStrategy[Record]] = {
     MetadataRecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD: st.builds(
         RemoveAccessControlEntryRecord, uuids),
     MetadataRecordType.NO_OP_RECORD: st.just(NoOpRecord()),
+    MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD: st.builds(
+        UserScramCredentialRecord, text, st.integers(-128, 127), st.binary(max_size=64),
+        st.binary(max_size=64), st.binary(max_size=64), int32),
+    MetadataRecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD: st.builds(
+        RemoveUserScramCredentialRecord, text, st.integers(-128, 127)),
+    MetadataRecordType.CLIENT_QUOTA_RECORD: st.builds(
+        ClientQuotaRecord,
+        st.lists(st.builds(EntityData, text, st.none() | text), max_size=3).map(tuple),
+        text, st.floats(allow_nan=False, allow_infinity=False), st.just(False)),
 }
 
 
