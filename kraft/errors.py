@@ -35,6 +35,7 @@ class Errors(IntEnum):
     GROUP_AUTHORIZATION_FAILED = 30
     CLUSTER_AUTHORIZATION_FAILED = 31
     INVALID_TIMESTAMP = 32
+    UNSUPPORTED_SASL_MECHANISM = 33
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
@@ -65,6 +66,9 @@ class Errors(IntEnum):
     ELECTION_NOT_NEEDED = 84
     NO_REASSIGNMENT_IN_PROGRESS = 85
     INVALID_RECORD = 87
+    RESOURCE_NOT_FOUND = 91
+    DUPLICATE_RESOURCE = 92
+    UNACCEPTABLE_CREDENTIAL = 93
     INVALID_UPDATE_VERSION = 95
     SNAPSHOT_NOT_FOUND = 98
     POSITION_OUT_OF_RANGE = 99
@@ -157,6 +161,13 @@ DEFAULT_MESSAGES: Mapping[Errors, str] = MappingProxyType({
     Errors.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
     Errors.NO_REASSIGNMENT_IN_PROGRESS: "No partition reassignment is in progress.",
     Errors.INVALID_UPDATE_VERSION: "The given update version was invalid.",
+    Errors.UNSUPPORTED_SASL_MECHANISM:
+        "The broker does not support the requested SASL mechanism.",
+    Errors.RESOURCE_NOT_FOUND:
+        "A request illegally referred to a resource that does not exist.",
+    Errors.DUPLICATE_RESOURCE: "A request illegally referred to the same resource twice.",
+    Errors.UNACCEPTABLE_CREDENTIAL:
+        "Requested credential would not meet criteria for acceptability.",
     Errors.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
     Errors.BROKER_ID_NOT_REGISTERED: "The given broker ID was not registered.",
     Errors.DUPLICATE_BROKER_REGISTRATION: "This broker ID is already in use.",
