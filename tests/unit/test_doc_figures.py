@@ -26,8 +26,6 @@ KNOWN = {
     # The snapshot section records no commit; 1.8 s and 18 s are not its figures.
     "snapshots.md: benchmarks.md#snapshots-image-to-file-and-back records no commit of its run",
     "snapshots.md: 1.8, 18 not in benchmarks.md#snapshots-image-to-file-and-back",
-    # The authorizer's cost cites a section benchmarks.md does not have (yet).
-    "security.md: benchmarks.md#authorization is no heading there",
 }
 
 # docs/data-plane.md before issue 34: a failover run no section held.
