@@ -54,6 +54,7 @@ from metadata.records import ConfigResourceType
 from metadata.replication import ElectionType, elect_leaders, unregister_broker
 from metadata.rpc import admin_pb2 as pb
 from metadata.rpc import admin_pb2_grpc as rpc
+from metadata.security_ops import SecurityOperations
 from metadata.topics import (
     CreatableTopic,
     CreatePartitionsTopic,
@@ -191,7 +192,7 @@ class ControllerView(Protocol):
     ) -> Response: ...
 
 
-class AdminOperations(AclOperations):  # CreateAcls, DescribeAcls, DeleteAcls: acl_ops.py
+class AdminOperations(AclOperations, SecurityOperations):  # acl_ops.py, security_ops.py
     def __init__(
         self,
         controller: ControllerView,

@@ -150,6 +150,28 @@ class AdminServicer(rpc.AdminServicer):
                          context: Context) -> pb.DeleteAclsResponse:
         return await self._call("DeleteAcls", request, context)  # type: ignore[no-any-return]
 
+    async def AlterUserScramCredentials(
+        self, request: pb.AlterUserScramCredentialsRequest, context: Context
+    ) -> pb.AlterUserScramCredentialsResponse:
+        return await self._call(  # type: ignore[no-any-return]
+            "AlterUserScramCredentials", request, context)
+
+    async def DescribeUserScramCredentials(
+        self, request: pb.DescribeUserScramCredentialsRequest, context: Context
+    ) -> pb.DescribeUserScramCredentialsResponse:
+        return await self._call(  # type: ignore[no-any-return]
+            "DescribeUserScramCredentials", request, context)
+
+    async def AlterClientQuotas(self, request: pb.AlterClientQuotasRequest,
+                                context: Context) -> pb.AlterClientQuotasResponse:
+        return await self._call(  # type: ignore[no-any-return]
+            "AlterClientQuotas", request, context)
+
+    async def DescribeClientQuotas(self, request: pb.DescribeClientQuotasRequest,
+                                   context: Context) -> pb.DescribeClientQuotasResponse:
+        return await self._call(  # type: ignore[no-any-return]
+            "DescribeClientQuotas", request, context)
+
 
 def add_admin_service(server: grpc.aio.Server, servicer: AdminServicer) -> None:
     """Register the Admin service on a grpc.aio server (before it starts)."""

@@ -50,7 +50,12 @@ from broker.kafka.metadata_api import handle_metadata
 from broker.kafka.offsets_api import handle_list_offsets, handle_offset_for_leader_epoch
 from broker.kafka.produce_api import handle_produce
 from broker.kafka.producer_id_api import handle_init_producer_id
+from broker.kafka.quotas_api import handle_alter_client_quotas, handle_describe_client_quotas
 from broker.kafka.reply import Reply
+from broker.kafka.scram_api import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 from broker.kafka.versions import ApiKey
 from kraft.security.authorizer import RequestAuthorizer
 from metadata.image import MetadataImage
@@ -178,4 +183,12 @@ class KafkaApis:
                 return await handle_create_acls(admin, version, body)
             case ApiKey.DELETE_ACLS:
                 return await handle_delete_acls(admin, version, body)
+            case ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
+                return await handle_describe_user_scram_credentials(admin, version, body)
+            case ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+                return await handle_alter_user_scram_credentials(admin, version, body)
+            case ApiKey.DESCRIBE_CLIENT_QUOTAS:
+                return await handle_describe_client_quotas(admin, version, body)
+            case ApiKey.ALTER_CLIENT_QUOTAS:
+                return await handle_alter_client_quotas(admin, version, body)
         raise UnsupportedApi(f"api key {request.api_key}")

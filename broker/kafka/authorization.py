@@ -72,6 +72,10 @@ API_AUTHORIZATION: Mapping[int, str] = {
     44: "IncrementalAlterConfigs: ALTER_CONFIGS on the topic (29), group (30) or cluster (31)",
     45: "AlterPartitionReassignments: ALTER on the cluster (31)",
     46: "ListPartitionReassignments: DESCRIBE on the cluster (31)",
+    48: "DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster (31)",
+    49: "AlterClientQuotas: ALTER_CONFIGS on the cluster (31)",
+    50: "DescribeUserScramCredentials: DESCRIBE on the cluster (31)",
+    51: "AlterUserScramCredentials: ALTER on the cluster (31)",
     60: "DescribeCluster: none (its operations bitfield needs DESCRIBE on the cluster)",
 }
 

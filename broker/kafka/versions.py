@@ -46,6 +46,10 @@ class ApiKey(IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
 
 
@@ -86,6 +90,12 @@ SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    # Kafka 4.0's ranges, all kio has; librdkafka 2.x and kafka-python 3.0 pick v0 of the
+    # SCRAM credential APIs, kafka-python v1 of the client quota APIs.
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
 })
 

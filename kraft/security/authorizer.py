@@ -58,6 +58,10 @@ METHOD_OPERATIONS: dict[str, str] = {
         "ListBrokers": NO_CHECK, "DescribeCluster": NO_CHECK, "DescribeFeatures": NO_CHECK,
         # Kafka's CreateAcls / DeleteAcls need ALTER on the cluster, DescribeAcls DESCRIBE.
         "CreateAcls": "ALTER", "DeleteAcls": "ALTER", "DescribeAcls": "DESCRIBE",
+        # Kafka's SCRAM credential APIs need ALTER / DESCRIBE on the cluster, its client
+        # quota APIs ALTER_CONFIGS / DESCRIBE_CONFIGS.
+        "AlterUserScramCredentials": "ALTER", "DescribeUserScramCredentials": "DESCRIBE",
+        "AlterClientQuotas": "ALTER_CONFIGS", "DescribeClientQuotas": "DESCRIBE_CONFIGS",
     }.items()},
     **{f"/kraft.raft.v1.Raft/{m}": "CLUSTER_ACTION" for m in (
         "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot",

@@ -735,3 +735,179 @@ class DeleteAclsResponse(_message.Message):
     status: ResponseStatus
     results: _containers.RepeatedCompositeFieldContainer[DeleteAclsFilterResult]
     def __init__(self, status: _Optional[_Union[ResponseStatus, _Mapping]] = ..., results: _Optional[_Iterable[_Union[DeleteAclsFilterResult, _Mapping]]] = ...) -> None: ...
+
+class ScramCredentialDeletion(_message.Message):
+    __slots__ = ("name", "mechanism")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: int
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[int] = ...) -> None: ...
+
+class ScramCredentialUpsertion(_message.Message):
+    __slots__ = ("name", "mechanism", "iterations", "salt", "salted_password")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    SALTED_PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[int] = ..., iterations: _Optional[int] = ..., salt: _Optional[bytes] = ..., salted_password: _Optional[bytes] = ...) -> None: ...
+
+class AlterUserScramCredentialsRequest(_message.Message):
+    __slots__ = ("deletions", "upsertions")
+    DELETIONS_FIELD_NUMBER: _ClassVar[int]
+    UPSERTIONS_FIELD_NUMBER: _ClassVar[int]
+    deletions: _containers.RepeatedCompositeFieldContainer[ScramCredentialDeletion]
+    upsertions: _containers.RepeatedCompositeFieldContainer[ScramCredentialUpsertion]
+    def __init__(self, deletions: _Optional[_Iterable[_Union[ScramCredentialDeletion, _Mapping]]] = ..., upsertions: _Optional[_Iterable[_Union[ScramCredentialUpsertion, _Mapping]]] = ...) -> None: ...
+
+class AlterUserScramCredentialsResult(_message.Message):
+    __slots__ = ("user", "error_code", "error_message")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    error_code: int
+    error_message: str
+    def __init__(self, user: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class AlterUserScramCredentialsResponse(_message.Message):
+    __slots__ = ("status", "results")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    status: ResponseStatus
+    results: _containers.RepeatedCompositeFieldContainer[AlterUserScramCredentialsResult]
+    def __init__(self, status: _Optional[_Union[ResponseStatus, _Mapping]] = ..., results: _Optional[_Iterable[_Union[AlterUserScramCredentialsResult, _Mapping]]] = ...) -> None: ...
+
+class DescribeUserScramCredentialsRequest(_message.Message):
+    __slots__ = ("users",)
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, users: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ScramCredentialInfo(_message.Message):
+    __slots__ = ("mechanism", "iterations")
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    mechanism: int
+    iterations: int
+    def __init__(self, mechanism: _Optional[int] = ..., iterations: _Optional[int] = ...) -> None: ...
+
+class DescribeUserScramCredentialsResult(_message.Message):
+    __slots__ = ("user", "error_code", "error_message", "credential_infos")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_INFOS_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    error_code: int
+    error_message: str
+    credential_infos: _containers.RepeatedCompositeFieldContainer[ScramCredentialInfo]
+    def __init__(self, user: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., credential_infos: _Optional[_Iterable[_Union[ScramCredentialInfo, _Mapping]]] = ...) -> None: ...
+
+class DescribeUserScramCredentialsResponse(_message.Message):
+    __slots__ = ("status", "results")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    status: ResponseStatus
+    results: _containers.RepeatedCompositeFieldContainer[DescribeUserScramCredentialsResult]
+    def __init__(self, status: _Optional[_Union[ResponseStatus, _Mapping]] = ..., results: _Optional[_Iterable[_Union[DescribeUserScramCredentialsResult, _Mapping]]] = ...) -> None: ...
+
+class QuotaEntityPart(_message.Message):
+    __slots__ = ("entity_type", "entity_name")
+    ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_NAME_FIELD_NUMBER: _ClassVar[int]
+    entity_type: str
+    entity_name: str
+    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ...) -> None: ...
+
+class QuotaOp(_message.Message):
+    __slots__ = ("key", "value", "remove")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: float
+    remove: bool
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ..., remove: _Optional[bool] = ...) -> None: ...
+
+class QuotaAlteration(_message.Message):
+    __slots__ = ("entity", "ops")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    entity: _containers.RepeatedCompositeFieldContainer[QuotaEntityPart]
+    ops: _containers.RepeatedCompositeFieldContainer[QuotaOp]
+    def __init__(self, entity: _Optional[_Iterable[_Union[QuotaEntityPart, _Mapping]]] = ..., ops: _Optional[_Iterable[_Union[QuotaOp, _Mapping]]] = ...) -> None: ...
+
+class AlterClientQuotasRequest(_message.Message):
+    __slots__ = ("entries", "validate_only")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[QuotaAlteration]
+    validate_only: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[QuotaAlteration, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class AlterClientQuotasResult(_message.Message):
+    __slots__ = ("entity", "error_code", "error_message")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    entity: _containers.RepeatedCompositeFieldContainer[QuotaEntityPart]
+    error_code: int
+    error_message: str
+    def __init__(self, entity: _Optional[_Iterable[_Union[QuotaEntityPart, _Mapping]]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class AlterClientQuotasResponse(_message.Message):
+    __slots__ = ("status", "results")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    status: ResponseStatus
+    results: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasResult]
+    def __init__(self, status: _Optional[_Union[ResponseStatus, _Mapping]] = ..., results: _Optional[_Iterable[_Union[AlterClientQuotasResult, _Mapping]]] = ...) -> None: ...
+
+class QuotaFilterComponent(_message.Message):
+    __slots__ = ("entity_type", "match_type", "match")
+    ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_FIELD_NUMBER: _ClassVar[int]
+    entity_type: str
+    match_type: int
+    match: str
+    def __init__(self, entity_type: _Optional[str] = ..., match_type: _Optional[int] = ..., match: _Optional[str] = ...) -> None: ...
+
+class DescribeClientQuotasRequest(_message.Message):
+    __slots__ = ("components", "strict")
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
+    components: _containers.RepeatedCompositeFieldContainer[QuotaFilterComponent]
+    strict: bool
+    def __init__(self, components: _Optional[_Iterable[_Union[QuotaFilterComponent, _Mapping]]] = ..., strict: _Optional[bool] = ...) -> None: ...
+
+class QuotaValue(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: float
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+
+class ClientQuotaEntry(_message.Message):
+    __slots__ = ("entity", "values")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    entity: _containers.RepeatedCompositeFieldContainer[QuotaEntityPart]
+    values: _containers.RepeatedCompositeFieldContainer[QuotaValue]
+    def __init__(self, entity: _Optional[_Iterable[_Union[QuotaEntityPart, _Mapping]]] = ..., values: _Optional[_Iterable[_Union[QuotaValue, _Mapping]]] = ...) -> None: ...
+
+class DescribeClientQuotasResponse(_message.Message):
+    __slots__ = ("status", "entries")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    status: ResponseStatus
+    entries: _containers.RepeatedCompositeFieldContainer[ClientQuotaEntry]
+    def __init__(self, status: _Optional[_Union[ResponseStatus, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[ClientQuotaEntry, _Mapping]]] = ...) -> None: ...

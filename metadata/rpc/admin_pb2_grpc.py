@@ -124,6 +124,26 @@ class AdminStub:
                 request_serializer=metadata_dot_rpc_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
                 response_deserializer=metadata_dot_rpc_dot_admin__pb2.DeleteAclsResponse.FromString,
                 _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/kraft.admin.v1.Admin/AlterUserScramCredentials',
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.DescribeUserScramCredentials = channel.unary_unary(
+                '/kraft.admin.v1.Admin/DescribeUserScramCredentials',
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/kraft.admin.v1.Admin/AlterClientQuotas',
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.DescribeClientQuotas = channel.unary_unary(
+                '/kraft.admin.v1.Admin/DescribeClientQuotas',
+                request_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
+                response_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -237,6 +257,30 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -329,6 +373,26 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.DeleteAcls,
                     request_deserializer=metadata_dot_rpc_dot_admin__pb2.DeleteAclsRequest.FromString,
                     response_serializer=metadata_dot_rpc_dot_admin__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'DescribeUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeUserScramCredentials,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeUserScramCredentialsRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeUserScramCredentialsResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.AlterClientQuotasResponse.SerializeToString,
+            ),
+            'DescribeClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeClientQuotas,
+                    request_deserializer=metadata_dot_rpc_dot_admin__pb2.DescribeClientQuotasRequest.FromString,
+                    response_serializer=metadata_dot_rpc_dot_admin__pb2.DescribeClientQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -817,6 +881,114 @@ class Admin:
             '/kraft.admin.v1.Admin/DeleteAcls',
             metadata_dot_rpc_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
             metadata_dot_rpc_dot_admin__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.admin.v1.Admin/AlterUserScramCredentials',
+            metadata_dot_rpc_dot_admin__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.admin.v1.Admin/DescribeUserScramCredentials',
+            metadata_dot_rpc_dot_admin__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.admin.v1.Admin/AlterClientQuotas',
+            metadata_dot_rpc_dot_admin__pb2.AlterClientQuotasRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.AlterClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kraft.admin.v1.Admin/DescribeClientQuotas',
+            metadata_dot_rpc_dot_admin__pb2.DescribeClientQuotasRequest.SerializeToString,
+            metadata_dot_rpc_dot_admin__pb2.DescribeClientQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,
