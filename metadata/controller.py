@@ -87,6 +87,7 @@ class QuorumController:
         liveness_grace_ms: int = DEFAULT_GRACE_MS,
         session_clock_ms: Callable[[], int] = _monotonic_ms,
         wall_clock_ms: Callable[[], int] = _wall_ms,
+        bootstrap_records: Sequence[Record] = (),
     ) -> None:
         """Install it as a publisher of the process's MetadataLoader. `liveness_grace_ms`
         (broker.liveness.grace.ms; 0 turns the fast path off): how long a broker whose
@@ -94,8 +95,11 @@ class QuorumController:
 
         Broker sessions and liveness windows run on `session_clock_ms`, a monotonic clock as
         in Kafka's BrokerHeartbeatManager: a step of the wall clock must neither fence every
-        broker (forward) nor stop fencing (backward). `wall_clock_ms` only stamps records."""
+        broker (forward) nor stop fencing (backward). `wall_clock_ms` only stamps records.
+        `bootstrap_records` (the format's bootstrap.checkpoint: SCRAM credentials) follow
+        metadata.version in a new cluster's first batch."""
         self.client = client
+        self._bootstrap_records = tuple(bootstrap_records)
         self._session_clock = session_clock_ms
         self._wall_clock = wall_clock_ms
         self.noop_interval_ms = noop_interval_ms
@@ -413,13 +417,13 @@ class QuorumController:
             self._bootstrap_task = asyncio.ensure_future(self._bootstrap())
 
     async def _bootstrap(self) -> None:
-        """A new cluster's log begins with the metadata.version it is written in (Kafka's
-        bootstrap records)."""
+        """A new cluster's log begins with the metadata.version it is written in and the
+        other bootstrap records, in one batch (Kafka's bootstrap records)."""
         level = SUPPORTED_FEATURES[METADATA_VERSION][1]
-        record = FeatureLevelRecord(METADATA_VERSION, level)
+        records = (FeatureLevelRecord(METADATA_VERSION, level), *self._bootstrap_records)
         with contextlib.suppress(ControllerApiError):
             await self.write(lambda image: ControllerResult(
-                () if METADATA_VERSION in image.features else (record,), None))
+                () if METADATA_VERSION in image.features else records, None))
 
     def _renounce(self, reason: str) -> None:
         """A write failed after its records reached the speculative image: that image can no

@@ -57,6 +57,7 @@ from metadata.controller import QuorumController
 from metadata.lifecycle_service import BrokerLifecycleServicer, add_broker_lifecycle_service
 from metadata.loader import MetadataLoader, MetadataLoadError
 from metadata.topics import METADATA_PARTITION_DIR
+from server.bootstrap_metadata import read_bootstrap_records
 from server.config import ConfigError, Listener, NodeConfig, load_config
 from server.data_plane_faults import DataPlaneFaults
 from server.logging_setup import configure_logging, set_status_source
@@ -259,6 +260,7 @@ class Server:
                 # The node's wall clock, so an injected clock step (kraft/node/faults.py)
                 # reaches the controller too; sessions run on the monotonic clock regardless.
                 wall_clock_ms=lambda: self.node.wall_clock_ms(monotonic_ms()),
+                bootstrap_records=read_bootstrap_records(config),  # --add-scram's users
             )
             loader.install(self.controller)
         self.snapshot_generator = SnapshotGenerator(

@@ -4,12 +4,14 @@
     kraft-storage format -t CLUSTER_ID -c CONFIG [--ignore-formatted]
         [--standalone | --initial-controllers ID@HOST:PORT:DIRID,... | --no-initial-controllers]
         [--feature kraft.version=N] [--release-version R]
+        [--add-scram 'SCRAM-SHA-512=[name=admin,password=...]' ...]
     kraft-storage info -c CONFIG
 
 A static quorum (controller.quorum.voters) is formatted with no quorum flag. A dynamic one
 (KIP-853, server/quorum_bootstrap.py): the first controller with --standalone, or every first
 controller with the same --initial-controllers string; controllers added later and brokers
-with --no-initial-controllers.
+with --no-initial-controllers. --add-scram (KIP-900, server/bootstrap_metadata.py) bootstraps
+SCRAM users into bootstrap.checkpoint; give the controllers the same ones.
 
 Modelled on Kafka's `kafka-storage.sh`. Exit codes: 0 success, 1 a problem with the config
 or the directories (one line on stderr), 2 bad command-line usage.
@@ -32,7 +34,10 @@ from kraft.log.meta_properties import (
     write_meta_properties,
 )
 from kraft.security.certs import make_test_certs, principal_of
+from metadata.scram import ScramMechanism
+from metadata.security_records import UserScramCredentialRecord
 from server import format_probe
+from server.bootstrap_metadata import parse_add_scram, write_bootstrap_checkpoint
 from server.config import ConfigError, NodeConfig, load_config
 from server.quorum_bootstrap import (
     InitialController,
@@ -57,6 +62,7 @@ def format_storage(
     *,
     ignore_formatted: bool = False,
     initial_controllers: tuple[InitialController, ...] = (),
+    scram_records: tuple[UserScramCredentialRecord, ...] = (),
     out: TextIO | None = None,
 ) -> list[str]:
     """Format every directory in `config.storage_dirs` for `cluster_id`; return the ones
@@ -65,7 +71,8 @@ def format_storage(
 
     With `initial_controllers` (--standalone, --initial-controllers) the metadata directory
     also gets the bootstrap snapshot of that voter set, written before its meta.properties
-    (the file that marks it formatted), and takes this node's directory id from the list."""
+    (the file that marks it formatted), and takes this node's directory id from the list.
+    `scram_records` (--add-scram) go into its bootstrap.checkpoint, written before too."""
     out = sys.stdout if out is None else out
     validate_cluster_id(cluster_id)
     own = next((c for c in initial_controllers if c.node_id == config.node_id), None)
@@ -118,6 +125,12 @@ def format_storage(
             path = write_bootstrap_snapshot(config, initial_controllers)
             print(f"Wrote the bootstrap snapshot {path} with kraft.version 1 and the voters "
                   + ", ".join(str(c) for c in initial_controllers) + ".", file=out)
+        if status.is_metadata_dir and scram_records:
+            path = write_bootstrap_checkpoint(config, list(scram_records))
+            users = ", ".join(f"{r.name} ({ScramMechanism(r.mechanism).mechanism_name})"
+                              for r in scram_records)
+            print(f"Wrote the bootstrap metadata {path} with SCRAM credentials for {users}.",
+                  file=out)
         meta = MetaProperties(cluster_id, config.node_id, directory_id)
         write_meta_properties(status.path, meta)
         formatted.append(status.path)
@@ -197,6 +210,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     fmt.add_argument(
         "-r", "--release-version", help="the metadata.version to start with, e.g. 3.9-IV0",
+    )
+    fmt.add_argument(
+        "-S", "--add-scram", action="append", default=[], metavar="MECHANISM=[name=N,...]",
+        help="a SCRAM user to bootstrap (KIP-900), e.g. "
+             "'SCRAM-SHA-512=[name=admin,password=secret]'; keys name, password | "
+             "saltedpassword + salt (base64), salt, iterations (4096..16384)",
     )
     info = commands.add_parser("info", help="show the log directories of a node")
     info.add_argument("-c", "--config", required=True, help="the node's role config file")
@@ -297,8 +316,10 @@ def main(argv: list[str] | None = None) -> int:
         _warn(warning)
     try:
         if args.command == "format":
+            scram = tuple(parse_add_scram(argument) for argument in args.add_scram)
             format_storage(config, args.cluster_id, ignore_formatted=args.ignore_formatted,
-                           initial_controllers=_initial_controllers(config, args))
+                           initial_controllers=_initial_controllers(config, args),
+                           scram_records=scram)
             return 0
         return print_info(config)
     except StorageError as err:
