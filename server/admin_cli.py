@@ -9,6 +9,9 @@
       cluster|features ...   (the Admin service: see server/admin_commands.py)
   kraft-admin --bootstrap-server HOST:PORT acls --add|--remove|--list ...
       (Kafka's ACLs, shaped like kafka-acls.sh: see server/acl_commands.py)
+  kraft-admin --bootstrap-server HOST:PORT users|quotas --describe|--alter ...
+      (SCRAM credentials and client quotas with kafka-configs.sh's options:
+      server/user_commands.py, server/quota_commands.py)
   (add --json to describe, status and the Admin commands for machine-readable output)
 
 The quorum commands may be sent to any controller (or a broker's gRPC listener): a non-leader
@@ -202,10 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("-i", "--controller-id", type=int, required=True)
     remove.add_argument("-d", "--controller-directory-id", required=True, metavar="UUID")
     remove.add_argument("--dry-run", action="store_true", help="print what would be sent")
-    from server import acl_commands, admin_commands  # imported here: they must not import this
+    # imported here: they must not import this
+    from server import acl_commands, admin_commands, quota_commands, user_commands
 
     admin_commands.add_commands(groups)
     acl_commands.add_commands(groups)
+    user_commands.add_commands(groups)
+    quota_commands.add_commands(groups)
     return parser
 
 
@@ -221,18 +227,20 @@ def _bootstrap(args: argparse.Namespace, what: str) -> str:
 
 
 def run(args: argparse.Namespace) -> str:
-    from server import acl_commands, admin_commands
+    from server import acl_commands, admin_commands, quota_commands, user_commands
 
     try:
         args.tls = load_client_tls(args.command_config)
     except TlsConfigError as exc:
         raise AdminError(str(exc)) from exc
-    if args.group in admin_commands.GROUPS or args.group == acl_commands.GROUP:
+    own_groups = {acl_commands.GROUP: acl_commands.run, user_commands.GROUP: user_commands.run,
+                  quota_commands.GROUP: quota_commands.run}
+    if args.group in admin_commands.GROUPS or args.group in own_groups:
         if args.bootstrap_controller:  # the Admin service is on the controller listener too
             args.bootstrap_server = _bootstrap(args, args.command)
         try:
-            if args.group == acl_commands.GROUP:
-                return acl_commands.run(args)
+            if args.group in own_groups:
+                return own_groups[args.group](args)
             return admin_commands.run(args)
         except admin_commands.CommandError as exc:
             raise AdminError(str(exc)) from exc

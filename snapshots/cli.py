@@ -43,6 +43,8 @@ EPILOG = """tree layout:
   /topics/<name>/id, /<partition> topic id, partition registrations
   /configs/<TYPE>[:<name>]/<key>  config value (BROKER alone: the cluster-wide default)
   /acls/<id>                      ACL binding
+  /scram/<mechanism>/<user>       SCRAM credential's iterations (never its salt or keys)
+  /clientQuotas/<entity>/<key>    client quota, e.g. /clientQuotas/user(alice)_clientId(app)
 
 exit codes:
   0  success; verify: every file intact

@@ -1,5 +1,6 @@
 """What changed between two images: brokers, features, topics, partitions (leader, ISR,
-replicas, epochs), configs, ACLs. Also `as_loaded`, the image a snapshot of an image loads as."""
+replicas, epochs), configs, ACLs, SCRAM credentials (iterations only) and client quotas.
+Also `as_loaded`, the image a snapshot of an image loads as."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from metadata.authorizer.model import AclBinding
 from metadata.image import ClusterImage, MetadataImage, TopicImage
-from snapshots import render
+from snapshots import render, security_view
 from snapshots.acls import binding_json
 from snapshots.tree import sorted_names
 
@@ -109,6 +110,11 @@ def diff_images(before: MetadataImage, after: MetadataImage) -> list[Change]:
                    after.configs.get(resource, {}), lambda v: v, out)
     # An ACL id names one binding for good: a change is always a removal and an addition.
     _diff_maps("/acls", before.acls, after.acls, _acl_summary, out)
+    # A new password with the same iterations shows as changed, with nothing secret in it.
+    _diff_maps("/scram", security_view.scram_flat(before), security_view.scram_flat(after),
+               security_view.credential_json, out)
+    _diff_maps("/clientQuotas", security_view.quota_flat(before),
+               security_view.quota_flat(after), lambda v: v, out)
     return out
 
 

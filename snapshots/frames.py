@@ -23,6 +23,7 @@ from kraft.log.codec import (
     scan_prefix,
 )
 from metadata.records import RecordDecodeError, decode_record, record_to_json
+from metadata.security_records import redacted_json
 
 CONTROL_NAMES = {LEADER_CHANGE: "LeaderChange", SNAPSHOT_HEADER: "SnapshotHeader",
                  SNAPSHOT_FOOTER: "SnapshotFooter", KRAFT_VERSION: "KRaftVersion",
@@ -105,6 +106,7 @@ def describe_record(batch: Batch, index: int) -> tuple[dict[str, Any], str | Non
             return {"controlType": kind, "body": body}, f"unknown control type {kind}"
         return {"controlType": name, "body": body}, None
     try:
-        return {"payload": record_to_json(decode_record(data))}, None
+        # kafka-dump-log prints a SCRAM credential's salt and keys; this tool never does.
+        return {"payload": redacted_json(record_to_json(decode_record(data)))}, None
     except RecordDecodeError as exc:
         return {"payload": None}, str(exc)

@@ -7,6 +7,8 @@
     /topics/<name>/<partition>       partition registration
     /configs/<TYPE>[:<name>]/<key>   value (`BROKER` alone is the cluster-wide default)
     /acls/<id>                       ACL binding (kafka-metadata-shell's /image/acls/<id>)
+    /scram/<mechanism>/<user>        SCRAM iterations, never salts or keys
+    /clientQuotas/<entity>/<key>     client quota value (snapshots/security_view.py)
 
 Directories list their children lazily, so `cat` of one partition of a million-partition image
 does not build a million nodes.
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metadata.image import MetadataImage, TopicImage
-from snapshots import acls, render
+from snapshots import acls, render, security_view
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +70,16 @@ def image_tree(image: MetadataImage) -> Directory:
             acl_id: Leaf(acls.binding_json(acl_id, b), acls.binding_text(b))
             for acl_id, b in image.acls.items()
         }),
+        "scram": _two_levels(lambda: security_view.scram_leaves(image)),
+        "clientQuotas": _two_levels(lambda: security_view.quota_leaves(image)),
     })
+
+
+def _two_levels(leaves: Callable[[], security_view.Leaves]) -> Directory:
+    def leaf_directory(inner: dict[str, tuple[Any, str]]) -> Directory:
+        return Directory(lambda: {k: Leaf(*v) for k, v in inner.items()})
+
+    return Directory(lambda: {name: leaf_directory(inner) for name, inner in leaves().items()})
 
 
 def _config_node(values: Mapping[str, str]) -> Directory:

@@ -122,8 +122,8 @@ def copy_dir(root: Path, tmp_path: Path) -> Path:
 def test_tree_commands_show_the_latest_image(metadata_dir, capsys) -> None:
     root, end, _ = metadata_dir
     code, out, _ = run(capsys, "ls", root)
-    assert code == 0 and out.split() == ["acls", "cluster", "configs", "features", "provenance",
-                                         "topics"]
+    assert code == 0 and out.split() == ["acls", "clientQuotas", "cluster", "configs",
+                                         "features", "provenance", "scram", "topics"]
     code, out, _ = run(capsys, "ls", root, "/topics")
     assert out.split() == ["orders", "payments"]
     code, out, _ = run(capsys, "ls", root, "/topics/orders")
