@@ -111,7 +111,8 @@ def open_partition(plan: DirPlan, tp: TopicPartition, path: str) -> PartitionLog
         return None
     try:
         return PartitionLog.open(path, topic_id, LogConfig(), plan.start_offsets.get(tp),
-                                 clean_shutdown=plan.clean, synced=plan.synced)
+                                 clean_shutdown=plan.clean, synced=plan.synced,
+                                 metadata_read=True)
     except (CorruptRecordError, PartitionMetadataError, checkpoints.CheckpointError) as exc:
         raise Damaged(tp, path, str(exc)) from exc
 
@@ -171,12 +172,10 @@ class LogLoader:
             plans = await asyncio.gather(*(loop.run_in_executor(pool, plan_dir, directory)
                                            for directory in self._directories))
             self._planned(plans)
-            pending = {loop.run_in_executor(pool, self._open, plan, tp, path): (plan, tp, path)
-                       for plan in plans for tp, path in plan.partitions}
-            while pending:
-                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for future in done:
-                    self._loaded(*pending.pop(future), future.result())
+            opens = [loop.run_in_executor(pool, self._open_item, (plan, tp, path))
+                     for plan in plans for tp, path in plan.partitions]
+            for next_done in asyncio.as_completed(opens):  # one callback a log, not a scan
+                self._loaded(*await next_done)
         finally:
             # Cancelled (a stop during the load): queued opens are dropped; one running
             # finishes in its thread and is never attached, as if the process had crashed
@@ -191,6 +190,10 @@ class LogLoader:
             self._left[plan.directory] = len(plan.partitions)
             if not plan.partitions:
                 self._dir_loaded(plan)
+
+    def _open_item(self, item: tuple[DirPlan, TopicPartition, str]
+                   ) -> tuple[DirPlan, TopicPartition, str, Outcome]:
+        return (*item, self._open(*item))
 
     def _open(self, plan: DirPlan, tp: TopicPartition, path: str) -> Outcome:
         if self._abandoned:

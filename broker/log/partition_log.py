@@ -212,6 +212,7 @@ class PartitionLog:
         *,
         clean_shutdown: bool = False,
         synced: bool = False,
+        metadata_read: bool = False,
     ) -> PartitionLog:
         """Create or recover the partition directory `directory` (named
         `<topic>-<partition>`): recovery CRC-checks from the recovery point (after a
@@ -220,7 +221,8 @@ class PartitionLog:
         (PartitionMetadataError otherwise); a new directory gets one. `log_start_offset` is the
         log-start-offset checkpoint's value, if any. `synced`: the caller made the files of
         the log dir durable (a clean shutdown, a syncfs), so none is synced again
-        (broker/log/log_files.py)."""
+        (broker/log/log_files.py); `metadata_read`: `topic_id` is what the directory's
+        partition.metadata holds (the loader read it)."""
         directory = os.path.abspath(directory)
         parsed = parse_partition_dir(os.path.basename(directory))
         if parsed is None:
@@ -233,7 +235,8 @@ class PartitionLog:
             os.makedirs(directory)  # fsynced by the first flush job (module docstring)
             unsynced_dirs += [directory, os.path.dirname(directory)]
         try:
-            stored = checkpoints.read_partition_metadata(directory) if existed else None
+            stored = None if not existed else topic_id if metadata_read else (
+                checkpoints.read_partition_metadata(directory))
         except checkpoints.CheckpointError as exc:
             if not never_synced(directory):
                 raise PartitionMetadataError(str(exc)) from None

@@ -1,0 +1,274 @@
+"""Broker restarts at scale (issue 28): `python -m bench.restart_bench [--partitions 3000]
+[--trials 3] [--json PATH]`.
+
+Three controllers and three brokers as `kraft-server` subprocesses on loopback, every setting
+at its default (fsync on). One topic of --partitions partitions, RF 3 (so every broker holds
+a replica of each), each seeded with --records records of 100 bytes (acks=1, then until every
+partition's high watermark covers them: every replica holds them). Then, --trials times, on
+brokers 4, 5, 6 in turn:
+
+* **kill -9 + restart**: SIGKILL, reaped, started again at once; from the start to every
+  partition back in a full ISR (3 replicas), as the active controller's DescribeTopics says.
+* **SIGTERM -> exit**: the same broker, once back in every ISR, gets SIGTERM; the time to its
+  exit (controlled shutdown included).
+* **clean restart**: started again; from the start to every partition in a full ISR.
+
+Also from the restarted broker's own log: when its partition logs were loaded and when it
+served (seconds after the start). Medians and spread (min-max) over the trials, the machine,
+the commit and the load average are printed and kept in the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from bench._cluster import CLIENT_OPTIONS, Cluster, ClusterError
+from bench.log_bench import filesystem, machine
+from bench.quorum_bench import git
+from harness.cluster import write_broker_configs
+from metadata.rpc import admin_pb2 as apb
+from metadata.rpc import admin_pb2_grpc as arpc
+
+BROKERS = [4, 5, 6]
+CONTROLLERS = [1, 2, 3]
+TOPIC = "restart"
+SETTINGS = {"internal.test.hooks.enable": "false"}
+POLL_S = 0.1
+_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+
+
+def spread(values: list[float], digits: int = 2) -> dict[str, Any]:
+    if not values:
+        return {}
+    return {"median": round(statistics.median(values), digits),
+            "min": round(min(values), digits), "max": round(max(values), digits),
+            "runs": [round(v, digits) for v in values]}
+
+
+class Bench:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.cluster = Cluster(root, 3, dict(SETTINGS))
+        self.cluster.nodes.update(write_broker_configs(root, dict(self.cluster.nodes), BROKERS,
+                                                       dict(SETTINGS)))
+        self.bootstrap = ",".join(self.cluster.nodes[b].kafka_endpoint for b in BROKERS)
+        self.channels = {c: grpc.insecure_channel(self.cluster.nodes[c].endpoint,
+                                                  options=CLIENT_OPTIONS) for c in CONTROLLERS}
+
+    def admin_call(self, method: str, request: Any, timeout_s: float = 10) -> Any:
+        """Ask each controller in turn (any of them forwards to the active one)."""
+        error: Exception | None = None
+        for channel in self.channels.values():
+            try:
+                return getattr(arpc.AdminStub(channel), method)(request, timeout=timeout_s)
+            except grpc.RpcError as exc:
+                error = exc
+        raise ClusterError(f"{method}: {error}")
+
+    def partitions(self) -> list[Any]:
+        try:
+            reply = self.admin_call("DescribeTopics", apb.DescribeTopicsRequest(names=[TOPIC]))
+        except ClusterError:
+            return []
+        return [p for t in reply.topics for p in t.partitions]
+
+    def full_isr(self, count: int) -> bool:
+        found = self.partitions()
+        return len(found) == count and all(
+            p.leader >= 0 and len(p.isr) == len(p.replicas) for p in found)
+
+    def wait(self, condition: Any, timeout_s: float, what: str) -> float:
+        """Poll until `condition()`; the monotonic time it first held."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if condition():
+                return time.monotonic()
+            time.sleep(POLL_S)  # poll interval of a bounded wait
+        raise ClusterError(f"timed out waiting for {what}")
+
+    def incarnation(self, broker: int) -> str:
+        """The broker's registered incarnation id while it is unfenced, else ""."""
+        try:
+            reply = self.admin_call("ListBrokers", apb.ListBrokersRequest())
+        except ClusterError:
+            return ""
+        return next((b.incarnation_id for b in reply.brokers
+                     if b.broker_id == broker and not b.fenced), "")
+
+    def back(self, broker: int, old: str, partitions: int) -> bool:
+        """A new incarnation of `broker` registered and unfenced (its registration took the
+        old one out of every ISR), and every partition in a full ISR again."""
+        return self.incarnation(broker) not in ("", old) and self.full_isr(partitions)
+
+    def brokers_unfenced(self) -> bool:
+        try:
+            reply = self.admin_call("ListBrokers", apb.ListBrokersRequest())
+        except ClusterError:
+            return False
+        return sorted(b.broker_id for b in reply.brokers if not b.fenced) == BROKERS
+
+    def start(self) -> None:
+        self.cluster.format()
+        for node_id in self.cluster.nodes:
+            self.cluster.start(node_id)
+        self.wait(self.brokers_unfenced, 120, "three unfenced brokers")
+
+    def create(self, partitions: int) -> float:
+        started = time.monotonic()
+        reply = self.admin_call("CreateTopics", apb.CreateTopicsRequest(topics=[
+            apb.CreatableTopic(name=TOPIC, num_partitions=partitions, replication_factor=3)]),
+            timeout_s=60)
+        if reply.status.error_code or (reply.topics and reply.topics[0].error_code):
+            raise ClusterError(f"CreateTopics: {reply.topics[0].error_message}")
+        return self.wait(lambda: self.full_isr(partitions), 300, "full ISRs") - started
+
+    def seed(self, partitions: int, records: int) -> float:
+        """`records` values into every partition (acks=1), until every HW covers them."""
+        from confluent_kafka import Producer, TopicPartition
+        from confluent_kafka.admin import AdminClient, OffsetSpec
+
+        started = time.monotonic()
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "1",
+                             "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
+        failed: list[str] = []
+
+        def delivered(err: Any, _msg: Any) -> None:
+            if err is not None:
+                failed.append(str(err))
+
+        for _ in range(records):
+            for p in range(partitions):
+                producer.produce(TOPIC, b"x" * 100, partition=p, on_delivery=delivered)
+                producer.poll(0)
+        if producer.flush(300) or failed:
+            raise ClusterError(f"seeding failed: {failed[:3]}")
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        wanted = {TopicPartition(TOPIC, p): OffsetSpec.latest() for p in range(partitions)}
+
+        def covered() -> bool:
+            try:
+                offsets = {tp.partition: info.offset for tp, future in
+                           admin.list_offsets(wanted, request_timeout=30).items()
+                           for info in [future.result()]}
+            except Exception:  # a partition not answering yet: look again
+                return False
+            return all(offsets.get(p, 0) >= records for p in range(partitions))
+
+        return self.wait(covered, 300, "every HW past the seeded records") - started
+
+    def log_events(self, node_id: int, since_wall: float) -> dict[str, float]:
+        """Seconds after `since_wall` at which the node logged its logs loaded and serving."""
+        patterns = {"logs_loaded": "loaded ", "serving": " serving cluster ",
+                    "controlled_shutdown": "controlled shutdown ",
+                    "stop_step": "stopping the "}
+        found: dict[str, float] = {}
+        text = self.cluster.nodes[node_id].log_path.read_text(errors="replace")
+        for line in text.splitlines():
+            match = _LOG_TIME.match(line)
+            if match is None:
+                continue
+            when = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            if when < since_wall:
+                continue
+            for name, needle in patterns.items():
+                if name not in found and needle in line and (
+                        name != "logs_loaded" or "partition log(s)" in line):
+                    found[name] = round(when - since_wall, 2)
+        return found
+
+    def close(self) -> None:
+        for channel in self.channels.values():
+            channel.close()
+        self.cluster.kill_all()
+
+
+def trial(bench: Bench, broker: int, partitions: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"broker": broker}
+    old = bench.incarnation(broker)
+    bench.cluster.signal(broker, signal.SIGKILL)
+    bench.cluster.wait_exit(broker, 30)
+    wall, started = time.time(), time.monotonic()
+    bench.cluster.start(broker)
+    out["kill9_restart_full_isr_s"] = round(
+        bench.wait(lambda: bench.back(broker, old, partitions), 300,
+                   "full ISRs after kill -9") - started, 2)
+    out["kill9_events"] = bench.log_events(broker, wall)
+    old = bench.incarnation(broker)
+    started = time.monotonic()
+    bench.cluster.signal(broker, signal.SIGTERM)
+    code = bench.cluster.wait_exit(broker, 120)
+    out["sigterm_exit_s"] = round(time.monotonic() - started, 2)
+    out["sigterm_exit_code"] = code
+    out["sigterm_events"] = bench.log_events(broker, time.time() - out["sigterm_exit_s"] - 1)
+    wall, started = time.time(), time.monotonic()
+    bench.cluster.start(broker)
+    out["clean_restart_full_isr_s"] = round(
+        bench.wait(lambda: bench.back(broker, old, partitions), 300,
+                   "full ISRs after a clean restart") - started, 2)
+    out["clean_events"] = bench.log_events(broker, wall)
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="restart-bench-", dir=args.dir))
+    bench = Bench(root)
+    result: dict[str, Any] = {
+        "bench": "restart", "commit": args.label or git("rev-parse", "--short", "HEAD"),
+        "machine": machine(), "filesystem": filesystem(str(root)),
+        "load_average_before": os.getloadavg(), "partitions": args.partitions,
+        "records_per_partition": args.records, "started": datetime.now().isoformat()}
+    try:
+        bench.start()
+        result["create_full_isr_s"] = round(bench.create(args.partitions), 2)
+        print(f"created {args.partitions} partitions: full ISR in "
+              f"{result['create_full_isr_s']} s", flush=True)
+        result["seed_s"] = round(bench.seed(args.partitions, args.records), 2)
+        print(f"seeded in {result['seed_s']} s", flush=True)
+        trials = []
+        for index in range(args.trials):
+            one = trial(bench, BROKERS[index % len(BROKERS)], args.partitions)
+            print(json.dumps(one), flush=True)
+            trials.append(one)
+        result["trials"] = trials
+        for key in ("kill9_restart_full_isr_s", "sigterm_exit_s", "clean_restart_full_isr_s"):
+            result[key] = spread([t[key] for t in trials])
+        result["load_average_after"] = os.getloadavg()
+    finally:
+        bench.close()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", type=int, default=3000)
+    parser.add_argument("--records", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--dir", default=None, help="where the cluster's files go")
+    parser.add_argument("--label", default="", help="the commit, when not run from a clone")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    result = run(args)
+    summary = {k: result[k] for k in ("commit", "partitions", "kill9_restart_full_isr_s",
+                                      "sigterm_exit_s", "clean_restart_full_isr_s",
+                                      "load_average_before", "load_average_after")}
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
