@@ -11,6 +11,7 @@ per Kafka listener, the gRPC services on the `grpc.listener.names` listeners, an
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import time
 from typing import Any
@@ -29,6 +30,7 @@ from broker.kafka.admin_auto_create import AutoTopicCreator
 from broker.kafka.admin_log_api import LogDirs
 from broker.kafka.apis import KafkaApis
 from broker.kafka.client import KafkaClient
+from broker.kafka.connection_limits import ConnectionQuotas, RequestMemoryPool, resolve_overrides
 from broker.kafka.server import KafkaServer
 from broker.kafka.tls import client_ssl_context, server_ssl_context
 from broker.lifecycle import AdvertisedListener, BrokerLifecycleManager
@@ -55,6 +57,7 @@ from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.authorizer.standard import StandardAuthorizer
 from metadata.loader import MetadataLoader
 from metadata.rpc import admin_pb2, broker_pb2
+from metadata.scram import ScramCredential, ScramMechanism, scram_credential
 from server.config import Listener, NodeConfig
 
 
@@ -232,13 +235,26 @@ class BrokerRole:
                          auto_create=self.auto_create, authorizer=self.authorizer)
         apis.groups = self.groups
         self._group_admin = combined_admin
+        config = self.config
+        # Shared by the Kafka listeners: max.connections counts them all (replication exempt).
+        quotas = ConnectionQuotas(
+            config.max_connections, config.max_connections_per_ip,
+            resolve_overrides(config.max_connections_per_ip_overrides),
+            protected_listeners=(config.inter_broker_listener_name or "",))
+        memory = RequestMemoryPool(config.queued_max_request_bytes)
         for listener in self.kafka_listeners:
-            tls = self.config.tls_for(listener.name)
+            tls = config.tls_for(listener.name)
+            sasl = config.sasl_for(listener.name)
             server = KafkaServer(
                 apis, listener.host, listener.port, listener=listener.name,
                 ssl_context=None if tls is None else server_ssl_context(tls),
-                max_request_bytes=self.config.socket_request_max_bytes,
-                principal_mapper=self.config.ssl_principal_mapping_rules)
+                max_request_bytes=config.socket_request_max_bytes,
+                principal_mapper=config.ssl_principal_mapping_rules,
+                sasl=None if sasl is None else dataclasses.replace(
+                    sasl, scram_credentials=self._scram_credential),
+                quotas=quotas, memory=memory,
+                connections_max_idle_ms=config.connections_max_idle_ms,
+                request_body_timeout_ms=config.socket_request_body_timeout_ms)
             try:
                 self.ports[listener.name] = await server.start()
             except OSError as exc:
@@ -247,6 +263,10 @@ class BrokerRole:
             self.kafka_servers.append(server)
         if self.grpc_listeners:
             await self._bind_grpc(admin)
+
+    def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        """A SCRAM login's stored keys: the broker's current metadata image (KIP-554)."""
+        return scram_credential(self.cache.image, user, mechanism)
 
     async def _bind_grpc(self, admin: AdminServicer) -> None:
         mapper = self.config.ssl_principal_mapping_rules

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from broker.kafka.sasl.authenticator import SaslSettings
 from kraft.properties import PropertiesError, read_entries
 from kraft.security.principal_mapping import PrincipalMapper, parse_mapping_rules
 from kraft.security.tls import CLIENT_AUTH_VALUES, TlsConfig
@@ -35,12 +36,14 @@ from metadata.config_def import (
     split_list,
 )
 from metadata.config_keys import BROKER_CONFIGS
+from server import config_security
+from server.config_security import SECURITY_KEYS, SecurityConfigError
 
 ROLE_BROKER = "broker"
 ROLE_CONTROLLER = "controller"
 _ROLES = (ROLE_BROKER, ROLE_CONTROLLER)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 
 _LISTENER_NAME = re.compile(r"[A-Z0-9_]+")
 _HOST = re.compile(r"[0-9A-Za-z._%-]+")
@@ -427,8 +430,9 @@ LISTENER_SECURITY_PROTOCOL_MAP = _define(
     "listener.security.protocol.map", ConfigType.LIST,
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
     _parse_protocol_map,
-    "Security protocol of each listener: PLAINTEXT or SSL (TLS, mutual with "
-    "ssl.client.auth=required); controller listener names missing from the map are PLAINTEXT. "
+    "Security protocol of each listener: PLAINTEXT, SSL (TLS, mutual with "
+    "ssl.client.auth=required), or on a broker's client listeners SASL_PLAINTEXT / SASL_SSL "
+    "(sasl.enabled.mechanisms); controller listener names missing from the map are PLAINTEXT. "
     "A broker-only node dials the controllers with the protocol its controller listener name "
     "maps to.",
     valid_values="NAME:PROTOCOL,...",
@@ -734,6 +738,11 @@ ALLOW_EVERYONE_IF_NO_ACL_FOUND = _define(
     valid_values="true or false",
 )
 
+# The Kafka listeners' SASL and connection-limit keys (server/config_security.py).
+for _key in SECURITY_KEYS.values():
+    REGISTRY.define(_key.name, _key.type, _key.default, _key.parse, _key.doc,
+                    valid_values=_key.valid_values)
+
 # Kafka keys a node accepts and ignores: they tune parts of Kafka this project does not have,
 # so a copied Kafka config still loads. Each one present is a warning, with the reason when
 # there is more to say than that. (Dynamic broker configs such as num.partitions are set with
@@ -860,6 +869,12 @@ class NodeConfig:
     super_users = SUPER_USERS
     authorizer_acl_file = AUTHORIZER_ACL_FILE
     allow_everyone_if_no_acl_found = ALLOW_EVERYONE_IF_NO_ACL_FOUND
+    connections_max_idle_ms = config_security.CONNECTIONS_MAX_IDLE_MS
+    max_connections = config_security.MAX_CONNECTIONS
+    max_connections_per_ip = config_security.MAX_CONNECTIONS_PER_IP
+    max_connections_per_ip_overrides = config_security.MAX_CONNECTIONS_PER_IP_OVERRIDES
+    queued_max_request_bytes = config_security.QUEUED_MAX_REQUEST_BYTES
+    socket_request_body_timeout_ms = config_security.SOCKET_REQUEST_BODY_TIMEOUT_MS
 
     @property
     def kafka_listener_names(self) -> tuple[str, ...]:
@@ -881,13 +896,22 @@ class NodeConfig:
         return ROLE_BROKER in self.process_roles
 
     def listener_protocol(self, name: str) -> str:
-        """PLAINTEXT or SSL, as listener.security.protocol.map says (validated at load)."""
+        """PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, as listener.security.protocol.map says
+        (validated at load)."""
         protocol = self.listener_security_protocols.get(name)
         return protocol or (name if name in SECURITY_PROTOCOLS else "PLAINTEXT")
 
+    def sasl_for(self, listener_name: str) -> SaslSettings | None:
+        """A SASL listener's settings (without the SCRAM credentials, which the broker's
+        metadata image holds); None for a listener without SASL."""
+        if self.listener_protocol(listener_name) not in config_security.SASL_PROTOCOLS:
+            return None
+        return config_security.sasl_settings(self.values, self.raw, listener_name)
+
     def tls_for(self, listener_name: str) -> TlsConfig | None:
-        """The TLS settings of a listener, or of the clients dialing it; None for PLAINTEXT."""
-        if self.listener_protocol(listener_name) != "SSL":
+        """The TLS settings of a listener, or of the clients dialing it; None for PLAINTEXT
+        and SASL_PLAINTEXT."""
+        if self.listener_protocol(listener_name) not in TLS_PROTOCOLS:
             return None
         keystore, truststore = self.ssl_keystore_location, self.ssl_truststore_location
         assert keystore is not None and truststore is not None  # required with SSL at load
@@ -1224,6 +1248,7 @@ class _Validator:
 
     def check_security_protocols(self) -> None:
         protocols: dict[str, str] = self.values["listener.security.protocol.map"]
+        resolved: dict[str, str] = {}
         for name, listener in self.listeners.items():
             protocol = protocols.get(name)
             if protocol is None and name in SECURITY_PROTOCOLS:
@@ -1236,15 +1261,12 @@ class _Validator:
                     f"{name}:PLAINTEXT to listener.security.protocol.map.",
                     "listener.security.protocol.map",
                 )
-            if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
-                raise self.fail(
-                    f"The listener {listener} uses security protocol {protocol}, but only "
-                    f"PLAINTEXT and SSL are implemented (no SASL): map {name} to SSL or "
-                    "PLAINTEXT in listener.security.protocol.map.",
-                    "listener.security.protocol.map",
-                )
+            resolved[name] = protocol
+        for name in self.controller_names:  # a broker-only node dials them with this protocol
+            resolved.setdefault(name, protocols.get(name, "PLAINTEXT"))
+        self.check_listener_security(resolved)
         uses_ssl = any(
-            protocols.get(name) == "SSL" or (name == "SSL" and name not in protocols)
+            protocols.get(name, name) in TLS_PROTOCOLS
             for name in [*self.listeners, *self.controller_names]
         )
         if uses_ssl:
@@ -1255,6 +1277,18 @@ class _Validator:
                         "(kraft-storage make-test-certs makes a test CA and keystores).",
                         key,
                     )
+
+    def check_listener_security(self, protocols: dict[str, str]) -> None:
+        """SASL only on a broker's client listeners, its mechanisms and PLAIN users, and the
+        connection limits' rules (server/config_security.py)."""
+        grpc_names = self.values["grpc.listener.names"] or ()
+        kafka = tuple(name for name in self.listeners if ROLE_BROKER in self.roles
+                      and name not in self.controller_names and name not in grpc_names)
+        inter_broker = self.values["inter.broker.listener.name"] or (kafka[0] if kafka else None)
+        try:
+            config_security.check(self.values, self.raw, protocols, kafka, inter_broker)
+        except SecurityConfigError as exc:
+            raise self.fail(str(exc), exc.key) from None
 
     def check_voter_address(self) -> None:
         """Other controllers dial our voter entry, so a controller must listen on it."""
@@ -1296,7 +1330,8 @@ class _Validator:
     def warn_about_keys(self) -> None:
         known = [name for name, key in REGISTRY.items() if not key.internal]
         for key, value in self.raw.items():
-            if key in REGISTRY or key in REJECTED_KAFKA_KEYS:
+            if key in REGISTRY or key in REJECTED_KAFKA_KEYS \
+                    or config_security.is_listener_key(key):
                 continue
             if key in BROKER_CONFIGS:
                 shown = f"[{value.strip()}]" if "," in value else value.strip()

@@ -51,6 +51,7 @@ API_AUTHORIZATION: Mapping[int, str] = {
     14: "SyncGroup: READ on the group (30)",
     15: "DescribeGroups: DESCRIBE on each group (30)",
     16: "ListGroups: DESCRIBE on the cluster, else the groups the caller may DESCRIBE",
+    17: "SaslHandshake: none (the listener's SASL front answers it, broker/kafka/sasl)",
     18: "ApiVersions: none",
     19: "CreateTopics: CREATE on the cluster or the topic (29); DESCRIBE_CONFIGS on the "
         "topic for its configs",
@@ -66,6 +67,7 @@ API_AUTHORIZATION: Mapping[int, str] = {
     32: "DescribeConfigs: DESCRIBE_CONFIGS on the topic (29), group (30) or cluster (31)",
     33: "AlterConfigs: ALTER_CONFIGS on the topic (29), group (30) or cluster (31)",
     35: "DescribeLogDirs: DESCRIBE on the cluster (31)",
+    36: "SaslAuthenticate: none (the listener's SASL front answers it, broker/kafka/sasl)",
     37: "CreatePartitions: ALTER on each topic (29)",
     42: "DeleteGroups: DELETE on each group (30)",
     43: "ElectLeaders: ALTER on the cluster (31)",

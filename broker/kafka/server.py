@@ -1,4 +1,4 @@
-"""KafkaServer: one Kafka listener (PLAINTEXT or SSL) over asyncio streams.
+"""KafkaServer: one Kafka listener (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL) over asyncio.
 
 Per connection: int32-size frames are read one after another; each request's handler is
 started as soon as it is decoded (so handlers start in arrival order, which keeps an
@@ -6,17 +6,25 @@ idempotent producer's pipelined batches in order) and responses are written stri
 request order, as Kafka's muted-socket processing guarantees. At most `max_in_flight`
 requests per connection are being handled; the next frame is read once one is answered.
 
-Bad input closes only its own connection, with one log line: a size above
-socket.request.max.bytes or negative, a truncated frame, a body that does not parse, an
-unsupported API or version (except ApiVersions, answered with a v0 UNSUPPORTED_VERSION body).
-A handler that raises (a bug, never bad input: errors are values) closes its connection
-too, logged once with its traceback.
+Who is calling: the client certificate's principal (SSL), User:ANONYMOUS (PLAINTEXT), or on a
+SASL listener the user that authenticated (broker/kafka/sasl: nothing but ApiVersions and
+SaslHandshake is served before). What a client may hold (broker/kafka/connection_limits.py):
+connections (max.connections, max.connections.per.ip), bytes of request bodies in flight
+(queued.max.request.bytes), a body must arrive within socket.request.body.timeout.ms once its
+size is read, and a connection idle for connections.max.idle.ms is closed.
+
+Bad input closes only its own connection, with a rate-limited log line: a size above
+socket.request.max.bytes (sasl.server.max.receive.size before authentication) or negative, a
+truncated or late frame, a body that does not parse, an unsupported API or version (except
+ApiVersions, answered with a v0 UNSUPPORTED_VERSION body). A handler that raises (a bug, never
+bad input: errors are values) closes its connection too, logged once with its traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import ssl
 import struct
@@ -34,8 +42,21 @@ from broker.kafka.codec import (
     encode_response,
     peek_head,
 )
+from broker.kafka.connection_limits import (
+    Acceptor,
+    ConnectionQuotas,
+    RateLimitedLog,
+    RequestMemoryPool,
+    listening_sockets,
+)
 from broker.kafka.reply import Reply
-from broker.kafka.versions import is_supported
+from broker.kafka.sasl.authenticator import (
+    SaslAuthenticator,
+    SaslSettings,
+    Step,
+    answer_when_authenticated,
+)
+from broker.kafka.versions import ApiKey, is_supported
 from kraft.security.principal import PrincipalError, tls_peer_principal
 from kraft.security.principal_mapping import DEFAULT_MAPPER, PrincipalMapper
 
@@ -44,7 +65,9 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_REQUEST_BYTES = 104857600  # socket.request.max.bytes
 DEFAULT_MAX_IN_FLIGHT = 64
 DEFAULT_MAX_IDLE_MS = 600000  # connections.max.idle.ms
+DEFAULT_BODY_TIMEOUT_MS = 30000  # socket.request.body.timeout.ms: a client's request.timeout.ms
 _SIZE = struct.Struct(">i")
+_SASL_KEYS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 
 
 class RequestHandler(Protocol):
@@ -52,11 +75,30 @@ class RequestHandler(Protocol):
 
 
 class _CloseConnection(Exception):
-    """Bad input: the connection is closed after one log line with this message."""
+    """Bad input: the connection is closed after one (rate-limited) log line with this
+    message."""
+
+
+class _FailedAuthentication(_CloseConnection):
+    """A failed SASL authentication: logged as one (rate-limited), not as bad input."""
+
+
+class _SessionExpired(_CloseConnection):
+    """A SASL session that ended without re-authentication (logged at INFO)."""
 
 
 class _HandlerFailed(Exception):
     """A handler raised (a bug, logged with its traceback where it happened)."""
+
+
+@dataclass(slots=True)
+class _Answer:
+    """One request's place in the answer order."""
+
+    correlation_id: int
+    reply: asyncio.Future[Reply]  # a done future for answers known at once
+    raw: bool = False  # reply.response is a bare SASL token (after SaslHandshake v0)
+    close: _CloseConnection | None = None  # close the connection after this answer
 
 
 @dataclass(slots=True)
@@ -65,10 +107,16 @@ class _Connection:
     principal: str
     writer: asyncio.StreamWriter
     in_flight: asyncio.Semaphore
-    # Replies in request order; a done future for answers known at once.
-    pending: deque[tuple[int, asyncio.Future[Reply]]] = field(default_factory=deque)
+    sasl: SaslAuthenticator | None = None
+    pending: deque[_Answer] = field(default_factory=deque)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     reading_done: bool = False
+    stop_reading: bool = False  # an answer closes the connection: read no further frame
+
+
+def _resolve(future: asyncio.Future[Reply], reply: Reply) -> None:
+    if not future.done():  # not cancelled by the connection's end meanwhile
+        future.set_result(reply)
 
 
 class KafkaServer:
@@ -84,7 +132,13 @@ class KafkaServer:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         connections_max_idle_ms: int = DEFAULT_MAX_IDLE_MS,
         principal_mapper: PrincipalMapper = DEFAULT_MAPPER,
+        sasl: SaslSettings | None = None,
+        quotas: ConnectionQuotas | None = None,
+        memory: RequestMemoryPool | None = None,
+        request_body_timeout_ms: int = DEFAULT_BODY_TIMEOUT_MS,
     ) -> None:
+        """`sasl`: this is a SASL_PLAINTEXT / SASL_SSL listener. `quotas` and `memory` are
+        the broker's, shared by its listeners (by default this listener's own, unlimited)."""
         self._handler = handler
         self._host = host
         self._port = port
@@ -92,37 +146,51 @@ class KafkaServer:
         self._ssl = ssl_context
         self._max_request_bytes = max_request_bytes
         self._max_in_flight = max_in_flight
-        self._max_idle_s = connections_max_idle_ms / 1000
+        # connections.max.idle.ms -1: never idle.
+        self._max_idle_s = connections_max_idle_ms / 1000 if connections_max_idle_ms >= 0 \
+            else None
+        self._body_timeout_s = request_body_timeout_ms / 1000
         self._principal_mapper = principal_mapper  # ssl.principal.mapping.rules
-        self._server: asyncio.Server | None = None
+        self._sasl = sasl
+        self.quotas = quotas or ConnectionQuotas()
+        self.memory = memory or RequestMemoryPool()
+        self._acceptor: Acceptor | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self.connections_closed_for_bad_input = 0  # for tests and metrics
+        where = f"Kafka listener {listener}"
+        self.bad_input_log = RateLimitedLog(log, logging.WARNING, f"{where}: closed for bad input")
+        self.failed_authentication_log = RateLimitedLog(
+            log, logging.INFO, f"{where}: failed authentication")
+        self.refused_log = RateLimitedLog(log, logging.WARNING, f"{where}: refusing")
 
     @property
     def port(self) -> int:
         return self._port
 
+    @property
+    def connections_closed_for_bad_input(self) -> int:
+        """For tests and metrics."""
+        return self.bad_input_log.events
+
+    @property
+    def failed_authentications(self) -> int:
+        return self.failed_authentication_log.events
+
     async def start(self) -> int:
         """Listen; the port (the one chosen by the OS when constructed with port 0)."""
-        self._server = await asyncio.start_server(
-            self._accept, self._host, self._port, ssl=self._ssl,
-            # TLS handshakes that never finish must not pile up.
-            ssl_handshake_timeout=10.0 if self._ssl is not None else None,
-        )
-        self._port = self._server.sockets[0].getsockname()[1]
+        sockets = await listening_sockets(self._host, self._port)
+        self._port = sockets[0].getsockname()[1]
+        self._acceptor = Acceptor(sockets, self.listener, self.quotas, self._accept, self._ssl,
+                                  self.refused_log)
+        self._acceptor.start()
         log.info("Kafka listener %s on %s:%d", self.listener, self._host, self._port)
         return self._port
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        if self._acceptor is not None:
+            await self._acceptor.close()  # the accept loops and every connection
+            self._acceptor = None
+        for limited in (self.bad_input_log, self.failed_authentication_log, self.refused_log):
+            limited.flush()
 
     @property
     def open_connections(self) -> int:
@@ -141,19 +209,25 @@ class KafkaServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
-        ssl_object = writer.get_extra_info("ssl_object")
-        try:
-            principal = tls_peer_principal(
-                ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None,
-                self._principal_mapper)
-        except PrincipalError as exc:  # Kafka fails such a login: nothing is served
-            log.warning("Kafka listener %s: refusing %s: %s", self.listener, peer, exc)
-            writer.close()
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(2):
-                    await writer.wait_closed()
-            return
-        conn = _Connection(peer, principal, writer, asyncio.Semaphore(self._max_in_flight))
+        sasl = None
+        if self._sasl is not None:  # SASL_SSL: the SASL identity, not the certificate's
+            principal = "User:ANONYMOUS"
+            sasl = SaslAuthenticator(self._sasl, asyncio.get_running_loop().time)
+        else:
+            ssl_object = writer.get_extra_info("ssl_object")
+            try:
+                principal = tls_peer_principal(
+                    ssl_object.getpeercert(binary_form=True) if ssl_object is not None
+                    else None, self._principal_mapper)
+            except PrincipalError as exc:  # Kafka fails such a login: nothing is served
+                self.refused_log.log(peer, str(exc))
+                writer.close()
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(2):
+                        await writer.wait_closed()
+                return
+        conn = _Connection(peer, principal, writer, asyncio.Semaphore(self._max_in_flight),
+                           sasl)
         responder = asyncio.create_task(self._respond(conn))
         reading = asyncio.create_task(self._read(reader, conn))
         try:
@@ -170,16 +244,14 @@ class KafkaServer:
         finally:
             for task in (reading, responder):
                 task.cancel()
-            for _, reply in conn.pending:
-                reply.cancel()
+            for answer in conn.pending:
+                answer.reply.cancel()
             for task in (reading, responder):
                 with contextlib.suppress(BaseException):
                     await task
             for task in (reading, responder):
                 if not task.cancelled() and isinstance(task.exception(), _CloseConnection):
-                    self.connections_closed_for_bad_input += 1
-                    log.warning("Kafka listener %s: closing %s: %s",
-                                self.listener, peer, task.exception())
+                    self._log_close(peer, task.exception())
                     break  # one line per connection
             writer.close()
             # Bounded: a TLS peer that never answers close_notify must not hold close().
@@ -187,16 +259,34 @@ class KafkaServer:
                 async with asyncio.timeout(2):
                     await writer.wait_closed()
 
+    def _release(self, size: int, _: object) -> None:
+        self.memory.release(size)
+
+    def _log_close(self, peer: str, exc: BaseException | None) -> None:
+        if isinstance(exc, _SessionExpired):
+            log.info("Kafka listener %s: closing %s: %s", self.listener, peer, exc)
+        elif isinstance(exc, _FailedAuthentication):
+            self.failed_authentication_log.log(peer, str(exc))
+        else:
+            self.bad_input_log.log(peer, str(exc))
+
     # ---- reading ----
 
     async def _read(self, reader: asyncio.StreamReader, conn: _Connection) -> None:
         try:
-            while True:
+            while not conn.stop_reading:
                 frame = await self._read_frame(reader, conn)
                 if frame is None:
                     return
-                await conn.in_flight.acquire()
-                conn.pending.append(self._start(frame, conn))
+                try:
+                    await conn.in_flight.acquire()
+                    answer = self._start(frame, conn)
+                except BaseException:
+                    self.memory.release(len(frame))
+                    raise
+                # The body's bytes count against queued.max.request.bytes until answered.
+                answer.reply.add_done_callback(functools.partial(self._release, len(frame)))
+                conn.pending.append(answer)
                 conn.ready.set()
         except (ConnectionError, ssl.SSLError, OSError) as exc:
             log.debug("Kafka listener %s: %s: %s", self.listener, conn.peer, exc)
@@ -226,29 +316,54 @@ class KafkaServer:
                     raise _CloseConnection("truncated frame size") from None
                 return None  # the client closed the connection between requests
         size = _SIZE.unpack(size_bytes)[0]
-        if size < 0 or size > self._max_request_bytes:
+        limit = self._max_request_bytes
+        if conn.sasl is not None and not conn.sasl.authenticated:
+            limit = conn.sasl.max_frame_bytes(limit)
+            if size < 0 or size > limit:
+                raise _FailedAuthentication(
+                    f"Failing SASL authentication due to invalid receive size {size} (outside "
+                    f"0..{limit}, sasl.server.max.receive.size)")
+        if size < 0 or size > limit:
             raise _CloseConnection(
-                f"request size {size} outside 0..{self._max_request_bytes} "
-                "(socket.request.max.bytes)"
-            )
+                f"request size {size} outside 0..{limit} (socket.request.max.bytes)")
+        # No budget left: stop reading this connection until a request is answered.
+        await self.memory.allocate(size)
         try:
-            return await reader.readexactly(size)
+            async with asyncio.timeout(self._body_timeout_s):
+                return await reader.readexactly(size)
         except asyncio.IncompleteReadError as exc:
+            self.memory.release(size)
             raise _CloseConnection(
                 f"truncated frame: {len(exc.partial)} of {size} bytes"
             ) from None
+        except TimeoutError:
+            self.memory.release(size)
+            raise _CloseConnection(
+                f"a {size}-byte request body did not arrive within "
+                f"{self._body_timeout_s * 1000:.0f} ms (socket.request.body.timeout.ms)"
+            ) from None
+        except BaseException:
+            self.memory.release(size)
+            raise
 
-    def _start(self, frame: bytes, conn: _Connection) -> tuple[int, asyncio.Future[Reply]]:
+    def _start(self, frame: bytes, conn: _Connection) -> _Answer:
         """Decode a frame and start its handler (no await: handlers start in order)."""
+        if conn.sasl is not None:
+            step = conn.sasl.receive(frame)
+            if not step.forward:
+                return self._answer(step, conn)
+            conn.principal = conn.sasl.principal or conn.principal
         try:
             head = peek_head(frame)
         except FrameError as exc:
             raise _CloseConnection(str(exc)) from None
+        if head.api_key in _SASL_KEYS:  # not a SASL listener, or authenticated already
+            return self._answer(answer_when_authenticated(head, frame), conn)
         if not is_supported(head.api_key, head.api_version):
             if head.api_key == API_VERSIONS_KEY:
                 done: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
                 done.set_result(Reply(unsupported_version_response()))
-                return head.correlation_id, done
+                return _Answer(head.correlation_id, done)
             raise _CloseConnection(
                 f"unsupported api key {head.api_key} version {head.api_version}"
             )
@@ -262,9 +377,28 @@ class KafkaServer:
             client_id=request.client_id, listener=self.listener, peer=conn.peer,
             api_version=request.api_version, principal=conn.principal,
         )
-        return request.correlation_id, asyncio.ensure_future(
+        return _Answer(request.correlation_id, asyncio.ensure_future(
             self._handler.handle(request, context)
-        )
+        ))
+
+    def _answer(self, step: Step, conn: _Connection) -> _Answer:
+        """The answer the SASL front decided; a failed authentication is answered, and the
+        connection closed, only after connection.failed.authentication.delay.ms."""
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[Reply] = loop.create_future()
+        result = Reply(step.raw if step.raw is not None else step.response)
+        close: _CloseConnection | None = None
+        if step.close is not None:
+            conn.stop_reading = True
+            kind = (_FailedAuthentication if step.failed
+                    else _SessionExpired if step.expired else _CloseConnection)
+            close = kind(step.close)
+        if step.failed and self._sasl is not None:
+            loop.call_later(self._sasl.failed_authentication_delay_ms / 1000,
+                            _resolve, reply, result)
+        else:
+            reply.set_result(result)
+        return _Answer(step.correlation_id, reply, raw=step.raw is not None, close=close)
 
     # ---- responding ----
 
@@ -275,17 +409,22 @@ class KafkaServer:
                     return
                 conn.ready.clear()
                 await conn.ready.wait()
-            correlation_id, future = conn.pending[0]
+            answer = conn.pending[0]
             try:
-                reply = await future
+                reply = await answer.reply
             except Exception as exc:
                 log.exception("Kafka listener %s: closing %s: the handler of correlation id %d "
-                              "failed", self.listener, conn.peer, correlation_id)
+                              "failed", self.listener, conn.peer, answer.correlation_id)
                 raise _HandlerFailed() from exc
             conn.pending.popleft()
             conn.in_flight.release()
-            if reply.response is not None:
-                conn.writer.write(encode_response(correlation_id, reply.response))
+            if answer.raw:
+                conn.writer.write(_SIZE.pack(len(reply.response)) + reply.response)
                 await conn.writer.drain()
+            elif reply.response is not None:
+                conn.writer.write(encode_response(answer.correlation_id, reply.response))
+                await conn.writer.drain()
+            if answer.close is not None:
+                raise answer.close
             if reply.close:
                 raise _CloseConnection("a request without response failed (acks=0)")

@@ -18,6 +18,9 @@ class ApiKey(IntEnum):
     LIST_OFFSETS = 2
     METADATA = 3
     API_VERSIONS = 18
+    # SASL (broker/kafka/sasl): answered by the listener's front, never by the APIs.
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     # The group coordinator's APIs (broker/kafka/group_*_api.py, coordinator_api.py).
@@ -59,6 +62,10 @@ SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
     ApiKey.LIST_OFFSETS: (1, 7),
     ApiKey.METADATA: (0, 12),
     ApiKey.API_VERSIONS: (0, 4),
+    # Kafka 4.0's ranges; librdkafka uses SaslHandshake v1 + SaslAuthenticate v1, kafka-python
+    # 3.0 SaslAuthenticate v2.
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     # Group APIs: Kafka 3.9's ranges from the oldest version kio has a schema for;

@@ -720,9 +720,9 @@ def test_different_voter_and_listener_hosts_warn() -> None:
 
 def test_unsupported_security_protocol() -> None:
     assert error(listener__security__protocol__map="CONTROLLER:SASL_SSL") == (
-        "The listener CONTROLLER://127.0.0.1:9093 uses security protocol SASL_SSL, but only "
-        "PLAINTEXT and SSL are implemented (no SASL): map CONTROLLER to SSL or PLAINTEXT in "
-        "listener.security.protocol.map."
+        "The listener CONTROLLER uses SASL_SSL, but SASL is implemented on the brokers' "
+        "Kafka-protocol listeners only (controller and gRPC listeners use mutual TLS): map "
+        "CONTROLLER to SSL or PLAINTEXT in listener.security.protocol.map."
     )
     assert error(listener__security__protocol__map="CONTROLLER:SSL") == (
         "A listener uses SSL but ssl.keystore.location is not set: point it at a PEM file "

@@ -1,6 +1,6 @@
 """The Kafka front's codec (broker/kafka/codec.py, scan.py): headers by version, unknown tagged
 fields skipped, and a decoder that fails only with FrameError, whatever the bytes (fuzzed:
-random bodies after every served header, and mutations of valid frames)."""
+random bodies after every served header, and mutations of valid frames, SASL's included)."""
 
 from __future__ import annotations
 
@@ -76,6 +76,13 @@ def valid_frames() -> list[bytes]:
         frames.append(build(module, "OffsetForLeaderEpochRequest", replica_id=1,
                             topics=(build(module, "OffsetForLeaderTopic", topic="t",
                                           partitions=(part,)),)))
+    # SASL (broker/kafka/sasl): the handshake, and the tokens it carries.
+    for version in (0, 1):
+        frames.append(build(request_module(ApiKey.SASL_HANDSHAKE, version),
+                            "SaslHandshakeRequest", mechanism="SCRAM-SHA-512"))
+    for version in (0, 1, 2):
+        frames.append(build(request_module(ApiKey.SASL_AUTHENTICATE, version),
+                            "SaslAuthenticateRequest", auth_bytes=b"n,,n=user,r=fuzz"))
     return [encode_request(9, "fuzz", body)[4:] for body in frames]
 
 
