@@ -100,10 +100,15 @@ class Secured:
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    yield from secured_cluster(tmp_path_factory)
+
+
+def secured_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    """One controller and three brokers over mTLS with the authorizer, started; stopped after."""
     root = tmp_path_factory.mktemp("authorization")
     certs = root / "certs"
     nodes = ["controller-1", *(f"broker-{b}" for b in BROKERS)]
-    make_test_certs(certs, [*nodes, "admin", "attacker"])
+    make_test_certs(certs, [*nodes, "admin", "attacker", "alice"])
     cluster = ProcessCluster(root / "cluster", 1, {"internal.test.hooks.enable": "false"})
     cluster.add_brokers(BROKERS)
     for node_id, node in cluster.nodes.items():
