@@ -76,8 +76,8 @@ from kraft.core.voters import (
 from kraft.election_state import ElectionState
 from kraft.log.base import Batch, OffsetAndEpoch, ReplicatedLog, SnapshotJob, SnapshotStore
 from kraft.log.codec import LEADER_CHANGE, control_batches, encode_control_record
+from kraft.log.memory_snapshots import MemorySnapshotStore
 from kraft.log.snapshot_jobs import ReadChunk
-from kraft.log.snapshots import MemorySnapshotStore
 
 log = logging.getLogger(__name__)
 

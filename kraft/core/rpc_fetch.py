@@ -10,10 +10,11 @@ from kraft.core import rpc_fetch_snapshot
 from kraft.core.errors import Errors, RaftInvariantError
 from kraft.core.leader import LeaderState, ParkedFetch
 from kraft.core.messages import FetchRequest, FetchResponse, FetchSnapshotRequest
+from kraft.core.rpc_fetch_common import note_leader_answered, validate_leader_only
 from kraft.core.states import FollowerState
 from kraft.core.voters import ReplicaKey
 from kraft.log.base import CorruptRecordError, LogAppendError, OffsetAndEpoch
-from kraft.log.snapshots import BOOTSTRAP_SNAPSHOT_ID
+from kraft.log.snapshot_format import BOOTSTRAP_SNAPSHOT_ID
 
 if TYPE_CHECKING:
     from kraft.core.connections import InFlight
@@ -70,19 +71,6 @@ def handle_request(
     if _hw_is_news(core, req):
         deadline = min(deadline, now + _hw_news_linger_ms(leader, req))
     leader.parked_fetches.append(ParkedFetch(token, req, deadline))
-    return None
-
-
-def validate_leader_only(core: HandlerContext, epoch: int) -> Errors | None:
-    if epoch < core.epoch:
-        return Errors.FENCED_LEADER_EPOCH
-    if epoch > core.epoch:
-        return Errors.UNKNOWN_LEADER_EPOCH
-    state = core.quorum.state
-    if not isinstance(state, LeaderState):
-        return Errors.NOT_LEADER_OR_FOLLOWER
-    if core.shutting_down or state.resign_requested:
-        return Errors.BROKER_NOT_AVAILABLE
     return None
 
 
@@ -277,17 +265,6 @@ def handle_response(core: HandlerContext, entry: InFlight, resp: FetchResponse, 
         core.on_appended_as_follower(resp.records)
     if resp.high_watermark >= 0:
         core.update_follower_high_watermark(resp.high_watermark)
-
-
-def note_leader_answered(core: HandlerContext, state: FollowerState, now: int) -> None:
-    """A successful answer from the leader (Fetch or FetchSnapshot) resets the fetch timer.
-    A little jitter, so that followers that lose a hung leader together do not all stand for
-    election in the same millisecond and split the vote."""
-    jitter = core.rng.randrange(core.config.election_timeout_ms // 4 + 1)
-    state.fetch_deadline = now + core.config.fetch_timeout_ms + jitter
-    state.leader_live = True
-    state.confirming_unreachable = False
-    state.fetch_from_bootstrap = False
 
 
 def _truncate_to_leader(core: HandlerContext, diverging: OffsetAndEpoch) -> None:

@@ -12,13 +12,14 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
-from kraft.core import rpc_fetch
 from kraft.core.errors import Errors, RaftInvariantError
 from kraft.core.leader import LeaderState
 from kraft.core.messages import FetchSnapshotRequest, FetchSnapshotResponse
+from kraft.core.rpc_fetch_common import note_leader_answered, validate_leader_only
 from kraft.core.states import FollowerState, SnapshotTransfer
 from kraft.core.voters import ReplicaKey
 from kraft.log.base import CorruptRecordError, OffsetAndEpoch, SnapshotJob
+from kraft.log.snapshot_format import BOOTSTRAP_SNAPSHOT_ID
 from kraft.log.snapshot_jobs import (
     AbortTransfer,
     DeleteSnapshots,
@@ -26,7 +27,6 @@ from kraft.log.snapshot_jobs import (
     ReadChunk,
     WriteChunk,
 )
-from kraft.log.snapshots import BOOTSTRAP_SNAPSHOT_ID
 
 if TYPE_CHECKING:
     from kraft.core.connections import InFlight
@@ -48,7 +48,7 @@ def handle_request(
         return _error(core, Errors.INCONSISTENT_CLUSTER_ID)
     if req.max_bytes < 0 or req.snapshot_id.offset < 0 or req.snapshot_id.epoch < 0:
         return _error(core, Errors.INVALID_REQUEST)
-    error = rpc_fetch.validate_leader_only(core, req.current_leader_epoch)
+    error = validate_leader_only(core, req.current_leader_epoch)
     if error is not None:
         return _error(core, error)
     leader = core.quorum.state
@@ -159,7 +159,7 @@ def handle_response(
     ):
         return
     transfer = state.fetching_snapshot
-    rpc_fetch.note_leader_answered(core, state, now)
+    note_leader_answered(core, state, now)
     if resp.error in (Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE):
         # The leader cleaned it away (or we disagree on its size): back to Fetch, which names
         # the snapshot to fetch now.

@@ -11,10 +11,13 @@ a `.checkpoint` file is always whole. Two writers: `SnapshotBuilder` for a state
 writes records, `PartialSnapshot` for a follower receiving the leader's bytes by FetchSnapshot.
 
 The store's Protocol (`SnapshotStore`, `PartialSnapshot`) lives with the log's other
-protocols in kraft/log/base.py. The store is shared between the event loop (the Raft core reads
-ids and sizes) and worker threads (a state machine building a snapshot; the driver running the
-core's `SnapshotJob`s: chunk reads, a fetched snapshot's writes, freeze and deletions), so its
-index is guarded by a lock; the files themselves are never changed once frozen.
+protocols in kraft/log/base.py; what needs no file (the id of the empty state, the check of a
+whole snapshot's bytes, `SnapshotBuilder`) in kraft/log/snapshot_format.py, and the in-memory
+store in kraft/log/memory_snapshots.py (both importable from here too). The store is shared
+between the event loop (the Raft core reads ids and sizes) and worker threads (a state machine
+building a snapshot; the driver running the core's `SnapshotJob`s: chunk reads, a fetched
+snapshot's writes, freeze and deletions), so its index is guarded by a lock; the files
+themselves are never changed once frozen.
 """
 
 from __future__ import annotations
@@ -35,17 +38,14 @@ from kraft.log.base import (
     SnapshotInfo,
     SnapshotStore,
 )
-from kraft.log.codec import (
-    KRAFT_VERSION,
-    KRAFT_VOTERS,
-    SNAPSHOT_FOOTER,
-    SNAPSHOT_HEADER,
-    BatchHeader,
-    decode_batches,
-    decode_control_record,
-    encode_batch,
-    encode_control_record,
-    scan_batches,
+from kraft.log.codec import decode_batches
+from kraft.log.memory_snapshots import MemorySnapshotStore
+from kraft.log.snapshot_format import (
+    BOOTSTRAP_SNAPSHOT_ID,
+    SnapshotBuilder,
+    earliest_id_of,
+    latest_id_of,
+    verify_snapshot_bytes,
 )
 
 logger = logging.getLogger(__name__)
@@ -53,10 +53,6 @@ logger = logging.getLogger(__name__)
 SUFFIX = ".checkpoint"
 PART_SUFFIX = ".checkpoint.part"
 _NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
-# The id of an empty state: never served, never needed (Kafka's bootstrap snapshot).
-BOOTSTRAP_SNAPSHOT_ID = OffsetAndEpoch(0, 0)
-# Records per data batch when a state machine writes its state.
-DEFAULT_BATCH_RECORDS = 1000
 
 
 def snapshot_file_name(snapshot_id: OffsetAndEpoch) -> str:
@@ -69,86 +65,6 @@ def parse_snapshot_file_name(name: str) -> OffsetAndEpoch | None:
     if match is None:
         return None
     return OffsetAndEpoch(int(match.group(1)), int(match.group(2)))
-
-
-def verify_snapshot_bytes(
-    data: bytes, snapshot_id: OffsetAndEpoch | None, path: str | None = None
-) -> SnapshotInfo:
-    """Check a whole snapshot: every batch CRC, offsets numbered from 0, one epoch (the id's,
-    when given), a header first and a footer last. Frames and CRCs are checked without
-    splitting records; only the header and footer batches are decoded. CorruptRecordError
-    names the byte position of the first problem."""
-    headers = scan_batches(data, path)
-    if not headers:
-        raise CorruptRecordError("empty snapshot: no header batch", 0, path)
-    control: tuple[tuple[int, dict[str, object]], ...] = ()
-    expected_epoch = headers[0].epoch if snapshot_id is None else snapshot_id.epoch
-    offset = 0
-    records = 0
-    last = len(headers) - 1
-    for index, header in enumerate(headers):
-        if header.base_offset != offset:
-            raise CorruptRecordError(
-                f"batch starts at offset {header.base_offset}, expected {offset}",
-                header.position, path,
-            )
-        if header.epoch != expected_epoch:
-            raise CorruptRecordError(
-                f"batch epoch {header.epoch} differs from the snapshot epoch {expected_epoch}",
-                header.position, path,
-            )
-        if 0 < index < last:
-            if header.control:
-                if index != 1:  # only the voter set's batch, right after the header
-                    raise CorruptRecordError(
-                        "control batch inside the snapshot", header.position, path
-                    )
-                control = _control_records(data, header, path)
-            else:
-                records += header.record_count
-        offset = header.next_offset
-    kind, body = _single_control(data, headers[0], path)
-    if kind != SNAPSHOT_HEADER:
-        raise CorruptRecordError(f"first batch is control type {kind}, not a header", 0, path)
-    if last == 0:
-        raise CorruptRecordError("snapshot ends after its header: no footer", len(data), path)
-    kind, _ = _single_control(data, headers[last], path)
-    if kind != SNAPSHOT_FOOTER:
-        raise CorruptRecordError(
-            f"last batch is control type {kind}, not a footer", headers[last].position, path
-        )
-    timestamp = body.get("lastContainedLogTimestamp", 0)
-    return SnapshotInfo(
-        snapshot_id, len(data), len(headers), records,
-        timestamp if isinstance(timestamp, int) else 0, control,
-    )
-
-
-def _control_records(
-    data: bytes, header: BatchHeader, path: str | None
-) -> tuple[tuple[int, dict[str, object]], ...]:
-    position = header.position
-    [batch] = decode_batches(data[position : position + header.size], path, position)
-    try:
-        records = tuple(decode_control_record(record) for record in batch.records)
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(exc.reason, position, path) from None
-    if any(kind not in (KRAFT_VERSION, KRAFT_VOTERS) for kind, _ in records):
-        raise CorruptRecordError("control batch inside the snapshot", position, path)
-    return records
-
-
-def _single_control(
-    data: bytes, header: BatchHeader, path: str | None
-) -> tuple[int, dict[str, object]]:
-    position = header.position
-    if not header.control or header.record_count != 1:
-        raise CorruptRecordError("expected a control batch of one record", position, path)
-    [batch] = decode_batches(data[position : position + header.size], path, position)
-    try:
-        return decode_control_record(batch.records[0])
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(exc.reason, position, path) from None
 
 
 def verify_snapshot_file(path: str) -> SnapshotInfo:
@@ -171,63 +87,6 @@ def read_snapshot_records(path: str) -> Iterator[bytes]:
     for batch in read_snapshot_batches(path):
         if not batch.control:
             yield from batch.records
-
-
-class SnapshotBuilder:
-    """Writes a state machine's snapshot: header now, `append` data batches, footer on
-    `freeze`. Blocking file I/O: run it off the event loop."""
-
-    def __init__(
-        self, store: FileSnapshotStore | MemorySnapshotStore, snapshot_id: OffsetAndEpoch,
-        last_contained_timestamp_ms: int, control_records: Sequence[bytes] = (),
-    ) -> None:
-        self.snapshot_id = snapshot_id
-        self._partial = store.begin_transfer(snapshot_id)
-        self._offset = 0
-        self._timestamp = last_contained_timestamp_ms
-        self._write_control(SNAPSHOT_HEADER, {
-            "version": 0, "lastContainedLogTimestamp": last_contained_timestamp_ms,
-        })
-        if control_records:  # the voter set (KIP-853), one control batch after the header
-            self._partial.write(encode_batch(
-                self._offset, self.snapshot_id.epoch, control_records, self._timestamp, True
-            ))
-            self._offset += len(control_records)
-
-    def append(self, records: Sequence[bytes]) -> None:
-        """One data batch (callers keep batches under the fetch size: ~1000 records)."""
-        if not records:
-            return
-        self._partial.write(
-            encode_batch(self._offset, self.snapshot_id.epoch, records, self._timestamp)
-        )
-        self._offset += len(records)
-
-    def append_all(self, records: Sequence[bytes], per_batch: int = DEFAULT_BATCH_RECORDS) -> None:
-        for start in range(0, len(records), per_batch):
-            self.append(records[start : start + per_batch])
-
-    def freeze(self) -> SnapshotInfo:
-        self._write_control(SNAPSHOT_FOOTER, {"version": 0})
-        return self._partial.freeze()
-
-    def abort(self) -> None:
-        self._partial.abort()
-
-    def _write_control(self, kind: int, body: dict[str, object]) -> None:
-        record = encode_control_record(kind, body)
-        self._partial.write(
-            encode_batch(self._offset, self.snapshot_id.epoch, [record], self._timestamp, True)
-        )
-        self._offset += 1
-
-
-def _latest(ids: list[OffsetAndEpoch]) -> OffsetAndEpoch | None:
-    return ids[-1] if ids else None
-
-
-def _earliest(ids: list[OffsetAndEpoch]) -> OffsetAndEpoch | None:
-    return ids[0] if ids else None
 
 
 # -- files ------------------------------------------------------------------------------------
@@ -324,10 +183,10 @@ class FileSnapshotStore:
             return list(self._ids)
 
     def latest_id(self) -> OffsetAndEpoch | None:
-        return _latest(self.ids())
+        return latest_id_of(self.ids())
 
     def earliest_id(self) -> OffsetAndEpoch | None:
-        return _earliest(self.ids())
+        return earliest_id_of(self.ids())
 
     def size(self, snapshot_id: OffsetAndEpoch) -> int:
         with self._lock:
@@ -373,91 +232,6 @@ class FileSnapshotStore:
         except FileNotFoundError:
             pass
         fsync_dir(self.directory)
-
-
-
-# -- memory (the simulator's) -----------------------------------------------------------------
-
-
-class _MemoryPartial:
-    def __init__(self, store: MemorySnapshotStore, snapshot_id: OffsetAndEpoch) -> None:
-        self.snapshot_id = snapshot_id
-        self._store = store
-        self._chunks: list[bytes] = []
-        self._size = 0
-        self._generation = store.generation
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    def write(self, data: bytes) -> None:
-        self._chunks.append(bytes(data))
-        self._size += len(data)
-
-    def freeze(self) -> SnapshotInfo:
-        data = b"".join(self._chunks)
-        info = verify_snapshot_bytes(data, self.snapshot_id)
-        if self._generation == self._store.generation:  # a crash in between loses it
-            self._store._add(self.snapshot_id, data, info)
-        return info
-
-    def abort(self) -> None:
-        self._chunks = []
-
-
-class MemorySnapshotStore:
-    """Frozen snapshots survive a crash (freezing is durable); partial ones do not."""
-
-    def __init__(self) -> None:
-        self.generation = 0
-        self._files: dict[OffsetAndEpoch, tuple[bytes, SnapshotInfo]] = {}
-
-    def _add(self, snapshot_id: OffsetAndEpoch, data: bytes, info: SnapshotInfo) -> None:
-        self._files[snapshot_id] = (data, info)
-
-    def ids(self) -> list[OffsetAndEpoch]:
-        return sorted(self._files, key=lambda i: (i.offset, i.epoch))
-
-    def latest_id(self) -> OffsetAndEpoch | None:
-        return _latest(self.ids())
-
-    def earliest_id(self) -> OffsetAndEpoch | None:
-        return _earliest(self.ids())
-
-    def size(self, snapshot_id: OffsetAndEpoch) -> int:
-        return len(self._files[snapshot_id][0])
-
-    def last_contained_timestamp(self, snapshot_id: OffsetAndEpoch) -> int:
-        return self._files[snapshot_id][1].last_contained_timestamp_ms
-
-    def total_bytes(self) -> int:
-        return sum(len(data) for data, _ in self._files.values())
-
-    def read_chunk(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int) -> bytes:
-        return self._files[snapshot_id][0][position : position + max_bytes]
-
-    def read_all(self, snapshot_id: OffsetAndEpoch) -> bytes:
-        return self._files[snapshot_id][0]
-
-    def begin_transfer(self, snapshot_id: OffsetAndEpoch) -> _MemoryPartial:
-        return _MemoryPartial(self, snapshot_id)
-
-    def builder(
-        self, snapshot_id: OffsetAndEpoch, last_contained_timestamp_ms: int,
-        control_records: Sequence[bytes] = (),
-    ) -> SnapshotBuilder:
-        return SnapshotBuilder(self, snapshot_id, last_contained_timestamp_ms, control_records)
-
-    def delete(self, snapshot_id: OffsetAndEpoch) -> None:
-        self._files.pop(snapshot_id, None)
-
-    def crash(self) -> None:
-        self.generation += 1
-
-    def wipe(self) -> None:
-        self.generation += 1
-        self._files.clear()
 
 
 # -- start-up ---------------------------------------------------------------------------------
@@ -547,3 +321,22 @@ def read_control_records(
 ) -> tuple[tuple[int, dict[str, object]], ...]:
     """The control records after a snapshot's header (its voter set), verifying the file."""
     return verify_snapshot_bytes(store.read_all(snapshot_id), snapshot_id).control_records
+
+
+__all__ = [  # the names moved to the I/O-free modules stay importable from here
+    "BOOTSTRAP_SNAPSHOT_ID",
+    "PART_SUFFIX",
+    "SUFFIX",
+    "FileSnapshotStore",
+    "MemorySnapshotStore",
+    "SnapshotBuilder",
+    "SnapshotGapError",
+    "align_log_with_snapshots",
+    "parse_snapshot_file_name",
+    "read_control_records",
+    "read_snapshot_batches",
+    "read_snapshot_records",
+    "snapshot_file_name",
+    "verify_snapshot_bytes",
+    "verify_snapshot_file",
+]
