@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kraft.core.errors import Errors, NotLeaderError, RaftError
-from kraft.core.raft import LeaderAndEpoch
+from kraft.core.output import LeaderAndEpoch
 from kraft.log.base import Batch, OffsetAndEpoch, SnapshotInfo, SnapshotStore
 from kraft.log.codec import decode_batches
 
