@@ -10,14 +10,13 @@ import asyncio
 import logging
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from kraft.node.raft_node import RaftNode
+from kraft.core.output import NodeStatus
 
 STATES = ("Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned")
 # etcd's fsync buckets (1 ms .. 8 s) and finer ones for commit and election latency.
@@ -35,9 +34,22 @@ LOOP_LAG_LOG_MS = 100.0
 log = logging.getLogger(__name__)
 
 
+class ObservedNode(Protocol):
+    """What the scrape reads of a node (RaftNode): the metrics know no driver."""
+
+    @property
+    def core(self) -> object | None:
+        """None until the node starts."""
+
+    @property
+    def disk_full(self) -> bool: ...
+
+    def status(self) -> NodeStatus: ...
+
+
 class _StateCollector(Collector):
     def __init__(self) -> None:
-        self.node: RaftNode | None = None
+        self.node: ObservedNode | None = None
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         node = self.node
@@ -111,7 +123,7 @@ class RaftMetrics:
         self.fetch_answers_with_records = fetch_answers.labels("records")
         self.fetch_answers_without_records = fetch_answers.labels("none")
 
-    def bind(self, node: RaftNode) -> None:
+    def bind(self, node: ObservedNode) -> None:
         self._collector.node = node
 
 

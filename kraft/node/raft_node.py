@@ -8,12 +8,15 @@ not leave first), then send requests and replies. Log durability is a separate t
 job at a time in a worker thread (group commit), then `on_log_flushed`. Snapshot file I/O the
 core asks for (`Output.snapshot_jobs`: chunk reads, a fetched snapshot's writes, freeze and
 deletions) runs in worker threads too, handed back with `on_snapshot_job_done`.
+
+Its parts: the appends and their commit (kraft/node/appends.py), the flush job
+(kraft/node/flush.py), the loop timer at the core's next deadline (kraft/node/timer.py), the
+gRPC transport (kraft/node/transport.py) and the metrics (kraft/node/metrics.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import functools
 import itertools
@@ -55,8 +58,12 @@ from kraft.log.snapshots import (
     align_log_with_snapshots,
     read_control_records,
 )
+from kraft.node.appends import AppendQueue
+from kraft.node.flush import LogFlusher
 from kraft.node.metrics import LoopLagSampler, RaftMetrics
-from kraft.node.transport import STALL_GRACE_S, STALL_S, RaftTransport
+from kraft.node.timer import CoreTimer
+from kraft.node.timer import monotonic_ms as monotonic_ms  # server/main.py imports it here
+from kraft.node.transport import RaftTransport
 from kraft.security.tls import TlsConfig
 
 log = logging.getLogger(__name__)
@@ -77,18 +84,6 @@ class Retention:
     max_bytes: int = 100 * 1024 * 1024
     max_ms: int = 7 * 24 * 3600 * 1000
     check_interval_s: float = 60.0
-
-
-def monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-@dataclass
-class _PendingAppend:
-    last_offset: int
-    epoch: int
-    started: float
-    future: asyncio.Future[int]
 
 
 class RaftNode:
@@ -115,21 +110,24 @@ class RaftNode:
         self.retention = retention or Retention()
         self._hw_path = hw_path
         self._hw_written = -1
-        self.disk_full = False  # flushes refused for want of space: nothing is acknowledged
         self.metrics = metrics or RaftMetrics(config.node_id)
         self.rng = rng or random.Random()
         self.transport = RaftTransport(self._on_response, self._on_failure, tls)
         self.core: RaftCore | None = None
         self._replies: dict[int, asyncio.Future[Response]] = {}
         self._tokens = itertools.count(1)
-        self._appends: collections.deque[_PendingAppend] = collections.deque()
-        self._accumulated: list[tuple[list[bytes], asyncio.Future[int], float]] = []
-        self._drain_scheduled = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._after_stall = False  # the timer fired far too late: a grace turn runs first
-        self._flush_wanted = asyncio.Event()
+        self._appends = AppendQueue(
+            config.fetch_max_bytes, self.metrics, self._guarded,
+            lambda: self._stopped or self._fatal is not None,
+        )
+        self._timer = CoreTimer(
+            lambda: self._guarded(lambda c: c.poll(monotonic_ms())), lambda: self._stopped
+        )
+        self._flusher = LogFlusher(
+            log_, self._run_flush_job, self.metrics.fsync_duration,
+            lambda: self._guarded(lambda c: c.on_log_flushed(monotonic_ms())), self._go_fatal,
+        )
         self._state_changed = asyncio.Event()
-        self._scheduled_deadline = float("inf")
         self._tasks: list[asyncio.Task[None]] = []
         self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kraft-log")
         # Snapshots are written apart from the log's flushes, which must never wait behind one.
@@ -164,7 +162,7 @@ class RaftNode:
         self.metrics.bind(self)
         self._process()
         self._tasks = [
-            asyncio.create_task(self._flush_loop(), name="kraft-flush"),
+            asyncio.create_task(self._flusher.run(), name="kraft-flush"),
             asyncio.create_task(self._housekeeping_loop(), name="kraft-housekeeping"),
             asyncio.create_task(self.loop_lag.run(), name="kraft-loop-lag"),
         ]
@@ -191,8 +189,7 @@ class RaftNode:
         if self._stopped:
             return
         self._stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
+        self._timer.cancel()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -200,7 +197,7 @@ class RaftNode:
         for future in self._replies.values():
             if not future.done():
                 future.cancel()
-        self._fail_appends(NotLeaderError("the node is stopping"))
+        self._appends.fail(NotLeaderError("the node is stopping"))
         await asyncio.get_running_loop().run_in_executor(self._io, self.log.flush)
         if self.core is not None:
             await self._write_high_watermark(self.core.high_watermark)
@@ -350,7 +347,7 @@ class RaftNode:
                 "size" if too_big else "age",
             )
         if deleted:
-            self._flush_wanted.set()  # the segment deletions are queued for the flush job
+            self._flusher.wanted.set()  # the segment deletions are queued for the flush job
         return deleted
 
     async def _housekeeping_loop(self) -> None:
@@ -422,7 +419,7 @@ class RaftNode:
             self._refuse_if_fatal()
             if not records:
                 raise ValueError("nothing to append")
-            if self.disk_full:
+            if self._flusher.disk_full:
                 raise RaftError(
                     Errors.KAFKA_STORAGE_ERROR,
                     "the metadata log's disk is full; free space on it and the node resumes",
@@ -430,10 +427,7 @@ class RaftNode:
         except (NodeStoppedError, ValueError, RaftError) as exc:
             future.set_exception(exc)
             return future
-        self._accumulated.append((records, future, time.perf_counter()))
-        if not self._drain_scheduled:
-            self._drain_scheduled = True
-            loop.call_soon(self._drain_accumulated)
+        self._appends.add(records, future)
         return future
 
     def control_records_appended(self) -> int:
@@ -442,53 +436,7 @@ class RaftNode:
     def _drain_before_control_batch(self) -> None:
         """The core may append a voter-change control batch in the next step: what the state
         machine submitted goes first, so its predicted offsets hold (RaftClient.submit)."""
-        if self._accumulated:
-            self._drain_accumulated()
-
-    def _drain_accumulated(self) -> None:
-        self._drain_scheduled = False
-        pending, self._accumulated = self._accumulated, []
-        if self._stopped or self._fatal is not None:
-            for _, future, _ in pending:
-                if not future.done():
-                    future.set_exception(NotLeaderError("the node is stopping"))
-            return
-        self._guarded(lambda _core: self._append_accumulated(pending))
-
-    def _append_accumulated(
-        self, pending: list[tuple[list[bytes], asyncio.Future[int], float]]
-    ) -> None:
-        batch: list[tuple[list[bytes], asyncio.Future[int], float]] = []
-        size = 0
-        for entry in pending:
-            entry_size = sum(len(r) for r in entry[0])
-            if batch and size + entry_size > self.config.fetch_max_bytes:
-                self._append_batch(batch)
-                batch, size = [], 0
-            batch.append(entry)
-            size += entry_size
-        if batch:
-            self._append_batch(batch)
-
-    def _append_batch(self, entries: list[tuple[list[bytes], asyncio.Future[int], float]]) -> None:
-        core = self._core()
-        records = [record for entry in entries for record in entry[0]]
-        try:
-            last = core.append(records, monotonic_ms())
-        except RaftError as exc:
-            if len(entries) > 1 and exc.error == Errors.RECORD_BATCH_TOO_LARGE:
-                for entry in entries:  # only the oversized one fails
-                    self._append_batch([entry])
-                return
-            for _, future, _ in entries:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        self.metrics.records_appended.inc(len(records))
-        offset = last - len(records)
-        for entry_records, future, started in entries:
-            offset += len(entry_records)
-            self._appends.append(_PendingAppend(offset, core.epoch, started, future))
+        self._appends.drain_before_control_batch()
 
     def resign(self, epoch: int) -> None:
         """Step down as leader of `epoch` (EndQuorumEpoch to the voters); ignored unless this
@@ -511,7 +459,7 @@ class RaftNode:
         if out.high_watermark is not None:
             # Writers first: a writer that appends again at once lets the answers to parked
             # fetches below carry its records along with the new high watermark.
-            self._complete_appends(out.high_watermark)
+            self._appends.complete(core, out.high_watermark)
         for reply in out.replies:
             if type(reply.response) is FetchResponse and reply.response.error == Errors.NONE:
                 (self.metrics.fetch_answers_with_records if reply.response.records
@@ -526,7 +474,7 @@ class RaftNode:
         if out.leader is not None:
             self._on_leader_change(out)
         if out.snapshot_loaded is not None:
-            self._flush_wanted.set()  # the emptied log's deletions
+            self._flusher.wanted.set()  # the emptied log's deletions
         if self._listeners and (
             self._listeners_due or out.leader is not None or out.high_watermark is not None
             or out.snapshot_loaded is not None
@@ -541,10 +489,9 @@ class RaftNode:
         if not core.is_leader and end > self._last_end_offset:
             self.metrics.records_fetched.inc(end - self._last_end_offset)
         self._last_end_offset = end
-        self._flush_wanted.set()
+        self._flusher.wanted.set()
         deadline = core.next_deadline()
-        if deadline < self._scheduled_deadline and not self._after_stall:
-            self._schedule_timer(deadline)
+        self._timer.after_step(deadline)
         self._state_changed.set()
 
     def _on_leader_change(self, out: Output) -> None:
@@ -558,33 +505,7 @@ class RaftNode:
         elif self._leaderless_since is not None:
             self.metrics.election_latency.observe(time.monotonic() - self._leaderless_since)
             self._leaderless_since = None
-        if not core.is_leader:
-            self._fail_appends(NotLeaderError(f"leadership moved to {out.leader.leader_id}"))
-        else:
-            stale = [p for p in self._appends if p.epoch != core.epoch]
-            self._appends = collections.deque(p for p in self._appends if p.epoch == core.epoch)
-            for pending in stale:
-                if not pending.future.done():
-                    pending.future.set_exception(NotLeaderError("the epoch changed"))
-
-    def _complete_appends(self, high_watermark: int) -> None:
-        core = self._core()
-        now = time.perf_counter()
-        while self._appends and self._appends[0].last_offset < high_watermark:
-            pending = self._appends.popleft()
-            if pending.future.done():
-                continue
-            if core.is_leader and core.epoch == pending.epoch:
-                pending.future.set_result(pending.last_offset)
-                self.metrics.commit_latency.observe(now - pending.started)
-            else:
-                pending.future.set_exception(NotLeaderError("leadership changed before commit"))
-
-    def _fail_appends(self, error: RaftError) -> None:
-        pending, self._appends = self._appends, collections.deque()
-        for p in pending:
-            if not p.future.done():
-                p.future.set_exception(error)
+        self._appends.on_leader_change(core, out.leader.leader_id)
 
     def _run_snapshot_job(self, job: SnapshotJob) -> None:
         executor = self._install_io if job.ordered else self._chunk_io
@@ -636,93 +557,19 @@ class RaftNode:
         for future in self._replies.values():
             if not future.done():
                 future.set_exception(NodeStoppedError(f"the node stopped: {exc}"))
-        self._fail_appends(NotLeaderError(f"the node stopped: {exc}"))
+        self._appends.fail(NotLeaderError(f"the node stopped: {exc}"))
         self._state_changed.set()
 
     # -- background tasks --------------------------------------------------------------------------
 
-    def _schedule_timer(self, deadline: float) -> None:
-        """One loop timer at the core's earliest deadline. A later deadline keeps the timer:
-        it fires early, polls for nothing and reschedules, which is cheaper than moving it on
-        every Fetch answer. (A TimerHandle, not a task awaiting an event with wait_for: that
-        cost a task and a timeout per step, 8 % of a leader's Python time at one writer.)"""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._scheduled_deadline = deadline
-        if deadline != float("inf"):
-            # The loop's clock is time.monotonic(), the core's monotonic_ms() truncates it: a
-            # microsecond past the deadline, the core sees it due.
-            self._timer = asyncio.get_running_loop().call_at(
-                deadline / 1000 + 1e-6, self._on_timer)
+    def _run_flush_job(self, job: FlushJob) -> asyncio.Future[None]:
+        """In the log thread (bench/quorum_bench.py times it by swapping `_io`)."""
+        return asyncio.get_running_loop().run_in_executor(self._io, job.run)
 
-    def _on_timer(self) -> None:
-        late_ms = monotonic_ms() - self._scheduled_deadline
-        self._timer = None
-        self._scheduled_deadline = float("inf")
-        if self._stopped:
-            return
-        if late_ms > STALL_S * 1000:
-            # The process stood still (SIGSTOP, a VM pause, a starved CPU). What arrived
-            # meanwhile is still in gRPC's queues, a few loop turns from the core: read it
-            # before judging anyone's silence, or a stalled follower takes its own stall for a
-            # hung leader, and a stalled leader for lost voters.
-            log.info("the event loop stood still for %d ms; reading what arrived first",
-                     late_ms)
-            self._after_stall = True
-            self._timer = asyncio.get_running_loop().call_later(
-                STALL_GRACE_S, self._poll_after_stall)
-            return
-        self._guarded(lambda c: c.poll(monotonic_ms()))
-
-    def _poll_after_stall(self) -> None:
-        self._timer = None
-        self._after_stall = False
-        if not self._stopped:
-            self._guarded(lambda c: c.poll(monotonic_ms()))
-
-    async def _flush_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await self._flush_wanted.wait()
-            self._flush_wanted.clear()
-            job = self.log.begin_flush()
-            if job is None:
-                continue
-            started = time.perf_counter()
-            try:
-                await loop.run_in_executor(self._io, job.run)
-            except OSError as exc:
-                if not getattr(job, "retryable", False) or not await self._retry_flush(job):
-                    # The disk refused: nothing more may be acknowledged as durable.
-                    log.critical("log flush failed: %s", exc)
-                    self._go_fatal(exc)
-                    return
-            self.metrics.fsync_duration.observe(time.perf_counter() - started)
-            self.log.complete_flush(job)
-            self._guarded(lambda c: c.on_log_flushed(monotonic_ms()))
-
-    async def _retry_flush(self, job: FlushJob) -> bool:
-        """A full disk: nothing new counts as durable, so the HW stops and no write is
-        acknowledged; appends are refused. Run the same job again, backing off, until space
-        returns (True) or a fatal error (False)."""
-        loop = asyncio.get_running_loop()
-        self.disk_full = True
-        log.error("the metadata log's disk is full; retrying the flush until space returns")
-        delay = 0.05
-        while True:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-            try:
-                await loop.run_in_executor(self._io, job.run)
-            except OSError as exc:
-                if getattr(job, "retryable", False):
-                    continue
-                log.critical("log flush failed while the disk was full: %s", exc)
-                return False
-            self.disk_full = False
-            log.warning("disk space returned; the log is flushing again")
-            return True
+    @property
+    def disk_full(self) -> bool:
+        """Flushes are refused for want of space: nothing is acknowledged."""
+        return self._flusher.disk_full
 
     def _core(self) -> RaftCore:
         if self.core is None:
