@@ -1,9 +1,10 @@
 """A deterministic cluster: N voters and M observers running the real RaftCore over in-memory
 logs, a virtual clock and a lossy network, all driven by one seeded RNG.
 
-Events sit in one heap ordered by (time, sequence number), so a seed replays exactly. After
-every event the invariant checker runs; the first violation stops the run with its time and
-event number.
+Events sit in one heap ordered by (time, sequence number), so a seed replays exactly
+(kraft/sim/events.py). After every event the invariant checker runs (kraft/sim/invariants.py);
+the first violation stops the run with its time and event number. A node's process and
+storage are a `SimNode` (kraft/sim/node.py), the network's fates a `SimNetwork`.
 
 A `dynamic` cluster (KIP-853) has no static voters: every node has a directory id, the first
 `voters` nodes are formatted with a bootstrap snapshot holding the initial voter set (as
@@ -17,13 +18,10 @@ the nodes over the same network under ids of their own.
 from __future__ import annotations
 
 import base64
-import collections
 import dataclasses
 import heapq
 import random
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from kraft.core.config import RaftConfig
 from kraft.core.errors import NotLeaderError, RaftError
@@ -35,44 +33,17 @@ from kraft.core.messages import (
 )
 from kraft.core.raft import RaftCore
 from kraft.core.states import ProspectiveState
-from kraft.core.voters import (
-    ReplicaKey,
-    SnapshotVoters,
-    VoterNode,
-    VoterSet,
-    bootstrap_control_records,
-)
+from kraft.core.voters import VoterNode, VoterSet, bootstrap_control_records
 from kraft.log.base import CorruptRecordError, FlushJob, OffsetAndEpoch, SnapshotJob
-from kraft.log.memory import MemoryLog
-from kraft.log.snapshots import (
-    BOOTSTRAP_SNAPSHOT_ID,
-    MemorySnapshotStore,
-    align_log_with_snapshots,
-    verify_snapshot_bytes,
-)
+from kraft.log.snapshot_format import BOOTSTRAP_SNAPSHOT_ID
+from kraft.log.snapshots import align_log_with_snapshots
+from kraft.sim.events import EventLoop
 from kraft.sim.faults import FaultyQuorumStateStore, NodeClock
 from kraft.sim.invariants import InvariantChecker, SimViolation
 from kraft.sim.network import NetworkProfile, SimNetwork
+from kraft.sim.node import PendingAppend, SimNode, SimTiming, endpoint, snapshot_voters
 from kraft.sim.power_loss import torn_writes
 from kraft.sim.state_machine import SimStateMachine
-
-
-@dataclass
-class SimTiming:
-    """Kafka's simulation test timing: election 1 s, fetch 3 s, request 3 s, max wait 100 ms."""
-
-    election_timeout_ms: int = 1000
-    fetch_timeout_ms: int = 3000
-    request_timeout_ms: int = 3000
-    fetch_max_wait_ms: int = 100
-    min_fsync_ms: int = 0
-    max_fsync_ms: int = 3
-    max_snapshot_job_ms: int = 3  # a snapshot job (chunk read or write, freeze) takes 0..this
-
-
-def endpoint(node_id: int) -> str:
-    """A simulated node's controller listener."""
-    return f"node{node_id}:9093"
 
 
 class SimClient(Protocol):
@@ -83,50 +54,7 @@ class SimClient(Protocol):
     def on_failure(self, correlation_id: int) -> None: ...
 
 
-@dataclass
-class PendingAppend:
-    epoch: int
-    offset: int
-    payload: bytes
-
-
-@dataclass
-class SimNode:
-    node_id: int
-    config: RaftConfig
-    log: MemoryLog = field(default_factory=MemoryLog)
-    store: FaultyQuorumStateStore = field(default_factory=FaultyQuorumStateStore)
-    clock: NodeClock = field(default_factory=NodeClock)
-    snapshots: MemorySnapshotStore = field(default_factory=MemorySnapshotStore)
-    state_machine: SimStateMachine = field(default_factory=SimStateMachine)
-    core: RaftCore | None = None
-    incarnation: int = 0
-    tick_at: float = float("inf")
-    flush_job: FlushJob | None = None  # the flush in flight, if any
-    # Ordered snapshot jobs (a follower's install) waiting; the head is in flight.
-    snapshot_jobs: collections.deque[SnapshotJob] = field(default_factory=collections.deque)
-    next_token: int = 1
-    inbound: dict[int, tuple[int, int, int]] = field(default_factory=dict)
-    inbound_requests: dict[int, Request] = field(default_factory=dict)  # by token
-    pending_appends: list[PendingAppend] = field(default_factory=list)
-    last_state: object = None
-    prospective_entries: int = 0  # how often it stood for election (pre-vote rounds)
-    directory_id: str = ""  # meta.properties' directory.id ("" in a static cluster)
-
-    @property
-    def key(self) -> ReplicaKey:
-        return ReplicaKey(self.node_id, self.directory_id)
-
-    @property
-    def alive(self) -> bool:
-        return self.core is not None
-
-    @property
-    def is_voter(self) -> bool:
-        return self.config.node_id in self.config.voters
-
-
-class SimCluster:
+class SimCluster(EventLoop):
     # The driver rule for a failed quorum-state write: the node stops (True). False models the
     # driver before the fix (the step's output is lost, the node runs on); it exists so that a
     # test can show the checker catches what that driver allowed.
@@ -148,6 +76,7 @@ class SimCluster:
         `joiners` controllers start as observers (dynamic clusters only)."""
         if joiners and not dynamic:
             raise ValueError("only a dynamic cluster has joining controllers")
+        super().__init__()
         self.seed = seed
         self.rng = random.Random(seed)
         # Directory ids come from their own RNG: the protocol's random choices stay the same.
@@ -155,10 +84,6 @@ class SimCluster:
         self.dynamic = dynamic
         self.timing = timing or SimTiming()
         self.network = SimNetwork(random.Random(self.rng.random()), network or NetworkProfile())
-        self.now = 0
-        self.events: list[tuple[int, int, tuple[Any, ...]]] = []
-        self._seq = 0
-        self.event_count = 0
         voter_ids = list(range(1, voters + 1))
         self.controller_ids = frozenset(range(1, voters + joiners + 1))
         broker_ids = range(voters + joiners + 1, voters + joiners + observers + 1)
@@ -226,16 +151,6 @@ class SimCluster:
         """The ids of the latest committed voter set (the static set in a static cluster)."""
         return self.checker.voters.latest_committed().ids
 
-    # -- scheduling --------------------------------------------------------------------------
-
-    def schedule(self, delay: float, event: tuple[Any, ...]) -> None:
-        self._seq += 1
-        heapq.heappush(self.events, (int(self.now + delay), self._seq, event))
-
-    def at(self, delay: int, action: Callable[[], None]) -> None:
-        """Run a scripted action (a fault, a heal, a restart) after `delay` ms."""
-        self.schedule(delay, ("action", action))
-
     # -- node lifecycle ------------------------------------------------------------------------
 
     def start(self, node_id: int) -> None:
@@ -259,7 +174,7 @@ class SimCluster:
         node.core = RaftCore(
             node.config, node.log, node.store.read(), node.clock.local(self.now),
             random.Random(self.rng.random()), node.snapshots,
-            snapshot_voters=self._snapshot_voters(node),
+            snapshot_voters=snapshot_voters(node),
         )
         # As the real driver does: the state machine starts from the newest snapshot (before
         # the first step: a lone voter may lead already, and a leader loads no snapshot later).
@@ -270,15 +185,6 @@ class SimCluster:
             self.checker.on_state(node, node.state_machine.applied, node.state_machine.digest)
         self.checker.on_start(node)
         self._drain(node)
-
-    @staticmethod
-    def _snapshot_voters(node: SimNode) -> SnapshotVoters | None:
-        """What the latest snapshot says of the voter set, read as the real driver does."""
-        latest = node.snapshots.latest_id()
-        if latest is None:
-            return None
-        info = verify_snapshot_bytes(node.snapshots.read_all(latest), latest)
-        return SnapshotVoters.from_control_records(latest.offset, info.control_records)
 
     def start_all(self) -> None:
         """Start every stopped node; a node still in a graceful shutdown finishes it first, as
@@ -419,21 +325,6 @@ class SimCluster:
         return self.checker.committed_end
 
     # -- running --------------------------------------------------------------------------------
-
-    def run_until(self, condition: Callable[[], bool], timeout_ms: int, what: str) -> None:
-        deadline = self.now + timeout_ms
-        while not condition():
-            if not self.events or self.events[0][0] > deadline:
-                self.now = max(self.now, deadline)
-                raise SimViolation(f"liveness: {what} not reached within {timeout_ms} ms",
-                                   self.now, self.event_count)
-            self.step()
-
-    def run_for(self, duration_ms: int) -> None:
-        deadline = self.now + duration_ms
-        while self.events and self.events[0][0] <= deadline:
-            self.step()
-        self.now = deadline
 
     def step(self) -> None:
         when, _, event = heapq.heappop(self.events)
@@ -684,3 +575,6 @@ class SimCluster:
             else:
                 still.append(pending)
         node.pending_appends = still
+
+
+__all__ = ["SimClient", "SimCluster", "SimNode", "SimTiming", "endpoint"]  # importable from here

@@ -27,17 +27,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kraft.core.errors import Errors
 from kraft.core.messages import BeginQuorumEpochRequest, FetchResponse, VoteRequest, VoteResponse
 from kraft.core.voters import ReplicaKey, VoterSet
+from kraft.sim.node import SimNode
 from kraft.sim.voter_invariants import CommittedVoters, VoterChecks, describe
 
 if TYPE_CHECKING:
     from kraft.core.raft import Output
     from kraft.log.memory import MemoryLog
-    from kraft.sim.cluster import SimCluster, SimNode
 
 
 class SimViolation(Exception):
@@ -46,6 +46,18 @@ class SimViolation(Exception):
         self.time_ms = time_ms
         self.event = event
         super().__init__(f"t={time_ms}ms event #{event}: {message}")
+
+
+class CheckedCluster(Protocol):
+    """What the checker reads of the cluster it checks (SimCluster), and the one count it
+    keeps there (`verified_acks`)."""
+
+    initial_voters: VoterSet
+    now: int
+    event_count: int
+    nodes: dict[int, SimNode]
+    acknowledged: dict[int, bytes]  # offset -> payload reported committed
+    verified_acks: int
 
 
 @dataclass
@@ -77,7 +89,7 @@ class LostDisk:
 
 @dataclass
 class InvariantChecker:
-    cluster: SimCluster
+    cluster: CheckedCluster
     epochs: list[int] = field(default_factory=list)  # committed records' epochs, by offset
     records: list[bytes] = field(default_factory=list)  # committed records, by offset
     leaders: dict[int, int] = field(default_factory=dict)  # epoch -> leader id

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from kraft.log.base import OffsetAndEpoch
 from kraft.log.codec import decode_batches
 from kraft.log.memory import MemoryLog
-from kraft.log.snapshots import MemorySnapshotStore
+from kraft.log.memory_snapshots import MemorySnapshotStore
 
 SNAPSHOT_EVERY = 12  # committed offsets between two snapshots of one node
 

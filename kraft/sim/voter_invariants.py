@@ -24,14 +24,11 @@ from __future__ import annotations
 import bisect
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from kraft.core.leader import LeaderState
 from kraft.core.voters import ReplicaKey, VoterSet
 from kraft.log.codec import KRAFT_VOTERS, decode_control_record
-
-if TYPE_CHECKING:
-    from kraft.sim.cluster import SimNode
+from kraft.sim.node import SimNode
 
 
 def changed_keys(before: VoterSet, after: VoterSet) -> tuple[set[ReplicaKey], set[ReplicaKey]]:
