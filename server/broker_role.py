@@ -40,7 +40,9 @@ from broker.log.log_manager import LogManager
 from broker.metrics import BrokerMetrics, BrokerSample
 from broker.producer_ids import ProducerIdManager
 from broker.publisher import CachePublisher
+from broker.replica.fetch_sessions import FetchSessionCache
 from broker.replica.fetcher import FetcherManager, LeaderClient
+from broker.replica.incremental_fetch import FetchSessions
 from broker.replica.isr import IsrUpdater
 from broker.replica.manager import ReplicaConfig, ReplicaManager
 from broker.replica.metrics import DataPlaneCollector
@@ -232,7 +234,9 @@ class BrokerRole:
                          ClientView(lambda: self.cache.image, self.replicas.fetchers.unreachable),
                          self.cluster_id, admin=admin.ops, broker_id=self.config.node_id,
                          log_dirs=LogDirs(self.logs, self._high_watermarks),
-                         auto_create=self.auto_create, authorizer=self.authorizer)
+                         auto_create=self.auto_create, authorizer=self.authorizer,
+                         fetch_sessions=FetchSessions(self.replicas, FetchSessionCache(
+                             self.config.max_incremental_fetch_session_cache_slots)))
         apis.groups = self.groups
         self._group_admin = combined_admin
         config = self.config

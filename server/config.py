@@ -527,6 +527,11 @@ FETCH_MAX_BYTES = _define_int(
     "The most bytes a broker returns for one Fetch request (a first batch larger than this "
     "still comes whole).",
 )
+MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS = _define_int(
+    "max.incremental.fetch.session.cache.slots", 1000, 0,
+    "How many incremental fetch sessions (KIP-227) a broker keeps; a new one beyond that "
+    "evicts an idle or smaller one, or its client goes on with full fetches.",
+)
 SOCKET_REQUEST_MAX_BYTES = _define_int(
     "socket.request.max.bytes", 104857600, 1,
     "A Kafka request larger than this closes its connection.",
@@ -830,6 +835,7 @@ class NodeConfig:
     replica_fetch_wait_max_ms = REPLICA_FETCH_WAIT_MAX_MS
     replica_fetch_backoff_ms = REPLICA_FETCH_BACKOFF_MS
     fetch_max_bytes = FETCH_MAX_BYTES
+    max_incremental_fetch_session_cache_slots = MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS
     socket_request_max_bytes = SOCKET_REQUEST_MAX_BYTES
     auto_create_topics_enable = AUTO_CREATE_TOPICS_ENABLE
     offsets_topic_num_partitions = OFFSETS_TOPIC_NUM_PARTITIONS

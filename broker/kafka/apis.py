@@ -57,6 +57,7 @@ from broker.kafka.scram_api import (
     handle_describe_user_scram_credentials,
 )
 from broker.kafka.versions import ApiKey
+from broker.replica.incremental_fetch import FetchSessions
 from kraft.security.authorizer import RequestAuthorizer
 from metadata.image import MetadataImage
 
@@ -77,10 +78,13 @@ class KafkaApis:
         log_dirs: LogDirs | None = None,
         auto_create: AutoTopicCreator | None = None,
         authorizer: RequestAuthorizer | None = None,
+        fetch_sessions: FetchSessions | None = None,
     ) -> None:
         """`admin`: the admin operations (metadata/admin_ops.py) the admin APIs translate
         onto; without it they are not served. `auto_create`: Metadata's auto topic creation.
-        `authorizer`: the node's StandardAuthorizer; None allows everything."""
+        `authorizer`: the node's StandardAuthorizer; None allows everything. `fetch_sessions`:
+        the incremental fetch sessions (KIP-227); without them every Fetch is answered in
+        full with session id 0."""
         self._data_plane = data_plane
         self._image = metadata_image
         self._cluster_id = cluster_id
@@ -92,6 +96,7 @@ class KafkaApis:
         self._log_dirs = log_dirs
         self._auto_create = auto_create
         self._authorizer = authorizer
+        self._fetch_sessions = fetch_sessions
 
     async def handle(self, request: DecodedRequest, context: Request) -> Reply:
         """The reply to a decoded request. Produce reaches the data plane before this
@@ -104,7 +109,8 @@ class KafkaApis:
                     self._data_plane, self._image(), context.listener, version, body, auth)
             case ApiKey.FETCH:
                 return await handle_fetch(
-                    self._data_plane, self._image(), context.listener, version, body, auth)
+                    self._data_plane, self._image(), context.listener, version, body, auth,
+                    self._fetch_sessions)
             case ApiKey.LIST_OFFSETS:
                 return handle_list_offsets(self._data_plane, version, body, auth)
             case ApiKey.METADATA:

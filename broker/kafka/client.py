@@ -15,7 +15,7 @@ import datetime
 import itertools
 import ssl
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from broker.api import (
@@ -23,6 +23,7 @@ from broker.api import (
     EpochEndPartition,
     EpochEndResult,
     FetchParams,
+    FetchPartition,
     FetchPartitionResult,
     ListOffsetsPartition,
     ListOffsetsResult,
@@ -30,6 +31,7 @@ from broker.api import (
 from broker.kafka.codec import FrameError, build, decode_response, encode_request, request_module
 from broker.kafka.topic_ids import from_wire, to_wire
 from broker.kafka.versions import ApiKey
+from broker.replica.fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID, SessionResponse
 from kraft.errors import Errors
 
 CLIENT_SOFTWARE_NAME = "kraft-quorum"
@@ -196,24 +198,45 @@ class KafkaClient:
     # ---- typed calls ----
 
     async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]:
-        """Fetch v15+ when every partition has a topic id (and the peer serves it), else v12;
-        results in the order of params.partitions."""
-        by_id = all(p.topic_id is not None for p in params.partitions)
+        """A fetch without a session; results in the order of params.partitions."""
+        response = await self.fetch_session(params)
+        missing = FetchPartitionResult(error=response.error or Errors.UNKNOWN_SERVER_ERROR)
+        return [response.results.get((p.topic, p.partition), missing)
+                for p in params.partitions]
+
+    async def fetch_session(
+        self, params: FetchParams, session_id: int = INVALID_SESSION_ID,
+        epoch: int = FINAL_EPOCH, forgotten: Sequence[FetchPartition] = (),
+        names: Mapping[str, str] | None = None,
+    ) -> SessionResponse:
+        """A Fetch in a session (KIP-227; without one by default) listing params.partitions
+        and forgetting `forgotten`. Fetch v15+ when every partition has a topic id (and the
+        peer serves it), else v12. The answer's partitions are keyed by (topic name,
+        partition): topic ids are named from the listed partitions and `names` (id -> name,
+        for a session's partitions this fetch does not list)."""
+        listed = list(params.partitions)
+        by_id = all(p.topic_id is not None for p in (*listed, *forgotten))
         version = self.version(ApiKey.FETCH)
         if not by_id or version < FETCH_BY_ID_VERSION:
             version = self.version(ApiKey.FETCH, FETCH_BY_NAME_VERSION)
             by_id = False
         module = request_module(ApiKey.FETCH, version)
+        topic_field = "topic_id" if by_id else "topic"
+
+        def key(p: FetchPartition) -> Any:
+            return to_wire(p.topic_id) if by_id and p.topic_id is not None else p.topic
+
         topics: dict[Any, list[Any]] = {}
-        for p in params.partitions:
-            key = to_wire(p.topic_id) if by_id and p.topic_id is not None else p.topic
-            topics.setdefault(key, []).append(build(
+        for p in listed:
+            topics.setdefault(key(p), []).append(build(
                 module, "FetchPartition", partition=p.partition,
                 current_leader_epoch=p.current_leader_epoch, fetch_offset=p.fetch_offset,
                 last_fetched_epoch=p.last_fetched_epoch, log_start_offset=p.log_start_offset,
                 partition_max_bytes=p.partition_max_bytes,
             ))
-        topic_field = "topic_id" if by_id else "topic"
+        forget: dict[Any, list[int]] = {}
+        for p in forgotten:
+            forget.setdefault(key(p), []).append(p.partition)
         request = build(
             module, "FetchRequest",
             replica_id=params.replica_id,
@@ -222,24 +245,29 @@ class KafkaClient:
             if version >= FETCH_BY_ID_VERSION else None,
             max_wait=datetime.timedelta(milliseconds=params.max_wait_ms),
             min_bytes=params.min_bytes, max_bytes=params.max_bytes,
-            isolation_level=params.isolation_level, session_id=0, session_epoch=-1,
+            isolation_level=params.isolation_level, session_id=session_id,
+            session_epoch=epoch,
             topics=tuple(build(module, "FetchTopic", partitions=tuple(parts),
-                               **{topic_field: key}) for key, parts in topics.items()),
-            forgotten_topics_data=(), rack_id="",
+                               **{topic_field: k}) for k, parts in topics.items()),
+            forgotten_topics_data=tuple(
+                build(module, "ForgottenTopic", partitions=tuple(parts), **{topic_field: k})
+                for k, parts in forget.items()),
+            rack_id="",
         )
         response = await self.request(request, extra_timeout_s=params.max_wait_ms / 1000)
-        top_error = int(response.error_code)
-        answers: dict[tuple[Any, int], FetchPartitionResult] = {}
+        known = dict(names or {})
+        known.update((p.topic_id, p.topic) for p in listed if p.topic_id is not None)
+        results: dict[tuple[str, int], FetchPartitionResult] = {}
         for topic in response.responses:
-            key = from_wire(topic.topic_id) if by_id else topic.topic
+            if by_id:
+                topic_id = from_wire(topic.topic_id)
+                name = known.get(topic_id, topic_id)  # an unknown id fails the handler's check
+            else:
+                name = topic.topic
             for data in topic.partitions:
-                answers[(key, int(data.partition_index))] = _fetch_result(data)
-        results = []
-        for p in params.partitions:
-            wanted = p.topic_id if by_id else p.topic
-            missing = FetchPartitionResult(error=top_error or Errors.UNKNOWN_SERVER_ERROR)
-            results.append(answers.get((wanted, p.partition), missing))
-        return results
+                results[(name, int(data.partition_index))] = _fetch_result(data)
+        return SessionResponse(int(response.error_code),
+                               int(getattr(response, "session_id", INVALID_SESSION_ID)), results)
 
     async def list_offsets(
         self, replica_id: int, partitions: Sequence[ListOffsetsPartition],

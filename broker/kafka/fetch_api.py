@@ -1,17 +1,21 @@
 """Fetch (API 1, v4-16) for consumers and followers.
 
 Topics are named by id from v13: an id missing from the metadata image answers
-UNKNOWN_TOPIC_ID. Fetch sessions (KIP-227) are not kept: every answer carries session_id 0,
-"no session, full data", which Kafka itself answers when its session cache is full; both
-librdkafka (which never asks for one) and kafka-python (which then keeps sending full
-fetches) work with it (kafka-data-plane.md §6). A request naming a session this broker never
-gave out is answered FETCH_SESSION_ID_NOT_FOUND, so the client falls back to a full fetch.
+UNKNOWN_TOPIC_ID. Fetch sessions (KIP-227, v7+; broker/replica/fetch_sessions.py): a full
+fetch with epoch 0 may get a session id, and the client's incremental fetches then list only
+what changed and are answered with only what changed (the leader's read:
+broker/replica/incremental_fetch.py). Epoch -1 is a fetch without a session (librdkafka
+always sends that) or closes the named one. Without a session cache (`sessions` None) every
+answer carries session_id 0, "no session, full data", and a request naming a session is
+answered FETCH_SESSION_ID_NOT_FOUND, so the client falls back to full fetches.
 
 Authorization (Kafka's handleFetchRequest): a consumer needs READ on each topic
 (TOPIC_AUTHORIZATION_FAILED on its partitions); a fetch naming a replica (replica_id >= 0, or
 ReplicaState from v15) needs CLUSTER_ACTION on the cluster, and without it every partition is
 refused and nothing reaches the replica manager: a client posing as a follower would otherwise
-move the high watermark of partitions it does not hold."""
+move the high watermark of partitions it does not hold. An incremental fetch is authorized
+again on every partition of its session, as Kafka does; a replica's fetch refused
+CLUSTER_ACTION never opens, closes or advances a session."""
 
 from __future__ import annotations
 
@@ -29,8 +33,16 @@ from broker.kafka.authorization import ALLOW_ALL, RequestAuthorization
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.metadata_api import node_endpoints
 from broker.kafka.reply import NO_THROTTLE, Reply, millis
-from broker.kafka.topic_ids import from_wire
+from broker.kafka.topic_ids import from_wire, to_wire
 from broker.kafka.versions import ApiKey
+from broker.replica.fetch_sessions import (
+    CachedPartition,
+    FullFetch,
+    IncrementalFetch,
+    PartitionKey,
+    SessionError,
+)
+from broker.replica.incremental_fetch import FetchSessions
 from kraft.errors import Errors
 from metadata.authorizer.model import AclOperation
 from metadata.image import MetadataImage
@@ -105,34 +117,136 @@ def fetch_params(version: int, request: Any, image: MetadataImage,
 
 async def handle_fetch(
     data_plane: DataPlane, image: MetadataImage, listener: str, version: int, request: Any,
-    auth: RequestAuthorization = ALLOW_ALL,
+    auth: RequestAuthorization = ALLOW_ALL, sessions: FetchSessions | None = None,
 ) -> Reply:
     module = response_module(ApiKey.FETCH, version)
     session_id = getattr(request, "session_id", NO_SESSION)
     session_epoch = getattr(request, "session_epoch", CLOSE_SESSION_EPOCH)
-    if session_id != NO_SESSION and session_epoch != CLOSE_SESSION_EPOCH:
-        return Reply(build(
-            module, "FetchResponse", throttle_time=NO_THROTTLE,
-            error_code=error_code(Errors.FETCH_SESSION_ID_NOT_FOUND), session_id=NO_SESSION,
-            responses=(),
-        ))
     may_read: Callable[[str], bool] | None
     if replica_of(version, request)[0] >= 0:
         allowed = auth.cluster(AclOperation.CLUSTER_ACTION)
         may_read = (lambda name: True) if allowed else None
     else:
         may_read = lambda name: auth.topic(AclOperation.READ, name)  # noqa: E731
+    if sessions is None or may_read is None:
+        if session_id != NO_SESSION and session_epoch != CLOSE_SESSION_EPOCH:
+            return _session_error(module, Errors.FETCH_SESSION_ID_NOT_FOUND, NO_SESSION)
+        context = None
+    else:
+        context = sessions.cache.new_context(
+            version, session_id, session_epoch, replica_of(version, request)[0] >= 0,
+            _requested(version, request, image), _forgotten(version, request),
+            sessions.clock_ms())
+        if isinstance(context, SessionError):
+            return _session_error(module, context.error, NO_SESSION)
+        if isinstance(context, IncrementalFetch):
+            return await _incremental(sessions, context, module, image, listener, version,
+                                      request, may_read)
     params, asked = fetch_params(version, request, image, may_read)
     fetched = iter(await data_plane.fetch(params) if params.partitions else [])
+    answered = [(key, index, known if known is not None else next(fetched))
+                for key, index, known in asked]
+    new_session = NO_SESSION
+    if isinstance(context, FullFetch) and answered:
+        assert sessions is not None
+        cached = _requested(version, request, image)
+        for c, (_, _, result) in zip(cached, answered, strict=True):
+            c.must_respond(result)  # what the session's client now knows
+        new_session = sessions.cache.maybe_create_session(
+            sessions.clock_ms(), context.privileged, context.uses_topic_ids, cached)
+    return _response(module, image, listener, version, new_session, answered,
+                     params.isolation_level)
+
+
+async def _incremental(sessions: FetchSessions, context: IncrementalFetch, module: Any,
+                       image: MetadataImage, listener: str, version: int, request: Any,
+                       may_read: Callable[[str], bool]) -> Reply:
+    """An incremental fetch: the session's partitions with something new."""
+    replica_id, replica_epoch = replica_of(version, request)
+    params = FetchParams(
+        partitions=(), max_wait_ms=millis(request.max_wait), min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes, isolation_level=request.isolation_level,
+        replica_id=replica_id if replica_id >= 0 else CONSUMER_REPLICA_ID,
+        replica_epoch=replica_epoch)
+    by_id = context.session.uses_topic_ids
+    out = await sessions.read(context, params, _refusal(image, may_read, by_id))
+    if isinstance(out, int):
+        return _session_error(module, out, context.session.id)
+    answered = [(to_wire(c.topic_id) if by_id and c.topic_id is not None else c.topic,
+                 c.partition, result) for c, result in out]
+    return _response(module, image, listener, version, context.session.id, answered,
+                     params.isolation_level)
+
+
+def _refusal(image: MetadataImage, may_read: Callable[[str], bool], by_id: bool
+             ) -> Callable[[CachedPartition], int | None]:
+    """The same rule as fetch_params for a session's partitions, decided once per topic
+    per fetch: an id the image does not know is UNKNOWN_TOPIC_ID, a topic `may_read`
+    refuses is TOPIC_AUTHORIZATION_FAILED. Resolves a session partition's topic name."""
+    decided: dict[str | None, tuple[str | None, int | None]] = {}
+
+    def decide(key: str | None) -> tuple[str | None, int | None]:
+        name: str | None = key
+        if by_id:
+            topic = image.topic_by_id(key) if key is not None else None
+            name = topic.name if topic is not None else None
+        if name is None:
+            return None, Errors.UNKNOWN_TOPIC_ID
+        return name, None if may_read(name) else Errors.TOPIC_AUTHORIZATION_FAILED
+
+    def refusal(c: CachedPartition) -> int | None:
+        key = c.topic_id if by_id else c.topic
+        decision = decided.get(key)
+        if decision is None:
+            decision = decided[key] = decide(key)
+        if by_id and decision[0] is not None:
+            c.topic = decision[0]
+        return decision[1]
+
+    return refusal
+
+
+def _requested(version: int, request: Any, image: MetadataImage) -> list[CachedPartition]:
+    """The request's partitions as session entries, in request order."""
+    by_id = version >= TOPIC_IDS_VERSION
+    out = []
+    for topic in request.topics:
+        topic_id: str | None = None
+        name: str | None = topic.topic if not by_id else None
+        if by_id:
+            topic_id = from_wire(topic.topic_id)
+            topic_image = image.topic_by_id(topic_id)
+            name = topic_image.name if topic_image is not None else None
+        for p in topic.partitions:
+            out.append(CachedPartition(
+                name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
+                getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1),
+                getattr(p, "log_start_offset", -1)))
+    return out
+
+
+def _forgotten(version: int, request: Any) -> list[PartitionKey]:
+    by_id = version >= TOPIC_IDS_VERSION
+    return [(from_wire(topic.topic_id) if by_id else topic.topic, int(p))
+            for topic in getattr(request, "forgotten_topics_data", None) or ()
+            for p in topic.partitions]
+
+
+def _session_error(module: Any, error: int, session_id: int) -> Reply:
+    return Reply(build(
+        module, "FetchResponse", throttle_time=NO_THROTTLE, error_code=error_code(error),
+        session_id=session_id, responses=(),
+    ))
+
+
+def _response(module: Any, image: MetadataImage, listener: str, version: int, session_id: int,
+              answered: list[tuple[Any, int, FetchPartitionResult]], isolation: int) -> Reply:
     by_topic: dict[Any, list[Any]] = {}
     leaders: list[int] = []
-    for key, index, known in asked:
-        result = known if known is not None else next(fetched)
+    for key, index, result in answered:
         if result.current_leader is not None:
             leaders.append(result.current_leader[0])
-        by_topic.setdefault(key, []).append(
-            _partition_data(module, index, result, params.isolation_level)
-        )
+        by_topic.setdefault(key, []).append(_partition_data(module, index, result, isolation))
     topic_field = "topic_id" if version >= TOPIC_IDS_VERSION else "topic"
     responses = tuple(
         build(module, "FetchableTopicResponse", partitions=tuple(parts), **{topic_field: key})
@@ -140,7 +254,7 @@ async def handle_fetch(
     )
     return Reply(build(
         module, "FetchResponse", throttle_time=NO_THROTTLE, error_code=error_code(Errors.NONE),
-        session_id=NO_SESSION, responses=responses,
+        session_id=session_id, responses=responses,
         node_endpoints=node_endpoints(module, image, leaders, listener),
     ))
 

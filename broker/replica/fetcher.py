@@ -1,6 +1,9 @@
 """Replica fetchers: a follower pulls its partitions from their leaders (Kafka's
 ReplicaFetcherThread). One fetcher per source broker multiplexes every partition this broker
-follows there into one long-polling Fetch, over one Kafka-protocol connection.
+follows there into one long-polling Fetch, over one Kafka-protocol connection, in one fetch
+session (KIP-227, broker/replica/fetch_sessions.py): after the first full fetch each one
+lists only the partitions whose fetch state changed (log end, log start, epochs) and gets
+back only those with news, so an idle follower's fetch of thousands of partitions lists none.
 
 Per partition answer (reference/kafka-data-plane.md §3.4): a diverging epoch truncates first
 and ignores that answer's data and HW (KAFKA-14704); OFFSET_OUT_OF_RANGE asks the leader's
@@ -13,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -28,6 +31,7 @@ from broker.api import (
     ListOffsetsResult,
 )
 from broker.records import AppendError
+from broker.replica.fetch_sessions import FetchSessionHandler, SessionResponse
 from kraft.errors import Errors, error_name
 from kraft.log.base import CorruptRecordError
 from metadata.image import MetadataImage
@@ -48,7 +52,13 @@ _RETRIABLE_SOON = {Errors.UNKNOWN_LEADER_EPOCH, Errors.NOT_LEADER_OR_FOLLOWER,
 class LeaderClient(Protocol):
     """What a fetcher needs of a Kafka-protocol connection to the leader broker."""
 
-    async def fetch(self, params: FetchParams) -> list[FetchPartitionResult]: ...
+    async def fetch_session(
+        self, params: FetchParams, session_id: int, epoch: int,
+        forgotten: Sequence[FetchPartition], names: Mapping[str, str],
+    ) -> SessionResponse:
+        """A Fetch listing params.partitions in session `session_id` at `epoch`; the
+        answer's partitions by (topic, partition), topic ids named by `names`."""
+        ...
 
     async def list_offsets(
         self, replica_id: int, partitions: list[ListOffsetsPartition]
@@ -65,6 +75,25 @@ BLOCKED_POLL_S = 0.05
 class _Fetching:
     leader_epoch: int
     retry_at: float = 0.0  # loop time before which the partition sits out (after an error)
+    # The partition as last asked for: the same object while its fetch state is unchanged,
+    # so the session handler skips it with an identity check.
+    request: FetchPartition | None = None
+
+    def request_for(self, tp: TopicPartition, partition: Partition, max_bytes: int
+                    ) -> FetchPartition:
+        log_ = partition.log
+        last = self.request
+        if last is None or last.fetch_offset != log_.end_offset \
+                or last.last_fetched_epoch != log_.latest_epoch \
+                or last.log_start_offset != log_.start_offset \
+                or last.current_leader_epoch != partition.leader_epoch \
+                or last.topic_id != log_.topic_id or last.partition_max_bytes != max_bytes:
+            last = self.request = FetchPartition(
+                tp[0], tp[1], log_.end_offset, max_bytes,
+                current_leader_epoch=partition.leader_epoch,
+                last_fetched_epoch=log_.latest_epoch, log_start_offset=log_.start_offset,
+                topic_id=log_.topic_id)
+        return last
 
 
 class FetcherManager:
@@ -139,6 +168,7 @@ class ReplicaFetcher:
         self._restart = False
         self._client: LeaderClient | None = None
         self._endpoint: tuple[str, int] | None = None
+        self.session = FetchSessionHandler()
         self.fetches = 0
 
     def start(self) -> None:
@@ -239,27 +269,25 @@ class ReplicaFetcher:
                           ) -> None:
         manager = self.owner.manager
         config = self.owner.config
-        requests = []
-        sent: list[tuple[TopicPartition, Partition, int]] = []
+        wanted: dict[TopicPartition, FetchPartition] = {}
+        sent: dict[TopicPartition, tuple[Partition, int]] = {}
         for tp, state in ready.items():
             partition = manager.follower(tp, self.leader)
             if partition is None or partition.leader_epoch != state.leader_epoch:
                 continue
-            log_ = partition.log
-            requests.append(FetchPartition(
-                tp[0], tp[1], log_.end_offset, config.replica_fetch_max_bytes,
-                current_leader_epoch=partition.leader_epoch,
-                last_fetched_epoch=log_.latest_epoch, log_start_offset=log_.start_offset,
-                topic_id=log_.topic_id))
-            sent.append((tp, partition, partition.leader_epoch))
-        if not requests:
+            wanted[tp] = state.request_for(tp, partition, config.replica_fetch_max_bytes)
+            sent[tp] = (partition, partition.leader_epoch)
+        if not wanted:
             await asyncio.sleep(0)
             return
+        plan = self.session.build(wanted)
         params = FetchParams(
-            requests, max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=1,
+            plan.partitions, max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=1,
             max_bytes=config.replica_fetch_response_max_bytes,
             replica_id=self.owner.broker_id, replica_epoch=self.owner.broker_epoch())
-        fetch = asyncio.ensure_future(client.fetch(params))
+        names = {p.topic_id: p.topic for p in wanted.values() if p.topic_id is not None}
+        fetch = asyncio.ensure_future(
+            client.fetch_session(params, plan.session_id, plan.epoch, plan.forgotten, names))
         wake = asyncio.ensure_future(self._wakeup.wait())
         try:
             await asyncio.wait({fetch, wake}, return_when=asyncio.FIRST_COMPLETED)
@@ -276,10 +304,19 @@ class ReplicaFetcher:
             if not fetch.done():
                 fetch.cancel()
                 await asyncio.gather(fetch, return_exceptions=True)
+            if fetch.cancelled() or fetch.exception() is not None:
+                # The leader may have moved the session on with an answer we never read.
+                self.session.handle_error()
         self._wakeup.clear()
-        results = fetch.result()
+        response = fetch.result()
         self.fetches += 1
-        for (tp, partition, epoch), result in zip(sent, results, strict=True):
+        if not self.session.handle_response(plan, response):
+            if response.error not in (Errors.NONE, Errors.FETCH_SESSION_ID_NOT_FOUND):
+                log.info("fetch session %d with broker %d: %s; starting a new one",
+                         plan.session_id, self.leader, error_name(response.error))
+            return
+        for tp, result in response.results.items():
+            partition, epoch = sent[tp]
             if manager.follower(tp, self.leader) is not partition \
                     or partition.leader_epoch != epoch:
                 continue  # metadata moved on while the fetch was out

@@ -5,12 +5,15 @@ watermark, a follower fetch for the log end offset."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 
 class Waiters:
     def __init__(self) -> None:
         self._parked: dict[Hashable, list[asyncio.Future[None]]] = {}
+        # Told every key notified, parked on or not: the fetch sessions' index of what moved
+        # (broker/replica/incremental_fetch.py), so an idle session's fetch reads nothing.
+        self.observers: list[Callable[[Hashable], None]] = []
 
     async def wait_any(self, keys: Iterable[Hashable], timeout_s: float) -> bool:
         """Park until one of `keys` is notified (True) or the timeout passes (False)."""
@@ -37,6 +40,8 @@ class Waiters:
                         del self._parked[key]
 
     def notify(self, key: Hashable) -> None:
+        for observer in self.observers:
+            observer(key)
         parked = self._parked.pop(key, None)
         if parked:
             for future in parked:

@@ -11,7 +11,7 @@ method with the in-process client, so every replication step is deterministic.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from broker.api import (
 )
 from broker.log.log_manager import LogManager
 from broker.records import build_batch
+from broker.replica.fetch_sessions import INVALID_SESSION_ID, SessionResponse
 from broker.replica.fetcher import FetcherManager, ReplicaFetcher
 from broker.replica.isr import IsrUpdater
 from broker.replica.manager import ReplicaConfig, ReplicaManager
@@ -181,6 +182,15 @@ class InProcessLeader:
             raise
         self._check_up()
         return results
+
+    async def fetch_session(self, params: FetchParams, session_id: int, epoch: int,
+                            forgotten: Sequence[FetchPartition], names: Mapping[str, str]
+                            ) -> SessionResponse:
+        """As a leader with no session cache answers: in full, session id 0 (so the fetcher
+        keeps sending full fetches; tests/unit/test_fetch_sessions.py has the sessions)."""
+        results = await self.fetch(params)
+        return SessionResponse(Errors.NONE, INVALID_SESSION_ID, {
+            (p.topic, p.partition): r for p, r in zip(params.partitions, results, strict=True)})
 
     async def list_offsets(self, replica_id: int, partitions: list[ListOffsetsPartition]
                            ) -> list[ListOffsetsResult]:
