@@ -62,11 +62,14 @@ def discard(cleaned: str) -> None:
         pass
 
 
-def recover(directory: str) -> int:
-    """Finish or discard what a crash interrupted (module docstring); swaps installed."""
+def recover(directory: str, names: list[str] | None = None) -> int:
+    """Finish or discard what a crash interrupted (module docstring); swaps installed.
+    `names`: the directory's listing, when the caller has it."""
     installed = 0
     changed = False
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(os.listdir(directory) if names is None else names):
+        if not name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)):
+            continue
         path = os.path.join(directory, name)
         if name.endswith(".log" + CLEANED_SUFFIX):
             os.unlink(path)

@@ -12,18 +12,15 @@ strict scan from there refuses it as damage before the recovery point.
 
 from __future__ import annotations
 
-import mmap
 import os
 import shutil
-import struct
 
 from broker.log import checkpoints
 from broker.log.config import LogConfig
-from broker.records import CONTROL_BIT, HEADER_SIZE, KAFKA_FORMAT, LOG_OVERHEAD, MAGIC
-from broker.records import KafkaBatchFormat as _KafkaBatchFormat
+from broker.log.log_state import LoadingFormat
+from broker.records import KAFKA_FORMAT
 from kraft.log._common import fsync_dir
-from kraft.log.base import CorruptRecordError, FlushJob
-from kraft.log.codec import BatchHeader, ByteSource
+from kraft.log.base import FlushJob
 from kraft.log.recovery import RECOVERY_POINT_FILE, parse_recovery_point
 from kraft.log.segmented import SegmentedLog, SegmentFlushJob
 
@@ -31,60 +28,19 @@ from kraft.log.segmented import SegmentedLog, SegmentFlushJob
 CACHE_BYTES = 1 << 20
 DELETED_SUFFIX = "-delete"
 TRUST_ALL = 2**63 - 1  # a clean shutdown: every batch was flushed by the last close
-# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta.
-_FRAME = struct.Struct(">qiibIhi")
 
 
-class TrustingFormat(_KafkaBatchFormat):
-    """Kafka's batch format for one open: batches that end at or below `trusted_below` are
-    framed without a CRC check. The log keeps the format, so the open sets it back to 0
-    (check everything) once the segments are indexed."""
-
-    def __init__(self, trusted_below: int) -> None:
-        self.trusted_below = trusted_below
-
-    def scan_prefix(
-        self, data: ByteSource, path: str | None = None, base_position: int = 0
-    ) -> tuple[list[BatchHeader], int, CorruptRecordError | None]:
-        below = self.trusted_below
-        if below <= 0:
-            return super().scan_prefix(data, path, base_position)
-        # No memoryview of an mmap: SegmentedLog closes the map after the scan.
-        source = data if isinstance(data, bytes | mmap.mmap) else bytes(data)
-        end = len(source)
-        pos = 0
-        headers: list[BatchHeader] = []
-        append = headers.append
-        unpack = _FRAME.unpack_from
-        make = tuple.__new__
-        while end - pos >= HEADER_SIZE:
-            base, length, epoch, magic, crc, attributes, delta = unpack(source, pos)
-            size = length + LOG_OVERHEAD
-            if (size < HEADER_SIZE or pos + size > end or magic != MAGIC or base < 0
-                    or epoch < 0 or delta < 0 or base + delta + 1 > below):
-                break  # the strict scan takes over here
-            append(make(BatchHeader, (base, epoch, delta + 1, base_position + pos, size,
-                                      bool(attributes & CONTROL_BIT), crc)))
-            pos += size
-        if pos == end:
-            return headers, pos, None
-        rest, stop, error = super().scan_prefix(bytes(source[pos:]), path, base_position + pos)
-        return headers + rest, pos + stop, error
-
-
-def open_segments(
-    directory: str, config: LogConfig, clean_shutdown: bool = False, synced: bool = False
-) -> SegmentedLog:
-    """The directory's SegmentedLog, recovered from its recovery point (module docstring);
-    `synced`: the caller made the directory's files durable (SegmentedLog's docstring)."""
-    trusted = TRUST_ALL if clean_shutdown else _recovery_point(directory)
-    batch_format = TrustingFormat(trusted)
+def open_segments(directory: str, config: LogConfig, batch_format: LoadingFormat,
+                  synced: bool = False) -> SegmentedLog:
+    """The directory's SegmentedLog, recovered from its recovery point (module docstring)
+    and indexed by `batch_format`; `synced`: the caller made the directory's files durable
+    (SegmentedLog's docstring)."""
     log = SegmentedLog(
         directory, segment_bytes=config.segment_bytes, cache_bytes=CACHE_BYTES,
         recovery_point_interval_ms=0, batch_format=batch_format, write_through=True,
         synced=synced,
     )
-    batch_format.trusted_below = 0
+    batch_format.trusted_below = 0  # appends are checked in full
     return log
 
 
@@ -96,7 +52,7 @@ def plain_segments(directory: str, config: LogConfig) -> SegmentedLog:
     )
 
 
-def _recovery_point(directory: str) -> int:
+def recovery_point(directory: str) -> int:
     """The recovery point in the directory's file, 0 when there is none or it does not parse
     (SegmentedLog says so when it reads the file itself)."""
     try:

@@ -515,12 +515,13 @@ class LogManager:
         return failed
 
     async def close(self) -> None:
-        """Stop the background task, fsync and close every log, write the checkpoints and
-        the clean-shutdown marker (Kafka skips recovery after it; we still check from the
-        recovery point, which a clean close brought up to the log end)."""
+        """Stop the background task, make every log durable and close it (all at once:
+        broker/log/log_closer.py), write the checkpoints and the clean-shutdown marker, which
+        lets the next start skip recovery."""
         if self._closed:
             return
         self._closed = True
+        started = time.monotonic()
         self._loader.abandon()
         await self.cleaner.stop()
         if self._task is not None:
@@ -544,6 +545,8 @@ class LogManager:
         finally:
             for tp in list(self._flush_waiters):  # the close flushed what it could
                 self._wake_flush_waiters(tp, self._logs.get(tp), final=True)
+        logger.info("closed %d partition log(s) in %.2f s", len(self._logs),
+                    time.monotonic() - started)
 
     def close_now(self) -> None:
         """close() for code without an event loop (tests, tools)."""

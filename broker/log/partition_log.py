@@ -51,18 +51,31 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import takewhile
 
 from broker.log import checkpoints, cleaner_core, cleaner_swap
+from broker.log import producer_snapshots as snapshots
 from broker.log.config import LogConfig
 from broker.log.leader_epochs import UNDEFINED, LeaderEpochCache
 from broker.log.log_files import (
     DELETED_SUFFIX,
+    TRUST_ALL,
     PartitionFlushJob,
     never_synced,
     open_segments,
     plain_segments,
+    recovery_point,
     remove_deleted,
     write_recovery_point_zero,
+)
+from broker.log.log_state import (
+    Checkpoints,
+    LoadingFormat,
+    SegmentTimes,
+    StateCheckpoint,
+    reload,
+    replay,
+    restore_loaded,
 )
 from broker.log.producer_state import ProducerState
 from broker.records import (
@@ -135,25 +148,6 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return match.group(1), int(match.group(2))
 
 
-class _SegmentTimes:
-    """What the retention and roll rules and ListOffsets need of a segment's timestamps."""
-
-    __slots__ = ("created_ms", "empty", "first_ms", "max_ms", "max_ms_batch")
-
-    def __init__(self, first_ms: int, created_ms: int) -> None:
-        self.first_ms = first_ms  # the first batch's max timestamp, -1 if none (roll by time)
-        self.created_ms = created_ms  # when the first batch came (the file's mtime on open)
-        self.empty = True
-        self.max_ms = -1  # the largest batch max timestamp (retention by time)
-        self.max_ms_batch = -1  # base offset of the first batch with that timestamp
-
-    def add(self, base_offset: int, max_timestamp: int) -> None:
-        self.empty = False
-        if max_timestamp > self.max_ms:
-            self.max_ms = max_timestamp
-            self.max_ms_batch = base_offset
-
-
 class PartitionLog:
     """A replica's log. Create with `PartitionLog.open`."""
 
@@ -168,6 +162,8 @@ class PartitionLog:
         log_start_offset: int | None,
         now_ms: int,
         new_directory: bool = False,
+        loaded: LoadingFormat | None = None,
+        snapshot_offsets: list[int] | None = None,
     ) -> None:
         self._directory = directory
         self._new_directory = new_directory  # created by open: no file to read in it
@@ -180,7 +176,12 @@ class PartitionLog:
         if log_start_offset is not None:
             self._start_offset = max(self._start_offset, min(log_start_offset, log.end_offset))
         self._producers = ProducerState()
-        self._times: dict[int, _SegmentTimes] = {}
+        self._times: dict[int, SegmentTimes] = {}
+        # Producer snapshot files (broker/log/producer_snapshots.py) by offset, ascending; the
+        # in-memory checkpoints of the derived state (broker/log/log_state.py).
+        self._snapshots = snapshot_offsets or []
+        self._checkpoints = Checkpoints()
+        self._since_snapshot = 0  # batches a restart would replay (none in a snapshot)
         # Files and directories written without fsync since the last flush job began.
         self._unsynced_files: dict[str, None] = {}
         self._unsynced_dirs: dict[str, None] = {}
@@ -197,7 +198,9 @@ class PartitionLog:
         # Called with the new log end after a truncation: the LogManager's (the cleaner's
         # checkpoint must not stay above it, as in Kafka).
         self.on_truncated: Callable[[PartitionLog, int], None] | None = None
-        self._rebuild(load_epochs=True)
+        if loaded is None or not self._restore_loaded(loaded):
+            self._reload(log.end_offset, all_times=True)
+            self._load_epochs(LeaderEpochCache(directory, log.epoch_entries()))
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -265,13 +268,22 @@ class PartitionLog:
             unsynced_dirs = [directory, os.path.dirname(directory)]
         elif existed and unsynced_files:
             unsynced_dirs = [directory]
+        names = os.listdir(directory) if existed else []
         if existed:
-            cleaner_swap.recover(directory)  # a cleaner swap a crash interrupted
-        log = open_segments(directory, config, clean_shutdown, synced)
+            cleaner_swap.recover(directory, names)  # a cleaner swap a crash interrupted
+        offsets = snapshots.list_snapshots(directory, names)
+        found = snapshots.read_latest(directory, offsets, TRUST_ALL) if offsets else None
+        producers = ProducerState()
+        if found is not None:
+            producers.restore(found[1])
+        loading = LoadingFormat(TRUST_ALL if clean_shutdown else recovery_point(directory),
+                                producers, found[0] if found else 0, log_start_offset or 0)
+        log = open_segments(directory, config, loading, synced)
         try:
             now = _now_ms() if now_ms is None else now_ms
             opened = cls(directory, topic, partition, topic_id, config, log, log_start_offset,
-                         now, new_directory=not existed)
+                         now, new_directory=not existed, loaded=loading,
+                         snapshot_offsets=offsets)
         except BaseException:
             log.close()
             raise
@@ -327,41 +339,55 @@ class PartitionLog:
         for _, prefix in self._log.batch_prefixes(start, HEADER_SIZE):
             yield parse_header(prefix)
 
-    def _rebuild(self, load_epochs: bool = False) -> None:
-        """Producer state, segment timestamps (and on open the epoch cache) from the batch
-        headers: Kafka rebuilds producer state by replaying the log the same way."""
-        self._producers.clear()
-        self._times = {}
-        from_batches = LeaderEpochCache(self._directory)
-        for header in self._timed_headers(self._log.segments(), self._log.start_offset):
-            if header.next_offset > self._start_offset:
-                self._producers.update(header, header.base_offset, header.max_timestamp)
-            if load_epochs:
-                from_batches.assign(header.partition_leader_epoch, header.base_offset, save=False)
-        if load_epochs:
-            self._load_epochs(from_batches)
+    def _restore_loaded(self, loaded: LoadingFormat) -> bool:
+        """The state the open's one pass collected; False when recovery cut the log after
+        that pass, or the snapshot lies past the end (broker/log/log_state.py)."""
+        restored = restore_loaded(loaded, self._log, self._start_offset)
+        if restored is None:
+            return False
+        self._producers, self._times, self._since_snapshot = restored
+        self._load_epochs(LeaderEpochCache(self._directory, self._log.epoch_entries()))
+        return True
 
-    def _timed_headers(self, segments: list[SegmentView], start: int,
-                       end: int | None = None) -> Iterator[RecordBatchHeader]:
-        """The batch headers of `segments` from `start` (below `end`), each counted in its
-        segment's times as it passes; once all have passed, a segment without a batch gets
-        times of its own (its file's mtime)."""
-        bases = [view.base_offset for view in segments]
-        index = 0
-        for header in self._headers(start):
-            if end is not None and header.base_offset >= end:
-                break
-            while index + 1 < len(bases) and header.base_offset >= bases[index + 1]:
-                index += 1
-            times = self._times.get(bases[index])
-            if times is None:
-                times = self._times[bases[index]] = _SegmentTimes(
-                    header.max_timestamp, self._segment_mtime(segments[index].path))
-            times.add(header.base_offset, header.max_timestamp)
-            yield header
-        for view in segments:
-            if view.base_offset not in self._times:
-                self._times[view.base_offset] = _SegmentTimes(-1, self._segment_mtime(view.path))
+    def _reload(self, end: int, all_times: bool = False) -> None:
+        """The producer state as of `end` (the log end, after a truncation or a cut), and the
+        times of the last segment (`all_times`: of every segment), from the latest checkpoint
+        at or below `end` (log_state.reload)."""
+        self._drop_snapshots(lambda offset: offset > end)
+        found = self._checkpoints.at_or_below(end) or snapshots.read_latest(
+            self._directory, self._snapshots, end)
+        self._producers, self._since_snapshot = reload(
+            self._log, self._start_offset, self._times, found, all_times, self._headers)
+
+    def _drop_snapshots(self, doomed: Callable[[int], bool]) -> None:
+        gone = [offset for offset in self._snapshots if doomed(offset)]
+        if gone:
+            snapshots.delete(self._directory, gone)
+            self._snapshots = [offset for offset in self._snapshots if not doomed(offset)]
+
+    def _take_snapshot(self) -> None:
+        """A producer snapshot at the log end (a roll, a clean shutdown), without fsync: the
+        log's next flush job syncs it with its other metadata files."""
+        end = self._log.end_offset
+        if end in self._snapshots:
+            return
+        try:
+            path = snapshots.write(self._directory, end, self._producers)
+        except OSError as exc:  # costs a longer replay at most; the flush will fail loudly
+            logger.warning("cannot write a producer snapshot in %s: %s", self._directory, exc)
+            return
+        self._snapshots.append(end)
+        self._since_snapshot = 0
+        self._unsynced([path], [self._directory])
+
+    def snapshot_if_due(self, min_batches: int) -> bool:
+        """Write a producer snapshot at the log end if a restart would replay at least
+        `min_batches` batches without one (a clean shutdown's choice)."""
+        self._check_open()
+        if self._since_snapshot < min_batches:
+            return False
+        self._take_snapshot()
+        return True
 
     def _load_epochs(self, from_batches: LeaderEpochCache) -> None:
         """The checkpoint reconciled with the batches: the batches are the truth; the file adds
@@ -512,8 +538,8 @@ class PartitionLog:
         except (OSError, RuntimeError) as exc:
             raise AppendError(Errors.KAFKA_STORAGE_ERROR,
                               f"cannot write to {self._directory}: {exc}") from exc
-        self._after_append(active, [(base, max_timestamp)], span, now_ms)
         self._producers.update(header, base, max_timestamp)
+        self._after_append(active, [(base, max_timestamp)], span, now_ms)
         return LeaderAppend(base, base + span - 1, append_time)
 
     def append_as_follower(self, data: bytes, now_ms: int | None = None) -> int:
@@ -589,13 +615,20 @@ class PartitionLog:
             segment_base = bases[_index_at_or_below(bases, base)]
             times = self._times.get(segment_base)
             if times is None:
-                times = self._times[segment_base] = _SegmentTimes(max_timestamp, now_ms)
+                times = self._times[segment_base] = SegmentTimes(max_timestamp, now_ms)
             elif times.empty:  # a segment rolled ahead of its first batch
                 times.first_ms = max_timestamp
                 times.created_ms = now_ms
             times.add(base, max_timestamp)
         if rolled:
             self._rolled = True  # the old segment is synced soon after its roll
+            self._take_snapshot()  # as Kafka: a restart replays from the new segment on
+        self._since_snapshot += len(batches)
+        if self._checkpoints.due(len(batches)):
+            segment = self._times.get(active)
+            self._checkpoints.take(StateCheckpoint(
+                self._log.end_offset, self._producers.copy(), active,
+                None if segment is None else segment.copy()))
         self._unflushed_messages += offsets
         if self.on_flush_due is not None and self.flush_due(now_ms):
             self.on_flush_due(self)
@@ -713,7 +746,7 @@ class PartitionLog:
         self._epochs.truncate_from_end(base)
         if self._start_offset > base:
             self._start_offset = base
-        self._rebuild()
+        self._reload(base)
         if self.on_truncated is not None:
             self.on_truncated(self, base)
 
@@ -725,7 +758,8 @@ class PartitionLog:
         self._log.roll()  # the new segment's name keeps the start offset across a restart
         self._start_offset = offset
         self._epochs.clear()
-        self._rebuild()
+        self._checkpoints.clear()
+        self._reload(offset, all_times=True)
         if self.on_truncated is not None:
             self.on_truncated(self, offset)
 
@@ -744,6 +778,7 @@ class PartitionLog:
             self._delete_segments_below(bases[_index_at_or_below(bases, offset)])
         self._epochs.truncate_from_start(offset)
         self._producers.remove_before(offset)
+        self._drop_snapshots(lambda snapshot: snapshot < offset)
 
     def _delete_segments_below(self, base: int) -> None:
         if base > self._log.start_offset:
@@ -813,6 +848,7 @@ class PartitionLog:
             self._start_offset = new_start
             self._epochs.truncate_from_start(new_start)
             self._producers.remove_before(new_start)
+            self._drop_snapshots(lambda snapshot: snapshot < new_start)
         return count
 
     # -- compaction (broker/log/cleaner.py) ------------------------------------------------
@@ -861,6 +897,7 @@ class PartitionLog:
         finally:
             self._log = plain_segments(self._directory, self._config)
             self._log.faults = faults
+        self._checkpoints.clear()  # they may hold the times of a replaced segment
         for _, old in swaps:
             self._rebuild_times(old[0].base_offset, old[-1].end_offset)
 
@@ -871,8 +908,8 @@ class PartitionLog:
             del self._times[base]
         segments = [view for view in self._log.segments() if first <= view.base_offset < end]
         if segments:
-            for _ in self._timed_headers(segments, first, end):
-                pass  # counting each header in its segment's times is the work
+            headers = takewhile(lambda header: header.base_offset < end, self._headers(first))
+            replay(headers, ProducerState(), TRUST_ALL, 0, self._times, segments, first)
 
     # -- flushing ----------------------------------------------------------------------------
 

@@ -3,9 +3,11 @@ transactions): for each producer id its epoch and the last five batches it wrote
 leader can tell a retried batch (answered with its original offsets, nothing written) from one
 out of order (reference/kafka-data-plane.md §5).
 
-The state is derived from the log: rebuilt by replaying batch headers on open and after a
-truncation, and kept up to date by every append, the leader's and the follower's. Followers
-and replay apply batches without checking sequences, as Kafka does for replication.
+The state is derived from the log and kept up to date by every append, the leader's and the
+follower's; on open and after a truncation it is restored from a snapshot taken at some offset
+(broker/log/producer_snapshots.py: files at segment rolls and clean shutdowns, as Kafka's, and
+copies in memory) and the batch headers from there on are replayed. Followers and replay apply
+batches without checking sequences, as Kafka does for replication.
 """
 
 from __future__ import annotations
@@ -133,3 +135,19 @@ class ProducerState:
 
     def clear(self) -> None:
         self._producers.clear()
+
+    def entries(self) -> list[ProducerEntry]:
+        """Every producer's entry (a snapshot writes them)."""
+        return list(self._producers.values())
+
+    def copy(self) -> ProducerState:
+        """An independent copy (a snapshot in memory)."""
+        copied = ProducerState()
+        for pid, entry in self._producers.items():
+            copied._producers[pid] = ProducerEntry(pid, entry.epoch,
+                                                   deque(entry.batches, maxlen=BATCHES_KEPT))
+        return copied
+
+    def restore(self, entries: list[ProducerEntry]) -> None:
+        """Replace the state with `entries` (a snapshot read back)."""
+        self._producers = {entry.producer_id: entry for entry in entries}
