@@ -172,8 +172,9 @@ class Bench:
     def log_events(self, node_id: int, since_wall: float) -> dict[str, float]:
         """Seconds after `since_wall` at which the node logged its logs loaded and serving."""
         patterns = {"logs_loaded": "loaded ", "serving": " serving cluster ",
+                    "registered": "registered broker ", "unfenced": " is now unfenced",
                     "controlled_shutdown": "controlled shutdown ",
-                    "stop_step": "stopping the "}
+                    "logs_closed": "closed ", "stop_step": "stopping the "}
         found: dict[str, float] = {}
         text = self.cluster.nodes[node_id].log_path.read_text(errors="replace")
         for line in text.splitlines():
@@ -185,7 +186,7 @@ class Bench:
                 continue
             for name, needle in patterns.items():
                 if name not in found and needle in line and (
-                        name != "logs_loaded" or "partition log(s)" in line):
+                        not name.startswith("logs_") or "partition log(s)" in line):
                     found[name] = round(when - since_wall, 2)
         return found
 
