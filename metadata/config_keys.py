@@ -7,11 +7,11 @@ warning that says how to set it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kraft.errors import Errors
-from metadata.config_def import ConfigDef, ConfigKey, ConfigType, InvalidValue
+from metadata.config_def import ConfigDef, ConfigKey, ConfigType, InvalidValue, java_integer
 from metadata.errors import ControllerApiError
 from metadata.records import ConfigResourceType
 
@@ -23,6 +23,8 @@ _CLEANUP_POLICIES = ("compact", "delete")
 _LONG_MAX = str(2**63 - 1)  # Kafka's "never" for the flush policy
 _WEEK_MS = "604800000"  # log.roll.hours 168
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+# Kafka's BrokerCompressionType names, in its order (the message lists them so).
+_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
 def _timestamp_type(value: str) -> str:
@@ -30,6 +32,42 @@ def _timestamp_type(value: str) -> str:
     if value.strip() not in _TIMESTAMP_TYPES:
         raise InvalidValue("String must be one of: " + ", ".join(_TIMESTAMP_TYPES))
     return value.strip()
+
+
+def _compression_type(value: str) -> str:
+    """Kafka's ValidString.in(BrokerCompressionType.names())."""
+    if value.strip() not in _COMPRESSION_TYPES:
+        raise InvalidValue("String must be one of: " + ", ".join(_COMPRESSION_TYPES))
+    return value.strip()
+
+
+def _int(value: str) -> int:
+    number = java_integer(value.strip())
+    if number is None:
+        raise InvalidValue("Not a number of type INT")
+    return number
+
+
+def _gzip_level(value: str) -> int:
+    """Kafka's GzipCompression.LevelValidator: 1..9, or -1 (Deflater's default)."""
+    level = _int(value)
+    if level > 9 or (level < 1 and level != -1):
+        raise InvalidValue("Value must be between 1 and 9 or equal to -1", str(level))
+    return level
+
+
+def _level_between(low: int, high: int) -> Callable[[str], int]:
+    """Kafka's Range.between(low, high) over an INT."""
+
+    def parse(value: str) -> int:
+        level = _int(value)
+        if level < low:
+            raise InvalidValue(f"Value must be at least {low}", str(level))
+        if level > high:
+            raise InvalidValue(f"Value must be no more than {high}", str(level))
+        return level
+
+    return parse
 
 
 def _ratio(value: str) -> float:
@@ -48,6 +86,21 @@ BROKER_CONFIGS = ConfigDef()
 _broker = BROKER_CONFIGS.define_kafka
 _broker("auto.leader.rebalance.enable", ConfigType.BOOLEAN, "true",
         "Whether the controller moves leadership back to preferred replicas.")
+# KIP-390's levels, used when the leader recompresses to compression.type (lz4 9: its fast
+# compressor; zstd's range is ZSTD_minCLevel..ZSTD_maxCLevel).
+BROKER_CONFIGS.define("compression.gzip.level", ConfigType.INT, "-1", _gzip_level,
+                      "The gzip level a leader recompresses to gzip with.",
+                      valid_values="[1,...,9] or -1")
+BROKER_CONFIGS.define("compression.lz4.level", ConfigType.INT, "9", _level_between(1, 17),
+                      "The lz4 level a leader recompresses to lz4 with.",
+                      valid_values="[1,...,17]")
+BROKER_CONFIGS.define("compression.type", ConfigType.STRING, "producer", _compression_type,
+                      "The codec a leader stores batches in; producer keeps the producer's.",
+                      valid_values=", ".join(_COMPRESSION_TYPES))
+BROKER_CONFIGS.define("compression.zstd.level", ConfigType.INT, "3",
+                      _level_between(-131072, 22),
+                      "The zstd level a leader recompresses to zstd with.",
+                      valid_values="[-131072,...,22]")
 _broker("default.replication.factor", ConfigType.INT, "1",
         "The replication factor of a topic created without one.")
 _broker("leader.imbalance.check.interval.seconds", ConfigType.LONG, "300",
@@ -101,6 +154,15 @@ def _topic(name: str, synonym: str, doc: str) -> None:
 
 _topic("cleanup.policy", "log.cleanup.policy",
        "The retention policy of old log segments: delete, compact or both.")
+_topic("compression.gzip.level", "compression.gzip.level",
+       "The gzip level used when the leader recompresses to gzip.")
+_topic("compression.lz4.level", "compression.lz4.level",
+       "The lz4 level used when the leader recompresses to lz4.")
+_topic("compression.type", "compression.type",
+       "uncompressed, gzip, snappy, lz4 or zstd: the codec batches are stored in (the leader "
+       "recompresses others); producer keeps each batch's own.")
+_topic("compression.zstd.level", "compression.zstd.level",
+       "The zstd level used when the leader recompresses to zstd.")
 _topic("delete.retention.ms", "log.cleaner.delete.retention.ms",
        "How long tombstones of a compacted topic are kept after the cleaner first sees them.")
 _topic("flush.messages", "log.flush.interval.messages",

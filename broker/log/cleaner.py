@@ -19,10 +19,10 @@ The swap happens on the event loop (PartitionLog.replace_segments) after a check
 segments did not change meanwhile (retention, truncation); otherwise the cleaned files are
 dropped and the next round starts over. A leader and its followers clean independently.
 
-A log whose cleaning fails for any other reason (a corrupt batch, a gzip body that does not
-inflate, an I/O error on segments that did not change, a dedupe buffer too small) is marked
-uncleanable, as Kafka since KIP-346: logged once and skipped until the broker restarts or
-the log is truncated or deleted, so that it does not stay the dirtiest log and starve the
+A log whose cleaning fails for any other reason (a corrupt batch, a compressed body that does
+not decompress, an I/O error on segments that did not change, a dedupe buffer too small) is
+marked uncleanable, as Kafka since KIP-346: logged once and skipped until the broker restarts
+or the log is truncated or deleted, so that it does not stay the dirtiest log and starve the
 others.
 """
 

@@ -6,7 +6,8 @@ files below the active segment (never appended to) and writes a new `.cleaned` f
 What a rewritten batch keeps, as Kafka's MemoryRecords.filterTo: its base offset, last
 offset (lastOffsetDelta), leader epoch, producer id, epoch and base sequence, its codec and
 timestamp type. A batch whose records all stay is copied byte for byte (unless its tombstones
-need a delete horizon, KIP-534).
+need a delete horizon, KIP-534). Batches in every codec are read and rewritten
+(broker/compression.py); a body that does not decompress makes the log uncleanable.
 
 Where this differs from Kafka: kraft.log's SegmentedLog, which the partition log shares with
 the Raft log, holds contiguous offsets only (its recovery and follower appends refuse a gap).
@@ -20,40 +21,34 @@ producer fields here too).
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import os
 import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from broker import compression
+from broker.compression import assemble_batch
 from broker.records import (
     CODEC_MASK,
     CONTROL_BIT,
     HEADER_SIZE,
     KAFKA_FORMAT,
-    MAGIC,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
-    AppendError,
     DecodedRecord,
     Record,
     RecordBatchHeader,
-    compute_crc,
-    decode_records,
     encode_record,
     parse_header,
 )
-from kraft.errors import Errors
 from kraft.log.base import CorruptRecordError
 
 # KIP-534: baseTimestamp holds the delete horizon of the batch's tombstones.
 DELETE_HORIZON_BIT = 0x40
-GZIP = 1
 # The offset map is keyed by a 16-byte digest of the key, as Kafka's SkimpyOffsetMap (MD5).
 # Its entries are CPython objects: a 16-byte bytes (49 B), an int offset (32 B) and the dict's
 # share (24 B an entry, table growth by doubling); measured with tracemalloc at most 163 B an
@@ -64,7 +59,6 @@ OFFSET_MAP_LOAD_FACTOR = 0.9
 _READ_BUFFER = 1 << 20
 _PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
 _MAX_SPAN = 2**31 - 1  # lastOffsetDelta is an int32
-_HEADER_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
 
 
 class DedupeBufferTooSmall(Exception):
@@ -96,16 +90,12 @@ class GroupResult:
 class CleanRules:
     """What one cleaning pass decides by: the offset map (key digest -> latest offset), the
     time, delete.retention.ms and the offset of each producer's last batch (kept, if only
-    empty, for idempotence). `opaque_seen` is set once the pass (which rewrites from the log
-    start, in order) met a batch it cannot decode: the keys of that batch are unknown, so no
-    later tombstone may be dropped, or an older value of its key in that batch would come
-    back."""
+    empty, for idempotence)."""
 
     offsets: dict[bytes, int]
     now_ms: int
     delete_retention_ms: int
     producer_last_offsets: dict[int, int] = field(default_factory=dict)
-    opaque_seen: bool = False
 
 
 def key_digest(key: bytes) -> bytes:
@@ -149,33 +139,12 @@ def _read_exactly(file: BinaryIO, count: int, segment: SegmentFile,
 
 
 def batch_records(header: RecordBatchHeader, blob: bytes) -> list[DecodedRecord] | None:
-    """The batch's records, or None for a batch the cleaner keeps whole: a control batch, or
-    a codec this broker cannot decompress (only gzip is in the standard library)."""
+    """The batch's records in any codec (broker/compression.py), or None for a control batch,
+    which the cleaner keeps whole. CodecError for a body that does not decompress (the log
+    is then uncleanable, as in Kafka)."""
     if header.control:
         return None
-    codec = header.compression
-    if codec == 0:
-        return decode_records(blob)
-    if codec != GZIP:
-        return None
-    body = gzip.decompress(blob[HEADER_SIZE:])
-    plain = bytearray(blob[:HEADER_SIZE]) + body
-    struct.pack_into(">i", plain, 8, len(plain) - 12)  # batchLength
-    struct.pack_into(">h", plain, 21, header.attributes & ~CODEC_MASK)
-    return decode_records(bytes(plain))
-
-
-def check_keys(header: RecordBatchHeader, batch: bytes, topic: str, partition: int) -> None:
-    """A compacted topic's leader refuses a batch with a keyless record (Kafka's
-    LogValidator): AppendError INVALID_RECORD. A batch in a codec this broker cannot read is
-    let through (the cleaner drops its keyless records later)."""
-    try:
-        records = batch_records(header, batch)
-    except (CorruptRecordError, OSError, EOFError, zlib.error) as exc:
-        raise AppendError(Errors.CORRUPT_MESSAGE, f"cannot read the records: {exc}") from exc
-    if records is not None and any(record.key is None for record in records):
-        raise AppendError(Errors.INVALID_RECORD, "Compacted topic cannot accept message "
-                          f"without key in topic partition {topic}-{partition}.")
+    return compression.batch_records(header, blob)
 
 
 def build_offset_map(
@@ -276,8 +245,6 @@ def _clean_batch(
     """The batch as it stays (maybe the original bytes), or None when no record stays."""
     records = batch_records(header, blob)
     if records is None:
-        if not header.control:
-            rules.opaque_seen = True
         return blob
     horizon = header.base_timestamp if header.attributes & DELETE_HORIZON_BIT else None
     kept: list[DecodedRecord] = []
@@ -292,10 +259,7 @@ def _clean_batch(
     if tombstones:
         if horizon is None:
             horizon = rules.now_ms + rules.delete_retention_ms
-        # Behind an opaque batch a tombstone stays past its horizon: waking up for it would
-        # clean the log again and again for nothing.
-        if not rules.opaque_seen and (result.next_horizon_ms is None
-                                      or horizon < result.next_horizon_ms):
+        if result.next_horizon_ms is None or horizon < result.next_horizon_ms:
             result.next_horizon_ms = horizon
     if len(kept) == len(records) and (not tombstones or header.attributes
                                       & DELETE_HORIZON_BIT):
@@ -305,14 +269,13 @@ def _clean_batch(
 
 def _retain(record: DecodedRecord, horizon: int | None, rules: CleanRules) -> bool:
     """Kafka's Cleaner.shouldRetainRecord: a keyed record that is its key's latest (or whose
-    key the map does not cover: the clean section), a tombstone until its delete horizon and
-    while no batch the cleaner cannot decode precedes it (CleanRules.opaque_seen)."""
+    key the map does not cover: the clean section), a tombstone until its delete horizon."""
     if record.key is None:
         return False  # a compacted log has no use for it (Kafka counts it invalid)
     latest = rules.offsets.get(key_digest(record.key))
     if latest is not None and record.offset < latest:
         return False
-    if record.value is None and horizon is not None and not rules.opaque_seen:
+    if record.value is None and horizon is not None:
         return rules.now_ms < horizon
     return True
 
@@ -320,7 +283,8 @@ def _retain(record: DecodedRecord, horizon: int | None, rules: CleanRules) -> bo
 def _rebuild(
     header: RecordBatchHeader, records: list[DecodedRecord], horizon: int | None
 ) -> bytes:
-    """A batch of `records` with the header's offsets, epoch, producer fields and codec."""
+    """A batch of `records` with the header's offsets, epoch, producer fields and codec (at the
+    codec's default level, as Kafka's MemoryRecords.filterTo rebuilds it)."""
     attributes = header.attributes & ~DELETE_HORIZON_BIT
     if horizon is not None:
         attributes |= DELETE_HORIZON_BIT
@@ -335,27 +299,26 @@ def _rebuild(
         encode_record(Record(r.value, r.key, r.headers, r.timestamp_ms),
                       r.offset - header.base_offset, base_timestamp)
         for r in records)
-    if header.compression == GZIP:
-        body = gzip.compress(body)
-    return _assemble(header.base_offset, header.partition_leader_epoch, attributes,
-                     header.last_offset_delta, base_timestamp, max_timestamp,
-                     header.producer_id, header.producer_epoch, header.base_sequence,
-                     len(records), body)
+    return assemble_batch(header.base_offset, header.partition_leader_epoch, attributes,
+                          header.last_offset_delta, base_timestamp, max_timestamp,
+                          header.producer_id, header.producer_epoch, header.base_sequence,
+                          len(records), body)
 
 
 def _empty_like(header: RecordBatchHeader) -> bytes:
     """The producer's last batch with no record left (Kafka keeps it for the producer's
     sequence and epoch)."""
-    return _assemble(header.base_offset, header.partition_leader_epoch,
-                     header.attributes & ~CODEC_MASK & ~DELETE_HORIZON_BIT,
-                     header.last_offset_delta, header.base_timestamp, header.max_timestamp,
-                     header.producer_id, header.producer_epoch, header.base_sequence, 0, b"")
+    return assemble_batch(header.base_offset, header.partition_leader_epoch,
+                          header.attributes & ~CODEC_MASK & ~DELETE_HORIZON_BIT,
+                          header.last_offset_delta, header.base_timestamp,
+                          header.max_timestamp, header.producer_id, header.producer_epoch,
+                          header.base_sequence, 0, b"")
 
 
 def _filler(first: int, next_offset: int, epoch: int) -> bytes:
     """An empty batch holding the offsets [first, next_offset) of removed batches."""
-    return _assemble(first, epoch, 0, next_offset - first - 1, NO_TIMESTAMP, NO_TIMESTAMP,
-                     NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, 0, b"")
+    return assemble_batch(first, epoch, 0, next_offset - first - 1, NO_TIMESTAMP,
+                          NO_TIMESTAMP, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, 0, b"")
 
 
 def is_filler(header: RecordBatchHeader) -> bool:
@@ -376,19 +339,6 @@ def trim_filler(data: bytes, offset: int) -> bytes:
         return data
     return (_filler(offset, header.next_offset, header.partition_leader_epoch)
             + data[header.size:])
-
-
-def _assemble(
-    base_offset: int, epoch: int, attributes: int, last_offset_delta: int,
-    base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
-    base_sequence: int, count: int, body: bytes,
-) -> bytes:
-    covered = _HEADER_TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
-                                producer_id, producer_epoch, base_sequence, count) + body
-    length = 4 + 1 + 4 + len(covered)
-    batch = bytearray(struct.pack(">qiibI", base_offset, length, epoch, MAGIC, 0) + covered)
-    struct.pack_into(">I", batch, 17, compute_crc(batch))
-    return bytes(batch)
 
 
 class _Writer:

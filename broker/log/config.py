@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from metadata.image import MetadataImage
 
 NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit" for the flush policy
+PRODUCER = "producer"  # compression.type: keep each batch's own codec
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
 COMPACT = "compact"
@@ -34,6 +35,12 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = NEVER
     delete_retention_ms: int = 86400000
+    # The codec batches are stored in (broker/log/validator.py): producer, uncompressed, gzip,
+    # snappy, lz4 or zstd, and the levels a leader recompresses with.
+    compression_type: str = PRODUCER
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
 
     @property
     def compact(self) -> bool:
@@ -72,4 +79,8 @@ class LogConfig:
             min_compaction_lag_ms=setting("min.compaction.lag.ms"),
             max_compaction_lag_ms=setting("max.compaction.lag.ms"),
             delete_retention_ms=setting("delete.retention.ms"),
+            compression_type=str(image.topic_setting(topic_name, "compression.type")),
+            compression_gzip_level=setting("compression.gzip.level"),
+            compression_lz4_level=setting("compression.lz4.level"),
+            compression_zstd_level=setting("compression.zstd.level"),
         )

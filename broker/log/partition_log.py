@@ -78,6 +78,7 @@ from broker.log.log_state import (
     restore_loaded,
 )
 from broker.log.producer_state import ProducerState
+from broker.log.validator import validate_records
 from broker.records import (
     HEADER_SIZE,
     AppendError,
@@ -505,8 +506,7 @@ class PartitionLog:
         self._check_open()
         config = self._config
         header = validate_client_batch(batch, config.max_message_bytes, config.segment_bytes)
-        if config.compact:
-            cleaner_core.check_keys(header, batch, self._topic, self._partition)
+        batch, header = validate_records(batch, header, config, self._topic, self._partition)
         duplicate = self._producers.check(header)
         if duplicate is not None:
             return LeaderAppend(

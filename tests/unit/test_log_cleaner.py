@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from broker.compression import GZIP, LZ4, NAMES, SNAPPY, ZSTD, assemble_batch, batch_records
 from broker.log import cleaner as cleaner_module
 from broker.log import cleaner_metrics, cleaner_swap
 from broker.log.cleaner import CLEANER_CHECKPOINT_FILE, CleanerConfig, LogCleaner
@@ -41,11 +42,9 @@ from broker.log.config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import AppendError, PartitionLog
 from broker.records import (
-    CODEC_MASK,
     Record,
     build_batch,
     compute_crc,
-    decode_records,
     parse_header,
     scan_batches,
 )
@@ -83,19 +82,17 @@ def records(log: PartitionLog, start: int = 0) -> list[tuple[int, bytes | None, 
     out = []
     for frame in scan_batches(data):
         blob = data[frame.position : frame.position + frame.size]
-        out += [(r.offset, r.key, r.value) for r in decode_records(_plain(blob))]
+        out += [(r.offset, r.key, r.value) for r in batch_records(parse_header(blob), blob)]
     return [item for item in out if item[0] >= start]
 
 
-def _plain(blob: bytes) -> bytes:
-    """The batch with a gzip body decompressed (decode_records reads plain batches)."""
-    header = parse_header(blob)
-    if header.compression != 1:
-        return blob
-    plain = bytearray(blob[:61]) + gzip.decompress(blob[61:])
-    struct.pack_into(">i", plain, 8, len(plain) - 12)
-    struct.pack_into(">h", plain, 21, header.attributes & ~CODEC_MASK)
-    return bytes(plain)
+def compressed(batch: bytes, codec: int) -> bytes:
+    """A plain batch with its records compressed in `codec`."""
+    h = parse_header(batch)
+    return assemble_batch(h.base_offset, h.partition_leader_epoch, h.attributes | codec,
+                          h.last_offset_delta, h.base_timestamp, h.max_timestamp,
+                          h.producer_id, h.producer_epoch, h.base_sequence, h.records_count,
+                          batch[61:])
 
 
 def headers(log: PartitionLog, start: int = 0) -> list[tuple[int, int, int]]:
@@ -197,28 +194,21 @@ def test_the_cleaner_drops_keyless_records_a_follower_was_sent(tmp_path: Path) -
     log.close()
 
 
-def test_gzip_batches_are_cleaned_and_stay_gzip(tmp_path: Path) -> None:
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD], ids=NAMES.get)
+def test_compressed_batches_are_cleaned_and_keep_their_codec(tmp_path: Path,
+                                                             codec: int) -> None:
     log = open_log(tmp_path, LogConfig(segment_bytes=1000, cleanup_policy=("compact",)))
     batch = build_batch([Record(b"1", b"a"), Record(b"1", b"b"), Record(b"2", b"a")],
                         base_timestamp=NOW)
-    log.append_as_leader(_gzip(batch), 0, NOW)
+    log.append_as_leader(compressed(batch, codec), 0, NOW)
     log._log.roll()  # the batch's segment must be below the active one
     append(log, ("z", "active"))
-    clean(cleaner(log))
+    assert clean(cleaner(log)) == 1
     first = headers(log)[0]
     assert first == (0, 2, 2)  # base and last offset kept, one record gone
-    assert parse_header(log.read(0, 1 << 20, log.end_offset)).compression == 1
+    assert parse_header(log.read(0, 1 << 20, log.end_offset)).compression == codec
     assert records(log) == [(1, b"b", b"1"), (2, b"a", b"2"), (3, b"z", b"active")]
     log.close()
-
-
-def _gzip(batch: bytes) -> bytes:
-    header = parse_header(batch)
-    out = bytearray(batch[:61]) + gzip.compress(batch[61:])
-    struct.pack_into(">i", out, 8, len(out) - 12)
-    struct.pack_into(">h", out, 21, header.attributes | 1)
-    struct.pack_into(">I", out, 17, compute_crc(out))
-    return bytes(out)
 
 
 # -- tombstones --------------------------------------------------------------------------------
@@ -694,30 +684,30 @@ def test_random_histories_keep_every_latest_record_and_nothing_else_moves(
         follower.close()
 
 
-# -- batches the cleaner cannot decode ---------------------------------------------------------
-
-LZ4 = 3
+# -- tombstones behind compressed batches ----------------------------------------------------
 
 
-def test_a_tombstone_behind_a_batch_the_cleaner_cannot_decode_stays(tmp_path: Path) -> None:
-    """An lz4 batch is kept whole and its keys never enter the offset map: a later tombstone
-    of one of its keys must outlive its delete horizon, or the old value comes back."""
-    config = LogConfig(segment_bytes=100, cleanup_policy=("compact",), delete_retention_ms=1000)
+@pytest.mark.parametrize("codec", [SNAPPY, LZ4, ZSTD], ids=NAMES.get)
+def test_a_tombstone_behind_a_compressed_batch_goes_at_its_horizon(tmp_path: Path,
+                                                                   codec: int) -> None:
+    """A key's older value inside an lz4 (snappy, zstd) batch, then its tombstone: the cleaner
+    reads the batch, drops the value, and drops the tombstone at its delete horizon (before
+    every codec was read, such a batch was kept whole and the tombstone stayed for good)."""
+    # One batch per segment (snappy's xerial header makes its batch 102 bytes).
+    config = LogConfig(segment_bytes=110, cleanup_policy=("compact",), delete_retention_ms=1000)
     log = open_log(tmp_path, config)
-    append(log, ("J", "1"), ("J", None))  # no opaque batch before: this tombstone may go
-    # K=v1 in a batch flagged lz4 (the cleaner only looks at the codec bits).
-    log.append_as_leader(build_batch([Record(b"v1", b"K")], base_timestamp=NOW,
-                                     attributes=LZ4), 0, NOW)
+    log.append_as_leader(compressed(build_batch([Record(b"v1", b"K"), Record(b"1", b"J")],
+                                                base_timestamp=NOW), codec), 0, NOW)
     append(log, ("K", None), ("x", "1"), ("y", "active"))
     c = cleaner(log)
-    assert clean(c) == 1  # the tombstones get their delete horizon
-    append(log, ("x", "2"), ("x", "3"), ("w", "active"))  # dirty again, past the horizon
-    assert clean(c, NOW + 10_000) == 1
-    assert headers(log)[:2] == [(0, 0, 0), (1, 1, 0)]  # J's value and tombstone: gone
-    assert (3, b"K", None) in records(log, 3)
-    lz4 = parse_header(log.read(2, 1 << 20, 3))
-    assert (lz4.base_offset, lz4.compression, lz4.records_count) == (2, LZ4, 1)
-    # Such a tombstone does not make the log due at its horizon, again and again.
+    assert clean(c) == 1  # K's value goes, its tombstone gets a delete horizon
+    assert records(log) == [(1, b"J", b"1"), (2, b"K", None), (3, b"x", b"1"),
+                            (4, b"y", b"active")]
+    assert parse_header(log.read(0, 1 << 20, log.end_offset)).compression == codec
+    append(log, ("w", "active"))
+    assert clean(c, NOW + 1000) == 1  # the horizon made the log due
+    assert records(log) == [(1, b"J", b"1"), (3, b"x", b"1"), (4, b"y", b"active"),
+                            (5, b"w", b"active")]
     assert c.plans(NOW + 100_000) == []
     log.close()
 
