@@ -67,6 +67,9 @@ DEFAULT_MAX_IN_FLIGHT = 64
 DEFAULT_MAX_IDLE_MS = 600000  # connections.max.idle.ms
 DEFAULT_BODY_TIMEOUT_MS = 30000  # socket.request.body.timeout.ms: a client's request.timeout.ms
 _SIZE = struct.Struct(">i")
+_LINGER_S = 1.0
+_WHOLE_BODY_BYTES = 1 << 20  # larger bodies are read in chunks (_read_in_chunks)
+_CHUNK_BYTES = 1 << 20
 _SASL_KEYS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 
 
@@ -112,6 +115,26 @@ class _Connection:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     reading_done: bool = False
     stop_reading: bool = False  # an answer closes the connection: read no further frame
+
+
+async def _read_in_chunks(reader: asyncio.StreamReader, size: int) -> bytes:
+    """A large body as the transport delivers it, joined once complete. readexactly would
+    grow one buffer to the whole size by reallocation, and glibc keeps such freed buffers
+    (its mmap threshold rises after the first), so each half-sent body an attacker leaves
+    would add to the broker's RSS for good; chunks of a few hundred KiB are reused."""
+    chunks: list[bytes] = []
+    remaining = size
+    try:
+        while remaining:
+            chunk = await reader.read(min(remaining, _CHUNK_BYTES))
+            if not chunk:
+                raise _CloseConnection(f"truncated frame: {size - remaining} of {size} bytes")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        # A failure's traceback keeps this frame until the cyclic GC runs: not the bytes.
+        chunks.clear()
 
 
 def _resolve(future: asyncio.Future[Reply], reply: Reply) -> None:
@@ -161,6 +184,7 @@ class KafkaServer:
         self.failed_authentication_log = RateLimitedLog(
             log, logging.INFO, f"{where}: failed authentication")
         self.refused_log = RateLimitedLog(log, logging.WARNING, f"{where}: refusing")
+        self.idle_log = RateLimitedLog(log, logging.INFO, f"{where}: closed")
 
     @property
     def port(self) -> int:
@@ -189,7 +213,8 @@ class KafkaServer:
         if self._acceptor is not None:
             await self._acceptor.close()  # the accept loops and every connection
             self._acceptor = None
-        for limited in (self.bad_input_log, self.failed_authentication_log, self.refused_log):
+        for limited in (self.bad_input_log, self.failed_authentication_log, self.refused_log,
+                        self.idle_log):
             limited.flush()
 
     @property
@@ -249,15 +274,28 @@ class KafkaServer:
             for task in (reading, responder):
                 with contextlib.suppress(BaseException):
                     await task
-            for task in (reading, responder):
-                if not task.cancelled() and isinstance(task.exception(), _CloseConnection):
-                    self._log_close(peer, task.exception())
-                    break  # one line per connection
+            closing = next((task.exception() for task in (reading, responder)
+                            if not task.cancelled()
+                            and isinstance(task.exception(), _CloseConnection)), None)
+            if closing is not None:
+                self._log_close(peer, closing)  # one line per connection
+            if isinstance(closing, _FailedAuthentication):
+                await self._linger(reader)
             writer.close()
             # Bounded: a TLS peer that never answers close_notify must not hold close().
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(2):
                     await writer.wait_closed()
+
+    @staticmethod
+    async def _linger(reader: asyncio.StreamReader) -> None:
+        """After a failed authentication's answer, let the client close first (bounded): a
+        TLS client that reads the answer and the close together may drop the answer
+        (kafka-python does), and would retry instead of reporting the failure."""
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(_LINGER_S):
+                while await reader.read(65536):
+                    pass
 
     def _release(self, size: int, _: object) -> None:
         self.memory.release(size)
@@ -308,8 +346,8 @@ class KafkaServer:
                 break
             except TimeoutError:
                 if not conn.pending:
-                    log.info("Kafka listener %s: closing %s: idle for %.0f s",
-                             self.listener, conn.peer, self._max_idle_s)
+                    self.idle_log.log(conn.peer, f"idle for {self._max_idle_s:.0f} s "
+                                                 "(connections.max.idle.ms)")
                     return None
             except asyncio.IncompleteReadError as exc:
                 if exc.partial:
@@ -330,7 +368,9 @@ class KafkaServer:
         await self.memory.allocate(size)
         try:
             async with asyncio.timeout(self._body_timeout_s):
-                return await reader.readexactly(size)
+                if size <= _WHOLE_BODY_BYTES:
+                    return await reader.readexactly(size)
+                return await _read_in_chunks(reader, size)
         except asyncio.IncompleteReadError as exc:
             self.memory.release(size)
             raise _CloseConnection(

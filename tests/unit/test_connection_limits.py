@@ -21,7 +21,7 @@ from broker.kafka.connection_limits import (
     ip_key,
     resolve_overrides,
 )
-from broker.kafka.server import KafkaServer
+from broker.kafka.server import KafkaServer, _CloseConnection, _read_in_chunks
 from tests.unit.test_kafka_server import ScriptedHandler, api_versions_frame, read_answers
 
 # ---- ConnectionQuotas ----
@@ -256,3 +256,19 @@ def test_300_bad_frames_make_two_log_lines(caplog: pytest.LogCaptureFixture) -> 
     assert len(lines) == 2, lines
     assert "closed for bad input" in lines[0] and "request size -1" in lines[0]
     assert "299 more in the last 10 s" in lines[1]
+
+
+def test_a_large_body_is_read_in_chunks_whole_or_not_at_all() -> None:
+    async def main() -> None:
+        body = bytes(range(256)) * (3 * 4096 + 7)  # > 3 MiB
+        reader = asyncio.StreamReader(limit=2**16)
+        for at in range(0, len(body), 70001):
+            reader.feed_data(body[at:at + 70001])
+        assert await _read_in_chunks(reader, len(body)) == body
+        short = asyncio.StreamReader()
+        short.feed_data(b"x" * 1000)
+        short.feed_eof()
+        with pytest.raises(_CloseConnection, match="truncated frame: 1000 of 2000000 bytes"):
+            await _read_in_chunks(short, 2_000_000)
+
+    asyncio.run(main())
