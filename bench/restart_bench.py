@@ -4,7 +4,7 @@
 Three controllers and three brokers as `kraft-server` subprocesses on loopback, every setting
 at its default (fsync on). One topic of --partitions partitions, RF 3 (so every broker holds
 a replica of each), each seeded with --records records of 100 bytes (acks=1, then until every
-partition's high watermark covers them: every replica holds them). Then, --trials times, on
+partition's high watermark is past one: every ISR member holds data). Then, --trials times, on
 brokers 4, 5, 6 in turn:
 
 * **kill -9 + restart**: SIGKILL, reaped, started again at once; from the start to every
@@ -165,9 +165,10 @@ class Bench:
                            for info in [future.result()]}
             except Exception:  # a partition not answering yet: look again
                 return False
-            return all(offsets.get(p, 0) >= records for p in range(partitions))
+            # acks=1 records a leader change lost are not written again: any data will do.
+            return all(offsets.get(p, 0) >= 1 for p in range(partitions))
 
-        return self.wait(covered, 300, "every HW past the seeded records") - started
+        return self.wait(covered, 300, "every partition's HW past a seeded record") - started
 
     def log_events(self, node_id: int, since_wall: float) -> dict[str, float]:
         """Seconds after `since_wall` at which the node logged its logs loaded and serving."""

@@ -444,7 +444,10 @@ class ReplicaManager:
 
     def _missing_error(self, topic: str, partition: int) -> int:
         """The error for a partition this broker holds no replica of: a known partition lives
-        elsewhere (NOT_LEADER_OR_FOLLOWER), an unknown one does not exist here at all."""
+        elsewhere (NOT_LEADER_OR_FOLLOWER), an unknown one does not exist here at all, one
+        whose log here is damaged is offline (KAFKA_STORAGE_ERROR, broker/log/log_loader.py)."""
+        if self.logs.partition_offline(topic, partition):
+            return Errors.KAFKA_STORAGE_ERROR
         image_topic = self.image.topic(topic)
         if image_topic is not None and image_topic.partition(partition) is not None:
             return Errors.NOT_LEADER_OR_FOLLOWER

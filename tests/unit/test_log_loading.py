@@ -14,13 +14,21 @@ from pathlib import Path
 
 import pytest
 
+from broker.api import ProducePartition
 from broker.log import checkpoints, durability, log_loader
 from broker.log.config import LogConfig
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.records import build_batch
+from broker.replica.fetcher import FetcherManager
+from broker.replica.isr import IsrUpdater
+from broker.replica.manager import ReplicaConfig, ReplicaManager
+from kraft.errors import Errors
 from kraft.log.recovery import read_recovery_point
 from kraft.log.segmented import list_segments
+from metadata.delta import MetadataDelta
+from metadata.image import EMPTY_IMAGE
+from metadata.records import Endpoint, PartitionRecord, RegisterBrokerRecord, TopicRecord
 
 NOW = 1_700_000_000_000
 ID = "0b7e6f0e-0000-4000-8000-00000000000a"
@@ -265,3 +273,45 @@ def test_without_syncfs_close_flushes_each_log_in_a_thread_pool(
     for p in range(8):
         assert read_recovery_point(str(tmp_path / f"t-{p}")) == 6
     assert (tmp_path / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_damaged_partition_answers_kafka_storage_error_and_the_others_are_served(
+    tmp_path: Path,
+) -> None:
+    topic_id = "5zoAlv-xEh9xRANKXt1Lbg"
+    manager = LogManager([str(tmp_path)], no_hws)
+    for p in range(2):
+        manager.get_or_create("t", p, topic_id, LogConfig()).append_as_leader(batch(), 0, NOW)
+    manager.close_now()
+    os.unlink(tmp_path / checkpoints.CLEAN_SHUTDOWN_FILE)
+    (_, path), = list_segments(str(tmp_path / "t-1"))
+    with open(path, "r+b") as file:
+        file.seek(16)
+        file.write(b"\x07")
+    delta = MetadataDelta(EMPTY_IMAGE)
+    records = [RegisterBrokerRecord(1, "7yd6v3LdRPy1BLJbSb6FQQ", 11,
+                                    (Endpoint("PLAINTEXT", "b1", 9001),)),
+               TopicRecord("t", topic_id)]
+    records += [PartitionRecord(p, topic_id, (1,), (1,), leader=1) for p in range(2)]
+    for offset, record in enumerate(records, 1):
+        delta.replay(record, offset, 1, 1_000 + offset)
+    image = delta.apply()
+
+    async def scenario() -> list[int]:
+        logs = LogManager([str(tmp_path)], no_hws, load=False)
+        await logs.load_logs()
+
+        async def alter(request: object) -> object:
+            raise ConnectionError("not in this test")
+
+        config = ReplicaConfig()
+        replicas = ReplicaManager(1, logs, config, FetcherManager(1, config, lambda: 11, alter),
+                                  IsrUpdater(1, alter, lambda: 11))
+        replicas.apply_image(image)
+        results = await replicas.produce(1, 1000, [
+            ProducePartition("t", p, batch()) for p in range(2)])
+        await replicas.close()
+        await logs.close()
+        return [result.error for result in results]
+
+    assert asyncio.run(scenario()) == [Errors.NONE, Errors.KAFKA_STORAGE_ERROR]
