@@ -25,7 +25,7 @@ from broker.kafka.authorization import (
     RequestAuthorization,
 )
 from broker.kafka.codec import build, error_code, response_module
-from broker.kafka.metadata_api import cluster_operations, live_endpoint
+from broker.kafka.metadata_api import cluster_operations, controller_id_for, live_endpoint
 from broker.kafka.reply import NO_THROTTLE, Reply
 from broker.kafka.versions import ApiKey
 from kraft.errors import DEFAULT_MESSAGES, Errors
@@ -40,7 +40,8 @@ CONTROLLER_ENDPOINTS = 2
 # ---- DescribeCluster ----
 
 def handle_describe_cluster(image: MetadataImage, cluster_id: str, listener: str, version: int,
-                            request: Any, auth: RequestAuthorization = ALLOW_ALL) -> Reply:
+                            request: Any, auth: RequestAuthorization = ALLOW_ALL,
+                            broker_id: int = NO_LEADER) -> Reply:
     """Kafka checks nothing here; the operations bitfield needs DESCRIBE on the cluster."""
     module = response_module(ApiKey.DESCRIBE_CLUSTER, version)
     endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINTS)
@@ -51,18 +52,19 @@ def handle_describe_cluster(image: MetadataImage, cluster_id: str, listener: str
         error = Errors.UNSUPPORTED_ENDPOINT_TYPE
     brokers = []
     if error == Errors.NONE:
-        for broker_id in sorted(image.cluster.brokers):
-            endpoint = live_endpoint(image, broker_id, listener)
+        for node_id in sorted(image.cluster.brokers):
+            endpoint = live_endpoint(image, node_id, listener)
             if endpoint is not None:
                 brokers.append(build(
-                    module, "DescribeClusterBroker", broker_id=broker_id, host=endpoint.host,
-                    port=endpoint.port, rack=image.cluster.brokers[broker_id].rack))
+                    module, "DescribeClusterBroker", broker_id=node_id, host=endpoint.host,
+                    port=endpoint.port, rack=image.cluster.brokers[node_id].rack))
     return Reply(build(
         module, "DescribeClusterResponse", throttle_time=NO_THROTTLE,
         error_code=error_code(error),
         error_message=DEFAULT_MESSAGES.get(error) if error != Errors.NONE else None,
         endpoint_type=endpoint_type, cluster_id=cluster_id,
-        controller_id=brokers[0].broker_id if brokers else NO_LEADER, brokers=tuple(brokers),
+        controller_id=controller_id_for([b.broker_id for b in brokers], broker_id),
+        brokers=tuple(brokers),
         cluster_authorized_operations=cluster_operations(auth)
         if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED))
 

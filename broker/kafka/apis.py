@@ -117,7 +117,8 @@ class KafkaApis:
                 creator = self._auto_create
                 return handle_metadata(
                     self._image(), self._cluster_id, context.listener, version, body,
-                    creator.create if creator is not None and creator.enabled else None, auth)
+                    creator.create if creator is not None and creator.enabled else None, auth,
+                    broker_id=self._broker_id)
             case ApiKey.API_VERSIONS:
                 return handle_api_versions(version, body)
             case ApiKey.INIT_PRODUCER_ID:
@@ -150,7 +151,8 @@ class KafkaApis:
                 return await handle_delete_records(self._data_plane, version, body, auth)
             case ApiKey.DESCRIBE_CLUSTER:
                 return handle_describe_cluster(
-                    self._image(), self._cluster_id, context.listener, version, body, auth)
+                    self._image(), self._cluster_id, context.listener, version, body, auth,
+                    broker_id=self._broker_id)
             case ApiKey.DESCRIBE_LOG_DIRS if self._log_dirs is not None:
                 return handle_describe_log_dirs(self._log_dirs, version, body, auth)
         if self._admin is not None:

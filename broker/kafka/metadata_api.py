@@ -45,6 +45,16 @@ def live_endpoint(image: MetadataImage, broker_id: int, listener: str) -> Endpoi
     return None
 
 
+def controller_id_for(live_broker_ids: Sequence[int], self_id: int) -> int:
+    """The `controller_id` a KRaft broker names: clients cannot reach the controllers, so Kafka
+    names a random live broker (admin clients send controller-bound requests there, and it
+    forwards them). The answering broker itself when it is live — the one broker the client is
+    known to reach, which matters while others restart — else the first live one."""
+    if self_id in live_broker_ids:
+        return self_id
+    return live_broker_ids[0] if live_broker_ids else NO_LEADER
+
+
 def node_endpoints(
     module: Any, image: MetadataImage, broker_ids: Iterable[int], listener: str
 ) -> tuple[Any, ...]:
@@ -66,22 +76,20 @@ def node_endpoints(
 def handle_metadata(
     image: MetadataImage, cluster_id: str, listener: str, version: int, request: Any,
     auto_create: Callable[[Sequence[str]], None] | None = None,
-    auth: RequestAuthorization = ALLOW_ALL,
+    auth: RequestAuthorization = ALLOW_ALL, broker_id: int = NO_LEADER,
 ) -> Reply:
     """`auto_create`: start creating missing topics (None: auto.create.topics.enable off)."""
     module = response_module(ApiKey.METADATA, version)
     brokers = []
-    for broker_id in sorted(image.cluster.brokers):
-        registration = image.cluster.brokers[broker_id]
-        endpoint = live_endpoint(image, broker_id, listener)
+    for node_id in sorted(image.cluster.brokers):
+        registration = image.cluster.brokers[node_id]
+        endpoint = live_endpoint(image, node_id, listener)
         if endpoint is not None:
             brokers.append(build(
-                module, "MetadataResponseBroker", node_id=broker_id, host=endpoint.host,
+                module, "MetadataResponseBroker", node_id=node_id, host=endpoint.host,
                 port=endpoint.port, rack=registration.rack,
             ))
-    # KRaft has no controller among the brokers: Kafka names a random live broker; the first
-    # keeps answers stable.
-    controller_id = brokers[0].node_id if brokers else NO_LEADER
+    controller_id = controller_id_for([b.node_id for b in brokers], broker_id)
 
     requested = _requested_topics(image, version, request.topics)
     named = not _all_topics(version, request.topics)

@@ -130,6 +130,16 @@ def test_metadata_brokers_are_the_live_ones_on_the_request_listener(version: int
         assert response.cluster_id == CLUSTER
 
 
+def test_metadata_names_the_answering_broker_as_controller_when_it_is_live() -> None:
+    # The one broker the client reaches for sure (others may be restarting): admin clients
+    # send controller-bound requests to the controller_id.
+    front = Front()
+    front.apis = KafkaApis(front.plane, image, CLUSTER, broker_id=2)
+    assert metadata(front, 12).controller_id == 2
+    front.apis = KafkaApis(front.plane, image, CLUSTER, broker_id=7)  # not live: the first
+    assert metadata(front, 12).controller_id == 1
+
+
 def test_metadata_partitions_leaders_epochs_and_offline_replicas() -> None:
     response = metadata(Front(), 12, ["t"])
     (topic,) = response.topics
