@@ -255,13 +255,13 @@ class KafkaClient:
             rack_id="",
         )
         response = await self.request(request, extra_timeout_s=params.max_wait_ms / 1000)
-        known = dict(names or {})
-        known.update((p.topic_id, p.topic) for p in listed if p.topic_id is not None)
+        listed_names = {p.topic_id: p.topic for p in listed if p.topic_id is not None}
         results: dict[tuple[str, int], FetchPartitionResult] = {}
         for topic in response.responses:
             if by_id:
                 topic_id = from_wire(topic.topic_id)
-                name = known.get(topic_id, topic_id)  # an unknown id fails the handler's check
+                # An id named nowhere stays an id: the session handler's check fails on it.
+                name = listed_names.get(topic_id) or (names or {}).get(topic_id, topic_id)
             else:
                 name = topic.topic
             for data in topic.partitions:

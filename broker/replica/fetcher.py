@@ -31,7 +31,12 @@ from broker.api import (
     ListOffsetsResult,
 )
 from broker.records import AppendError
-from broker.replica.fetch_sessions import FetchSessionHandler, SessionResponse
+from broker.replica.fetch_sessions import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchSessionHandler,
+    SessionResponse,
+)
 from kraft.errors import Errors, error_name
 from kraft.log.base import CorruptRecordError
 from metadata.image import MetadataImage
@@ -69,14 +74,19 @@ class LeaderClient(Protocol):
 
 Connect = Callable[[str, int], Awaitable[LeaderClient]]
 BLOCKED_POLL_S = 0.05
+# How long a closing fetcher waits for the leader's answer to its session's close (the
+# leader drops the session when the request arrives; the answer may queue behind a long poll).
+CLOSE_SESSION_WAIT_S = 0.2
 
 
 @dataclass
 class _Fetching:
     leader_epoch: int
     retry_at: float = 0.0  # loop time before which the partition sits out (after an error)
-    # The partition as last asked for: the same object while its fetch state is unchanged,
-    # so the session handler skips it with an identity check.
+    # The replica as of the last round, and the partition as last asked for: the same
+    # FetchPartition object while its fetch state is unchanged, so the session handler skips
+    # it with an identity check. Every round checks every partition: keep this cheap.
+    partition: Partition | None = None
     request: FetchPartition | None = None
 
     def request_for(self, tp: TopicPartition, partition: Partition, max_bytes: int
@@ -84,10 +94,12 @@ class _Fetching:
         log_ = partition.log
         last = self.request
         if last is None or last.fetch_offset != log_.end_offset \
-                or last.last_fetched_epoch != log_.latest_epoch \
                 or last.log_start_offset != log_.start_offset \
-                or last.current_leader_epoch != partition.leader_epoch \
-                or last.topic_id != log_.topic_id or last.partition_max_bytes != max_bytes:
+                or last.last_fetched_epoch != log_.latest_epoch \
+                or partition is not self.partition or last.partition_max_bytes != max_bytes:
+            # (The leader epoch and topic id change only with a new replica or epoch, which
+            # starts a new _Fetching.)
+            self.partition = partition
             last = self.request = FetchPartition(
                 tp[0], tp[1], log_.end_offset, max_bytes,
                 current_leader_epoch=partition.leader_epoch,
@@ -169,6 +181,10 @@ class ReplicaFetcher:
         self._client: LeaderClient | None = None
         self._endpoint: tuple[str, int] | None = None
         self.session = FetchSessionHandler()
+        self._names: dict[str, str] = {}  # topic id -> name, for the session's answers
+        # Partitions an answer touched: their logs may have moved, so the next round looks at
+        # them in full; the others only for a new log start (local retention moves it).
+        self._touched: set[TopicPartition] = set()
         self.fetches = 0
 
     def start(self) -> None:
@@ -201,7 +217,20 @@ class ReplicaFetcher:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        await self._close_session()
         await self._disconnect()
+
+    async def _close_session(self) -> None:
+        """Leaving: the leader drops our session now (epoch -1) instead of holding its slot
+        until it is evicted. Best effort: a leader gone or slow keeps it until then."""
+        client, session_id = self._client, self.session.session_id
+        if client is None or session_id == INVALID_SESSION_ID:
+            return
+        params = FetchParams((), max_wait_ms=0, replica_id=self.owner.broker_id,
+                             replica_epoch=self.owner.broker_epoch())
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CLOSE_SESSION_WAIT_S):
+                await client.fetch_session(params, session_id, FINAL_EPOCH, (), {})
 
     async def _disconnect(self) -> None:
         client, self._client = self._client, None
@@ -267,16 +296,29 @@ class ReplicaFetcher:
 
     async def _fetch_once(self, client: LeaderClient, ready: dict[TopicPartition, _Fetching]
                           ) -> None:
-        manager = self.owner.manager
         config = self.owner.config
+        partitions = self.owner.manager.partitions
+        max_bytes, names = config.replica_fetch_max_bytes, self._names
+        touched = self._touched
         wanted: dict[TopicPartition, FetchPartition] = {}
-        sent: dict[TopicPartition, tuple[Partition, int]] = {}
         for tp, state in ready.items():
-            partition = manager.follower(tp, self.leader)
-            if partition is None or partition.leader_epoch != state.leader_epoch:
+            # The manager replaces a replica or a leader epoch by a new _Fetching, so the
+            # replica seen last round is the one to check, unless an answer touched it.
+            partition = state.partition
+            if partition is None or tp in touched:
+                partition = partitions.get(tp)
+            # Still following this leader in this epoch (the leader is never this broker).
+            if partition is None or partition.leader != self.leader \
+                    or partition.leader_epoch != state.leader_epoch:
                 continue
-            wanted[tp] = state.request_for(tp, partition, config.replica_fetch_max_bytes)
-            sent[tp] = (partition, partition.leader_epoch)
+            request = state.request
+            if request is None or tp in touched or partition is not state.partition \
+                    or request.log_start_offset != partition.log.start_offset:
+                request = state.request_for(tp, partition, max_bytes)
+            wanted[tp] = request
+            if request.topic_id is not None and request.topic_id not in names:
+                names[request.topic_id] = tp[0]
+        touched.difference_update(ready)
         if not wanted:
             await asyncio.sleep(0)
             return
@@ -285,7 +327,6 @@ class ReplicaFetcher:
             plan.partitions, max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=1,
             max_bytes=config.replica_fetch_response_max_bytes,
             replica_id=self.owner.broker_id, replica_epoch=self.owner.broker_epoch())
-        names = {p.topic_id: p.topic for p in wanted.values() if p.topic_id is not None}
         fetch = asyncio.ensure_future(
             client.fetch_session(params, plan.session_id, plan.epoch, plan.forgotten, names))
         wake = asyncio.ensure_future(self._wakeup.wait())
@@ -315,10 +356,14 @@ class ReplicaFetcher:
                 log.info("fetch session %d with broker %d: %s; starting a new one",
                          plan.session_id, self.leader, error_name(response.error))
             return
+        manager = self.owner.manager
+        touched.update(response.results)
         for tp, result in response.results.items():
-            partition, epoch = sent[tp]
-            if manager.follower(tp, self.leader) is not partition \
-                    or partition.leader_epoch != epoch:
+            state = ready[tp]
+            partition = state.partition
+            if self.partitions.get(tp) is not state or partition is None \
+                    or manager.follower(tp, self.leader) is not partition \
+                    or partition.leader_epoch != state.leader_epoch:
                 continue  # metadata moved on while the fetch was out
             await self._handle(client, tp, partition, result)
 

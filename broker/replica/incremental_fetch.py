@@ -256,17 +256,23 @@ class FetchSessions:
         if entry is None:
             return
         log_end, watchers = entry
+        stale = []
         for session_id, c in watchers.items():
             session = self.cache.sessions.get(session_id)
-            if session is None:
-                continue
             pk = c.key
+            if session is None or session.partitions.get(pk) is not c:
+                stale.append(session_id)  # left the session without a read to unindex it
+                continue
             if log_end and pk not in session.changed and pk not in session.unsettled:
                 self._credit_last_fetch(session, c)
             session.changed.add(pk)
             wake = self._wake.get(session_id)
             if wake is not None:
                 wake.set()
+        for session_id in stale:
+            del watchers[session_id]
+        if not watchers:
+            del self._index[key]
 
     def _credit_last_fetch(self, session: FetchSession, c: CachedPartition) -> None:
         """The leader's log end just moved past a follower that was at it on its last fetch,
