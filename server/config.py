@@ -917,11 +917,13 @@ class NodeConfig:
     def tls_for(self, listener_name: str) -> TlsConfig | None:
         """The TLS settings of a listener, or of the clients dialing it; None for PLAINTEXT
         and SASL_PLAINTEXT."""
-        if self.listener_protocol(listener_name) not in TLS_PROTOCOLS:
+        protocol = self.listener_protocol(listener_name)
+        if protocol not in TLS_PROTOCOLS:
             return None
         keystore, truststore = self.ssl_keystore_location, self.ssl_truststore_location
         assert keystore is not None and truststore is not None  # required with SSL at load
-        return TlsConfig(keystore, truststore, self.ssl_client_auth)
+        return TlsConfig(keystore, truststore, config_security.listener_client_auth(
+            self.raw, listener_name, protocol, self.ssl_client_auth))
 
     @property
     def controller_tls(self) -> TlsConfig | None:

@@ -19,11 +19,13 @@ from typing import Any
 from broker.kafka.sasl.authenticator import SaslSettings
 from broker.kafka.sasl.jaas import JaasConfigError, plain_users
 from broker.kafka.sasl.mechanisms import PLAIN, SUPPORTED_MECHANISMS
+from kraft.security.tls import CLIENT_AUTH_VALUES
 from metadata.config_def import INT_MAX, LONG_MAX, ConfigDef, ConfigKey, ConfigType, integer
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 _LISTENER_KEY = re.compile(
-    r"listener\.name\.([a-z0-9_]+)\.(?:(plain)\.sasl\.jaas\.config|sasl\.enabled\.mechanisms)")
+    r"listener\.name\.([a-z0-9_]+)\.(?:plain\.sasl\.jaas\.config|sasl\.enabled\.mechanisms"
+    r"|ssl\.client\.auth)")
 
 
 class SecurityConfigError(ValueError):
@@ -121,6 +123,21 @@ def is_listener_key(key: str) -> bool:
     return _LISTENER_KEY.fullmatch(key) is not None
 
 
+def client_auth_key(listener: str) -> str:
+    return f"listener.name.{listener.lower()}.ssl.client.auth"
+
+
+def listener_client_auth(raw: Mapping[str, str], listener: str, protocol: str,
+                         default: str) -> str:
+    """Whether a TLS listener asks for client certificates: its
+    listener.name.<l>.ssl.client.auth, else ssl.client.auth on SSL listeners and `none` on
+    SASL_SSL ones (KIP-684: the broker-wide key does not reach SASL_SSL listeners)."""
+    value = raw.get(client_auth_key(listener))
+    if value is not None:
+        return value.strip().lower()
+    return "none" if protocol == "SASL_SSL" else default
+
+
 def jaas_key(listener: str) -> str:
     return f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
 
@@ -158,6 +175,11 @@ def check(values: Mapping[str, Any], raw: Mapping[str, str], protocols: Mapping[
     """The cross-key rules of these keys. `protocols`: every listener's protocol;
     `kafka_listeners`: the broker's Kafka-protocol listeners (the only ones SASL may use)."""
     for name, protocol in protocols.items():
+        key = client_auth_key(name)
+        if key in raw and raw[key].strip().lower() not in CLIENT_AUTH_VALUES:
+            raise SecurityConfigError(
+                f"Invalid value {raw[key].strip()} for configuration {key}: must be none, "
+                "requested or required.", key)
         if protocol not in SASL_PROTOCOLS:
             continue
         if name not in kafka_listeners:

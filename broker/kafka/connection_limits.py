@@ -223,7 +223,26 @@ class RateLimitedLog:
 
 # ---- the acceptor ----
 
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+# (reader, writer, established): the handler calls `established` once the client has
+# authenticated (or needs no authentication), which frees its establishment slot.
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, Callable[[], None]],
+                   Awaitable[None]]
+ESTABLISHING = 16  # connections in their TLS handshake or SASL login at once, per listener
+ESTABLISH_SLOT_S = 1.0  # the longest one connection holds its establishment slot
+
+
+class _Slot:
+    """One establishment slot, given back once (established, closed, or after a second)."""
+
+    def __init__(self, semaphore: asyncio.Semaphore) -> None:
+        self._semaphore: asyncio.Semaphore | None = semaphore
+        self._timer = asyncio.get_running_loop().call_later(ESTABLISH_SLOT_S, self.release)
+
+    def release(self) -> None:
+        if self._semaphore is not None:
+            self._semaphore.release()
+            self._semaphore = None
+            self._timer.cancel()
 
 
 async def listening_sockets(host: str, port: int) -> list[socket.socket]:
@@ -256,7 +275,13 @@ async def listening_sockets(host: str, port: int) -> list[socket.socket]:
 
 class Acceptor:
     """Accepts on a listener's sockets under the broker's ConnectionQuotas, does the TLS
-    handshake (bounded) and hands each connection to `handler`."""
+    handshake (bounded) and hands each connection to `handler`.
+
+    At most ESTABLISHING connections are being established (TLS handshake, SASL login) at
+    once; the next is accepted when one is done, or has had its second. A hundred clients
+    connecting together then cost the event loop a few handshakes per turn instead of a
+    hundred in a row, which would stall every other connection's requests (a TLS handshake
+    and a login are each a fraction of a millisecond to a few of CPU)."""
 
     def __init__(self, sockets: list[socket.socket], listener: str, quotas: ConnectionQuotas,
                  handler: Handler, ssl_context: ssl.SSLContext | None,
@@ -269,6 +294,7 @@ class Acceptor:
         self._refused = refused
         self._loops: list[asyncio.Task[None]] = []
         self.connections: set[asyncio.Task[None]] = set()
+        self._establishing = asyncio.Semaphore(ESTABLISHING)
 
     def start(self) -> None:
         self._loops = [asyncio.create_task(self._accept(sock)) for sock in self._sockets]
@@ -285,6 +311,7 @@ class Acceptor:
         loop = asyncio.get_running_loop()
         while True:
             await self._quotas.wait_for_slot(self._listener)
+            await self._establishing.acquire()
             try:
                 client, address = await loop.sock_accept(sock)
             except OSError as exc:  # EMFILE and the like: wait, as asyncio's server does
@@ -292,17 +319,19 @@ class Acceptor:
                 await asyncio.sleep(_ACCEPT_RETRY_S)
                 continue
             ip = ip_key(str(address[0]))
+            slot = _Slot(self._establishing)
             try:
                 self._quotas.register(ip)
             except TooManyConnections as exc:
+                slot.release()
                 client.close()
                 self._refused.log(f"{ip}:{address[1]}", str(exc))
                 continue
-            task = loop.create_task(self._connection(client, ip))
+            task = loop.create_task(self._connection(client, ip, slot))
             self.connections.add(task)
             task.add_done_callback(self.connections.discard)
 
-    async def _connection(self, client: socket.socket, ip: str) -> None:
+    async def _connection(self, client: socket.socket, ip: str, slot: _Slot) -> None:
         loop = asyncio.get_running_loop()
         try:
             reader = asyncio.StreamReader(limit=2**16)
@@ -316,6 +345,8 @@ class Acceptor:
                 client.close()
                 log.debug("Kafka listener %s: %s: no connection: %s", self._listener, ip, exc)
                 return
-            await self._handler(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+            await self._handler(reader, asyncio.StreamWriter(transport, protocol, reader, loop),
+                                slot.release)
         finally:
+            slot.release()
             self._quotas.release(ip)

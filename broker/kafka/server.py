@@ -29,6 +29,7 @@ import logging
 import ssl
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -111,6 +112,7 @@ class _Connection:
     writer: asyncio.StreamWriter
     in_flight: asyncio.Semaphore
     sasl: SaslAuthenticator | None = None
+    established: Callable[[], None] = lambda: None  # the login is done: frees its slot
     pending: deque[_Answer] = field(default_factory=deque)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     reading_done: bool = False
@@ -222,16 +224,18 @@ class KafkaServer:
         """Client connections being served now."""
         return len(self._connections)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      established: Callable[[], None]) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         try:
-            await self._serve(reader, writer)
+            await self._serve(reader, writer, established)
         finally:
             self._connections.discard(task)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     established: Callable[[], None]) -> None:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
         sasl = None
@@ -239,6 +243,7 @@ class KafkaServer:
             principal = "User:ANONYMOUS"
             sasl = SaslAuthenticator(self._sasl, asyncio.get_running_loop().time)
         else:
+            established()  # the TLS handshake, if any, is done
             ssl_object = writer.get_extra_info("ssl_object")
             try:
                 principal = tls_peer_principal(
@@ -252,7 +257,7 @@ class KafkaServer:
                         await writer.wait_closed()
                 return
         conn = _Connection(peer, principal, writer, asyncio.Semaphore(self._max_in_flight),
-                           sasl)
+                           sasl, established)
         responder = asyncio.create_task(self._respond(conn))
         reading = asyncio.create_task(self._read(reader, conn))
         try:
@@ -390,6 +395,8 @@ class KafkaServer:
         """Decode a frame and start its handler (no await: handlers start in order)."""
         if conn.sasl is not None:
             step = conn.sasl.receive(frame)
+            if conn.sasl.authenticated or step.close is not None:
+                conn.established()
             if not step.forward:
                 return self._answer(step, conn)
             conn.principal = conn.sasl.principal or conn.principal

@@ -272,3 +272,52 @@ def test_a_large_body_is_read_in_chunks_whole_or_not_at_all() -> None:
             await _read_in_chunks(short, 2_000_000)
 
     asyncio.run(main())
+
+
+def test_at_most_16_connections_are_being_established_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SASL listener accepts 16 connections that have not logged in, then waits: for a
+    login to finish, or ESTABLISH_SLOT_S to pass (a silent client cannot hold its slot for
+    good). A listener without SASL gives the slot back as soon as the connection is
+    accepted."""
+    from broker.kafka import connection_limits
+    from broker.kafka.connection_limits import ESTABLISHING
+    from broker.kafka.sasl.authenticator import SaslSettings
+    from tests.unit.test_sasl_authenticator import authenticate, handshake
+
+    async def accepted(server: KafkaServer, count: int) -> None:
+        while server.quotas.total < count:
+            await asyncio.sleep(0.01)
+
+    async def login_frees_a_slot(server: KafkaServer, port: int) -> None:
+        first = await connect(port)
+        others = [await connect(port) for _ in range(ESTABLISHING)]
+        await accepted(server, ESTABLISHING)
+        await asyncio.sleep(0.3)  # the subject: the 17th waits while 16 are logging in
+        assert server.quotas.total == ESTABLISHING
+        reader, writer = first
+        for frame in (handshake("PLAIN"), authenticate(b"\0u\0p")):
+            writer.write(struct.pack(">i", len(frame)) + frame)
+            await reader.readexactly(struct.unpack(">i", await reader.readexactly(4))[0])
+        await accepted(server, ESTABLISHING + 1)  # the login gave its slot back
+        for _, other in [first, *others]:
+            other.close()
+
+    async def silence_times_out(server: KafkaServer, port: int) -> None:
+        silent = [await connect(port) for _ in range(ESTABLISHING + 4)]
+        await accepted(server, ESTABLISHING + 4)  # after the silent ones' slots expire
+        for _, writer in silent:
+            writer.close()
+
+    async def without_sasl(server: KafkaServer, port: int) -> None:
+        silent = [await connect(port) for _ in range(ESTABLISHING + 4)]
+        await accepted(server, ESTABLISHING + 4)
+        for _, writer in silent:
+            writer.close()
+
+    settings = SaslSettings(("PLAIN",), {"u": "p"})
+    monkeypatch.setattr(connection_limits, "ESTABLISH_SLOT_S", 60)
+    run(login_frees_a_slot, sasl=settings)
+    run(without_sasl)
+    monkeypatch.setattr(connection_limits, "ESTABLISH_SLOT_S", 0.2)
+    run(silence_times_out, sasl=settings)

@@ -119,3 +119,24 @@ def test_connection_limit_keys_and_their_rules() -> None:
         "(104857600), or <= 0 for no limit.")
     assert "host:count" in error(max__connections__per__ip__overrides="10.0.0.1")
     assert "must be an integer >= 0" in error(max__connections="-1")
+
+
+def test_sasl_ssl_takes_only_its_own_listeners_client_auth() -> None:
+    """KIP-684: ssl.client.auth does not reach SASL_SSL listeners; the listener-prefixed key
+    does (and overrides ssl.client.auth on an SSL listener)."""
+    cfg = config(ssl__client__auth="required", listener__security__protocol__map=(
+        "CONTROLLER:PLAINTEXT,REPLICATION:SSL,CLIENT:SASL_SSL,OTHER:SASL_SSL"),
+        listener__name__other__ssl__client__auth="requested")
+    assert cfg.warnings == ()
+    client, other, replication = (cfg.tls_for(n) for n in ("CLIENT", "OTHER", "REPLICATION"))
+    assert client is not None and client.client_auth == "none"
+    assert other is not None and other.client_auth == "requested"
+    assert replication is not None and replication.client_auth == "required"
+    cfg = config(listener__security__protocol__map=(
+        "CONTROLLER:PLAINTEXT,REPLICATION:SSL,CLIENT:SASL_SSL,OTHER:SASL_PLAINTEXT"),
+        listener__name__replication__ssl__client__auth="required")
+    replication = cfg.tls_for("REPLICATION")
+    assert replication is not None and replication.client_auth == "required"
+    assert error(listener__name__client__ssl__client__auth="always") == (
+        "Invalid value always for configuration listener.name.client.ssl.client.auth: must be "
+        "none, requested or required.")
