@@ -39,6 +39,10 @@ def parse_args(argv: list[str] | None) -> tuple[Options, Path | None]:
     parser.add_argument("--consumers", type=int, default=1, help="data consumers (1)")
     parser.add_argument("--partitions", type=int, default=3,
                         help="partitions of the data topic (3)")
+    parser.add_argument("--availability-bound", type=float, default=None, metavar="SECONDS",
+                        help="the longest a data partition may go without an acknowledged "
+                             "write while a majority of its replicas is up (derived from the "
+                             "product's timeouts when absent; printed with its terms)")
     parser.add_argument("--no-audit", action="store_true", help="skip the Spark audit")
     parser.add_argument("--work-dir", type=Path, help="cluster data and logs (a temp dir)")
     parser.add_argument("--keep", action="store_true",
@@ -49,12 +53,16 @@ def parse_args(argv: list[str] | None) -> tuple[Options, Path | None]:
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         parser.error(f"unknown fault kind(s) {unknown}; choose from {','.join(KINDS)}")
+    if args.availability_bound is not None and not args.availability_bound > 0:
+        parser.error(f"--availability-bound must be a positive number of seconds, "
+                     f"not {args.availability_bound}")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
     return Options(seed=seed, duration_s=args.duration, controllers=args.controllers,
                    brokers=args.brokers, writers=args.writers, lanes=args.lanes,
                    audit=not args.no_audit, work_dir=args.work_dir, keep=args.keep,
                    kinds=kinds, snapshot_bytes=args.snapshot_bytes, producers=args.producers,
-                   consumers=args.consumers, partitions=args.partitions), args.out
+                   consumers=args.consumers, partitions=args.partitions,
+                   availability_bound_s=args.availability_bound), args.out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,9 +3,7 @@ liveness, log, served-state and audit checks."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
 import shutil
 import subprocess
 import sys
@@ -22,37 +20,26 @@ from harness.cluster import ProcessCluster, add_fault_dirs, wait_for
 from kraft.errors import Errors
 from metadata.topics import METADATA_PARTITION_DIR
 from server.admin_commands import AdminClient, CommandError
+from tests.chaos.availability import derive_bound
 from tests.chaos.checks import (
-    RECORDS_PER_PRODUCER_S,
     Check,
     Served,
-    check_acked_records,
     check_broker_faults,
-    check_data_floor,
     check_floors,
     check_log,
-    check_reads,
-    check_replicas_agree,
     check_served,
-    check_watermarks,
     floors,
-    hw_regressions,
 )
+from tests.chaos.clock_steps import check_clock_steps
 from tests.chaos.committed import (
     CommittedIndex,
     build_index,
     read_hw,
     read_node_log,
 )
-from tests.chaos.data import (
-    DataConsumer,
-    DataProducer,
-    create_data_topic,
-    describe_partitions,
-    read_back,
-)
+from tests.chaos.data_phase import DataPart, HealedData, campaign_timeouts
 from tests.chaos.faults import FaultFiles, Injector, find_leader
-from tests.chaos.partitions import read_replicas
+from tests.chaos.node_events import read_events
 from tests.chaos.report import fault_timings, recovery_stats, summary_lines, write_counts
 from tests.chaos.schedule import KINDS, build_schedule
 from tests.chaos.served import served_by, unfenced_brokers
@@ -89,9 +76,6 @@ CLUSTER_CONFIG = {
     # A paused follower leaves the ISR after 3 s (not Kafka's 30), so acks=all goes on.
     "replica.lag.time.max.ms": "3000",
 }
-# The data part: every replica of every partition back in the ISR, and on disk up to the
-# leader's high watermark, after healing.
-DATA_BOUND_S = 60.0
 SNAPSHOT_BYTES = 65_536  # a snapshot every few hundred writes: restarts load one
 
 
@@ -112,6 +96,9 @@ class Options:
     producers: int = 2  # data writers; 0: no data part
     consumers: int = 1
     partitions: int = 3
+    # The longest a partition may go without an acknowledgement while a majority of its
+    # replicas is up; None: derived from the product's timeouts (availability.derive_bound).
+    availability_bound_s: float | None = None
 
     def replay_command(self) -> str:
         parts = [f"{sys.executable} -m tests.chaos", f"--seed {self.seed}",
@@ -124,6 +111,8 @@ class Options:
         if (self.producers, self.consumers, self.partitions) != (2, 1, 3):
             parts.append(f"--producers {self.producers} --consumers {self.consumers} "
                          f"--partitions {self.partitions}")
+        if self.availability_bound_s is not None:
+            parts.append(f"--availability-bound {self.availability_bound_s:g}")
         if not self.audit:
             parts.append("--no-audit")
         return " ".join(parts)
@@ -137,10 +126,6 @@ class Campaign:
             tempfile.mkdtemp(prefix=f"kraft-chaos-{options.seed}-"))
         self.root.mkdir(parents=True, exist_ok=True)
         self.prefix = f"chaos{options.seed}"
-        # Not under the prefix: the metadata checks own every topic and config under it.
-        self.data_topic = f"kdata{options.seed}"
-        self.producers: list[DataProducer] = []
-        self.consumers: list[DataConsumer] = []
         self.controllers = list(range(1, options.controllers + 1))
         self.brokers = list(range(options.controllers + 1,
                                   options.controllers + 1 + options.brokers))
@@ -148,6 +133,16 @@ class Campaign:
             **CLUSTER_CONFIG,
             "metadata.log.max.record.bytes.between.snapshots": str(options.snapshot_bytes)})
         self.cluster.add_brokers(self.brokers)
+        # Not under the prefix: the metadata checks own every topic and config under it.
+        self.data = DataPart(self.cluster, self.brokers, f"kdata{options.seed}",
+                             options.producers, options.consumers, options.partitions,
+                             options.duration_s)
+        derived, terms = derive_bound(campaign_timeouts(CLUSTER_CONFIG))
+        self.bound_s = derived if options.availability_bound_s is None \
+            else options.availability_bound_s
+        self.bound_terms = [f"derived {derived:g} s = the sum of:", *terms]
+        if options.availability_bound_s is not None:
+            self.bound_terms.insert(0, f"given {self.bound_s:g} s (--availability-bound)")
         self.files = FaultFiles(add_fault_dirs(self.cluster))
         self.writes: list[Write] = []
         self.checks: list[Check] = []
@@ -186,9 +181,9 @@ class Campaign:
                                   self.brokers, lanes=self.o.lanes, kinds=self.o.kinds)
         self.say(f"chaos: seed {self.o.seed}, {len(schedule)} faults scheduled over "
                  f"{self.o.duration_s:g} s, work dir {self.root}")
+        self.say(f"availability bound {self.bound_s:g} s: " + "; ".join(self.bound_terms))
         injector: Injector | None = None
-        data: tuple[dict[int, int], dict[int, dict[int, bytes]], dict[int, list[int]]] | None \
-            = None
+        data: HealedData | None = None
         crashes: list[dict[str, object]] = []
         disk_stops = 0
         served: list[Served] = []
@@ -211,15 +206,7 @@ class Campaign:
             for writer in writers:
                 writer.start()
             if self.o.producers:
-                bootstrap = self.cluster.bootstrap_servers()
-                self.producers = [DataProducer(k, bootstrap, self.data_topic,
-                                               self.o.partitions, t0, stop)
-                                  for k in range(self.o.producers)]
-                self.consumers = [DataConsumer(k, bootstrap, self.data_topic,
-                                               self.o.partitions, t0, stop)
-                                  for k in range(self.o.consumers)]
-                for client in [*self.producers, *self.consumers]:
-                    client.start()
+                self.data.start(t0, stop)
             self._run_for(t0, writers, injector)
             stop.set()
             healed_at = injector.heal()
@@ -230,15 +217,15 @@ class Campaign:
                 if writer.is_alive() or writer.error is not None:
                     raise RuntimeError(f"writer {writer.writer} failed: {writer.error}")
                 self.writes.extend(writer.writes)
-            for client in [*self.producers, *self.consumers]:
-                client.join(timeout=120)  # producers wait for their records' outcomes
-                if client.is_alive() or client.error is not None:
-                    raise RuntimeError(f"{client.name} failed: {client.error!r}")
+            self.data.join()
             if injector.error is not None:
                 raise RuntimeError(f"the fault injector failed: {injector.error!r}")
             served, index = self._after_heal(t0 + healed_at)
             if self.o.producers:
-                data = self._data_after_heal(t0 + healed_at)
+                data = self.data.after_heal(t0 + healed_at, self.servers(), self._timed,
+                                            self.checks)
+                if data is not None:
+                    self.say(f"data: high watermarks {data[0]}, ISRs {data[2]}")
             injector.confirm_file_faults()  # the nodes' confirmations, long written by now
             injector.check_crashes()
             crashes = [{"nodeId": c.node_id, "exitCode": c.exit_code, "atS": round(c.at_s, 2),
@@ -252,8 +239,20 @@ class Campaign:
         if index is None:  # the cluster never converged: read what the files hold now
             index = self._read_logs(retry=False)
         self._check_logs(index, served)
+        events = read_events({n: node.log_path for n, node in self.cluster.nodes.items()},
+                             injector.wall_t0)
+        availability: dict[str, object] = {}
         if self.o.producers:
-            self._check_data(data)
+            self.checks.extend(self.data.checks(data))
+            check, availability = self.data.availability(
+                injector.outages, injector.records, events, self.bound_s, self.bound_terms)
+            self.checks.append(check)
+        clock_check, clock = check_clock_steps(
+            injector.records, injector.outages, events,
+            int(CLUSTER_CONFIG["broker.session.timeout.ms"]) / 1000,
+            int(CLUSTER_CONFIG["broker.heartbeat.interval.ms"]) / 1000,
+            sum(f.kind == "clock-jump" for f in schedule))
+        self.checks.append(clock_check)
         applied = len(injector.applied())
         acked = sum(w.acked for w in self.writes if w.writer >= 0 and w.seq >= 0)
         self.checks.extend(check_floors(applied, acked, self.o.duration_s, self.o.lanes,
@@ -281,13 +280,17 @@ class Campaign:
             "recovery": {}, "liveness": self.liveness,
             "checks": [c.to_json() for c in self.checks], "crashes": crashes,
             "brokerDiskStops": disk_stops,
-            "snapshots": self._snapshots(), "data": self._data_counts(),
+            "snapshots": self._snapshots(),
+            "data": self.data.counts() if self.o.producers else {},
+            "availability": availability, "clockSteps": clock,
+            "outages": [o.to_json() for o in injector.outages],
+            "wallT0": injector.wall_t0,  # node log times minus this: campaign times
             "workDir": str(self.root), "replay": self.o.replay_command(),
         }
         report["recovery"] = recovery_stats(report["faults"])
         (self.root / "writes.json").write_text(json.dumps([w.to_json() for w in self.writes]))
         if self.o.producers:
-            (self.root / "records.json").write_text(json.dumps(self._data_journal()))
+            (self.root / "records.json").write_text(json.dumps(self.data.journal()))
         return report
 
     def _setup(self) -> None:
@@ -313,15 +316,7 @@ class Campaign:
             self.writes.append(Write(k, -1, "create", name, "", start,
                                      time.monotonic() - self.t0, True))
         if self.o.producers:
-            topic, n = self.data_topic, self.o.partitions
-            wait_for(lambda: create_data_topic(client, topic, n), SETUP_S, f"topic {topic}")
-
-            def full() -> bool:
-                parts = describe_partitions(client, topic)
-                return len(parts) == n and all(
-                    leader >= 0 and len(isr) == 3 for leader, isr in parts.values())
-
-            wait_for(full, SETUP_S, f"{topic}'s partitions led, with full ISRs")
+            self.data.setup(client)
         self.say(f"cluster up: controllers {self.controllers}, brokers {self.brokers}")
 
     def _run_for(self, t0: float, writers: list[Writer], injector: Injector) -> None:
@@ -461,103 +456,6 @@ class Campaign:
         else:
             self.checks.append(Check("served metadata equals the committed log", False,
                                      "no node answered after healing"))
-
-    # -- the data part ---------------------------------------------------------------------
-
-    def _data_after_heal(self, healed: float) -> tuple[
-            dict[int, int], dict[int, dict[int, bytes]], dict[int, list[int]]] | None:
-        """Every partition's ISR full again; the log its leader serves, read back from 0 to its
-        high watermark; every replica's files up to that HW (read while the brokers run)."""
-        client = AdminClient(self.servers())
-        topic, n = self.data_topic, self.o.partitions
-
-        def full() -> dict[int, tuple[int, list[int]]] | None:
-            parts = describe_partitions(client, topic)
-            done = len(parts) == n and all(leader >= 0 and len(isr) == 3
-                                           for leader, isr in parts.values())
-            return parts if done else None
-
-        self._timed("data: every partition's ISR full", DATA_BOUND_S, full, healed,
-                    lambda: f"{describe_partitions(client, topic)}")
-        try:
-            hws, final = read_back(self.cluster.bootstrap_servers(), topic, n, DATA_BOUND_S)
-        except AssertionError as exc:
-            self.checks.append(Check("liveness: data: read back from the partition leaders",
-                                     False, str(exc)))
-            return None
-        described: dict[int, tuple[int, list[int]]] = {}
-        with contextlib.suppress(AssertionError):  # none known fails check (b), never skips it
-            described = wait_for(lambda: len(d := describe_partitions(client, topic)) == n and d,
-                                 DATA_BOUND_S, f"every partition of {topic} described")
-        isr = {p: sorted(i) for p, (_, i) in described.items()}
-        brokers = self._broker_dirs()
-
-        def lagging() -> list[str]:
-            replicas = read_replicas(brokers, topic, n)
-            return [f"partition {p} broker {b} at {log.end} (HW {hws[p]})"
-                    for p in range(n) for b in isr.get(p, [])
-                    if (log := replicas.get(p, {}).get(b)) is None or log.end < hws[p]]
-
-        self._timed("data: every ISR replica on disk up to the high watermark", DATA_BOUND_S,
-                    lambda: not lagging(), healed, lambda: ", ".join(lagging()))
-        self.say(f"data: high watermarks {hws}, ISRs {isr}")
-        return hws, final, isr
-
-    def _broker_dirs(self) -> dict[int, Path]:
-        return {b: self.cluster.nodes[b].config_path.parent / f"node-{b}" for b in self.brokers}
-
-    def _check_data(self, data: tuple[dict[int, int], dict[int, dict[int, bytes]],
-                                      dict[int, list[int]]] | None) -> None:
-        acks = [a for p in self.producers for a in p.acks]
-        self.checks.append(check_data_floor(len(acks), self.o.duration_s, self.o.producers))
-        if data is None:
-            self.checks.append(Check("data: acknowledged records present exactly once at "
-                                     "their offsets", False, "no read-back after healing"))
-            return
-        hws, final, isr = data
-        attempted = {v for p in self.producers for v in p.sent}
-        replicas = read_replicas(self._broker_dirs(), self.data_topic, self.o.partitions)
-        sources: dict[str, dict[int, dict[int, bytes]]] = {"the leaders (read back)": final}
-        for p, members in isr.items():
-            for b in members:
-                log = replicas.get(p, {}).get(b)
-                sources.setdefault(f"broker {b}'s files", {})[p] = \
-                    {} if log is None else log.records
-        self.checks.append(check_acked_records(acks, sources, hws, attempted))
-        self.checks.append(check_replicas_agree(replicas, hws, isr))
-        self.checks.append(check_watermarks([w for c in self.consumers for w in c.watermarks],
-                                            hws))
-        self.checks.append(check_reads([r for c in self.consumers for r in c.reads], final, hws,
-                                       attempted))
-
-    def _data_counts(self) -> dict[str, object]:
-        if not self.o.producers:
-            return {}
-        acked = [a for p in self.producers for a in p.acks]
-        return {
-            "topic": self.data_topic, "partitions": self.o.partitions,
-            "sent": sum(p.stats.sent for p in self.producers), "acknowledged": len(acked),
-            "failed": sum(p.stats.failed for p in self.producers),
-            "unreported": sum(p.stats.unreported for p in self.producers),
-            "producerRestarts": sum(p.stats.restarts for p in self.producers),
-            "read": sum(len(c.reads) for c in self.consumers),
-            "consumerRestarts": sum(c.restarts for c in self.consumers),
-            "hwRegressions": hw_regressions([w for c in self.consumers for w in c.watermarks]),
-            "floor": math.floor(RECORDS_PER_PRODUCER_S * self.o.producers * self.o.duration_s),
-        }
-
-    def _data_journal(self) -> dict[str, object]:
-        return {
-            "acks": [[a.producer, a.partition, a.offset, a.value.decode(), round(a.at_s, 4)]
-                     for p in self.producers for a in p.acks],
-            "failed": {v.decode(): e for p in self.producers for v, e in p.failed.items()},
-            "reads": [[r.consumer, r.partition, r.offset, r.value.decode(), round(r.at_s, 4)]
-                      for c in self.consumers for r in c.reads],
-            "watermarks": [[w.consumer, w.partition, w.high, round(w.at_s, 4)]
-                           for c in self.consumers for w in c.watermarks],
-            "events": [[e.who, round(e.at_s, 3), e.what]
-                       for x in [*self.producers, *self.consumers] for e in x.events],
-        }
 
     def _snapshots(self) -> dict[int, int]:
         """Snapshot files per node at the end (restarts loaded the newest before replaying)."""

@@ -11,6 +11,7 @@ exactly once, at the offset of its report."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -37,6 +38,12 @@ MAX_QUEUED = 2_000  # an outage backs records up in the client: stop adding beyo
 # as Kafka does, so each such bump may write them twice. With 30 s, the data plane's longest
 # outages in a 900-s campaign (up to 130 s) did exactly that (seed 408605, docs/chaos.md).
 MESSAGE_TIMEOUT_MS = 300_000
+# How stale the producers' view of the partition leaders may get: a periodic metadata refresh
+# (librdkafka's default is 5 min; it also asks at once after an error, but may be answered
+# with the old leader until that one is fenced). The availability bound counts it.
+METADATA_REFRESH_MS = 2000
+# librdkafka's retry.backoff.max.ms default (2.x): the longest wait between two retries.
+RETRY_BACKOFF_MAX_MS = 1000
 FLUSH_S = 60.0
 # librdkafka's own log lines (every refused connection during a kill) go here, not to stderr;
 # the clients' error callbacks journal them as events.
@@ -72,6 +79,15 @@ def describe_partitions(client: AdminClient, topic: str) -> dict[int, tuple[int,
     return {p.partition_index: (p.leader, list(p.isr)) for p in t.partitions}
 
 
+def partition_replicas(client: AdminClient, topic: str) -> dict[int, list[int]]:
+    """partition -> its replica set (brokers); empty when the topic cannot be described now."""
+    try:
+        [t] = client.call("DescribeTopics", apb.DescribeTopicsRequest(names=[topic])).topics
+    except (CommandError, ValueError):
+        return {}
+    return {} if t.error_code else {p.partition_index: sorted(p.replicas) for p in t.partitions}
+
+
 @dataclass
 class ClientEvent:
     who: str
@@ -103,6 +119,7 @@ class _ClientThread(threading.Thread):
         self.t0 = t0
         self.stop_event = stop
         self.events: list[ClientEvent] = []
+        self.error: BaseException | None = None  # what stopped the thread, if anything
 
 
 class DataProducer(_ClientThread):
@@ -113,8 +130,11 @@ class DataProducer(_ClientThread):
         self.sent: list[bytes] = []
         self.failed: dict[bytes, str] = {}  # value -> the delivery error (unknown outcome)
         self.stats = DataStats()
-        self.error: BaseException | None = None
         self._fatal = False
+        # When it sent its first record and when it stopped sending (campaign time): the span
+        # in which every partition had records on their way (round-robin, every tick).
+        self.started_s: float | None = None
+        self.stopped_s: float | None = None
 
     def _now(self) -> float:
         return time.monotonic() - self.t0
@@ -145,7 +165,8 @@ class DataProducer(_ClientThread):
             "bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
             "linger.ms": 5, "compression.type": "none",
             "message.timeout.ms": MESSAGE_TIMEOUT_MS, "reconnect.backoff.max.ms": 1000,
-            "topic.metadata.refresh.interval.ms": 2000, "error_cb": self._on_error,
+            "topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS,
+            "retry.backoff.max.ms": RETRY_BACKOFF_MAX_MS, "error_cb": self._on_error,
             "queue.buffering.max.messages": MAX_QUEUED * 2, "logger": _QUIET,
         })
 
@@ -183,17 +204,37 @@ class DataProducer(_ClientThread):
                             break
                         self.sent.append(value)
                         self.stats.sent += 1
+                        if self.started_s is None:
+                            self.started_s = self._now()
                         seq += 1
                 producer.poll(0)
                 self.stop_event.wait(TICK_S)  # pacing; stop cuts it short
+            self.stopped_s = self._now()
             self._close(producer, FLUSH_S)
         except BaseException as exc:  # reported by the campaign, never swallowed
             self.error = exc
 
 
+class ConsumerStuck(Exception):
+    """The client's own threads stopped: no statistics for CONSUMER_STUCK_S."""
+
+
+# The consumer learns the high watermarks from librdkafka's statistics (the same per-partition
+# `hi_offset` get_watermark_offsets(cached=True) reads), not from that call: it holds the GIL
+# while it waits for the client's handle lock, and librdkafka 2.16 can deadlock that lock
+# against a partition lock when a leader becomes unreachable while an OffsetForLeaderEpoch
+# request is in flight (confluentinc/librdkafka#5476) — which froze every thread of a
+# 600-s campaign 39 s in. Statistics arrive through consume(), which waits without the GIL.
+STATS_INTERVAL_MS = 100
+# A deadlocked client sends no statistics: replace it (closing it would hang too, so that is
+# left to a daemon thread).
+CONSUMER_STUCK_S = 30.0
+
+
 class DataConsumer(_ClientThread):
     """Reads every partition from offset 0 with assign(); journals each record and each change
-    of the high watermark the client holds for a partition (from its fetch responses)."""
+    of the high watermark the client holds for a partition (from its fetch responses, as its
+    statistics report them)."""
 
     def __init__(self, k: int, bootstrap: str, topic: str, partitions: int, t0: float,
                  stop: threading.Event) -> None:
@@ -201,7 +242,8 @@ class DataConsumer(_ClientThread):
         self.reads: list[Read] = []
         self.watermarks: list[Watermark] = []
         self.restarts = 0
-        self.error: BaseException | None = None
+        self._high = dict.fromkeys(range(partitions), -1)
+        self._last_stats = time.monotonic()
 
     def _now(self) -> float:
         return time.monotonic() - self.t0
@@ -210,10 +252,22 @@ class DataConsumer(_ClientThread):
         if len(self.events) < 500:
             self.events.append(ClientEvent(f"consumer {self.k}", self._now(), what[:200]))
 
+    def _on_stats(self, text: str) -> None:
+        """Journal each partition's high watermark when it changed (called from consume())."""
+        self._last_stats = time.monotonic()
+        try:
+            partitions = json.loads(text)["topics"][self.topic]["partitions"]
+        except (ValueError, KeyError, TypeError):
+            return  # no statistics for the topic yet
+        for p in range(self.partitions):
+            hw = partitions.get(str(p), {}).get("hi_offset", -1)
+            if isinstance(hw, int) and hw >= 0 and hw != self._high[p]:
+                self._high[p] = hw
+                self.watermarks.append(Watermark(self.k, p, hw, self._now()))
+
     def run(self) -> None:
         try:
             position = dict.fromkeys(range(self.partitions), OFFSET_BEGINNING)
-            high = dict.fromkeys(range(self.partitions), -1)
             while not self.stop_event.is_set():
                 consumer = Consumer({
                     "bootstrap.servers": self.bootstrap,
@@ -221,24 +275,34 @@ class DataConsumer(_ClientThread):
                     "auto.offset.reset": "earliest", "isolation.level": "read_committed",
                     "topic.metadata.refresh.interval.ms": 2000,
                     "reconnect.backoff.max.ms": 1000,
+                    "statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": self._on_stats,
                     "error_cb": lambda err: self._event(f"error {err.name()}: {err.str()}"),
                     "logger": _QUIET,
                 })
+                self._last_stats = time.monotonic()
+                stuck = False
                 try:
                     consumer.assign([TopicPartition(self.topic, p, o)
                                      for p, o in position.items()])
-                    self._consume(consumer, position, high)
+                    self._consume(consumer, position)
+                except ConsumerStuck as exc:
+                    stuck = True
+                    self._event(f"consumer stuck, replacing it: {exc}")
+                    self.restarts += 1
                 except Exception as exc:  # a client failure: journal it, start a new one
                     self._event(f"consumer failed, restarting: {type(exc).__name__}: {exc}")
                     self.restarts += 1
                     self.stop_event.wait(0.5)
                 finally:
-                    consumer.close()
+                    if stuck:
+                        threading.Thread(target=consumer.close, daemon=True,
+                                         name=f"chaos-close-stuck-consumer-{self.k}").start()
+                    else:
+                        consumer.close()
         except BaseException as exc:  # reported by the campaign, never swallowed
             self.error = exc
 
-    def _consume(self, consumer: Consumer, position: dict[int, int],
-                 high: dict[int, int]) -> None:
+    def _consume(self, consumer: Consumer, position: dict[int, int]) -> None:
         while not self.stop_event.is_set():
             batch = consumer.consume(500, 0.2)
             for message in batch:
@@ -252,15 +316,10 @@ class DataConsumer(_ClientThread):
                                 "re-reading")
                 self.reads.append(Read(self.k, p, offset, message.value() or b"", self._now()))
                 position[p] = offset + 1
-            for p in range(self.partitions):
-                low_high = consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                          cached=True)
-                if low_high is None:
-                    continue
-                hw = low_high[1]
-                if hw >= 0 and hw != high[p]:
-                    high[p] = hw
-                    self.watermarks.append(Watermark(self.k, p, hw, self._now()))
+            quiet = time.monotonic() - self._last_stats
+            if quiet > CONSUMER_STUCK_S:
+                raise ConsumerStuck(f"no statistics from the client for {quiet:.0f} s "
+                                    "(librdkafka#5476)")
 
 
 def read_back(bootstrap: str, topic: str, partitions: int,

@@ -24,6 +24,7 @@ import grpc
 from harness.cluster import ProcessCluster
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
+from tests.chaos.node_events import last_line_time
 from tests.chaos.schedule import KILL_KINDS, PAUSE_KINDS, PROCESS_KINDS, Fault
 
 LEADER_WAIT_S = 3.0
@@ -191,6 +192,8 @@ class FaultRecord:
     generations: dict[int, list[int | None]] = field(default_factory=dict)
     confirmed_s: float | None = None  # when the node (or the OS) confirmed it in effect
     unconfirmed: str = ""  # why a started fault was not confirmed
+    # clock-jump: the active controller when the fault started (one of the targets), if any.
+    active_controller: int | None = None
 
     @property
     def applied(self) -> bool:
@@ -202,7 +205,9 @@ class FaultRecord:
                 "scheduledS": [round(self.fault.start_s, 2), round(self.fault.end_s, 2)],
                 "startedS": _round(self.started_s), "endedS": _round(self.ended_s),
                 "applied": self.applied, "confirmedS": _round(self.confirmed_s),
-                "unconfirmed": self.unconfirmed or None, "skipped": self.skipped or None}
+                "unconfirmed": self.unconfirmed or None, "skipped": self.skipped or None,
+                **({"activeController": self.active_controller}
+                   if self.fault.kind == "clock-jump" else {})}
 
 
 def confirm_file_fault(record: FaultRecord, files: FaultFiles,
@@ -235,6 +240,21 @@ def confirm_file_fault(record: FaultRecord, files: FaultFiles,
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+@dataclass
+class Outage:
+    """A time a node's process was not serving: killed (until restarted), paused (until
+    continued), stopped by its full disk or exited by itself (until started again)."""
+
+    node: int
+    start_s: float
+    end_s: float | None
+    why: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"node": self.node, "startS": _round(self.start_s), "endS": _round(self.end_s),
+                "why": self.why}
 
 
 @dataclass
@@ -295,6 +315,7 @@ class Injector:
         self.run_started: dict[int, float] = {}
         self.runs = 0
         self.crashes: list[Crash] = []
+        self.outages: list[Outage] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="chaos-injector", daemon=True)
@@ -360,6 +381,12 @@ class Injector:
         if fault.kind in PROCESS_KINDS and self._busy(targets[0]):
             record.skipped = f"node {targets[0]} already down"
             return
+        if fault.kind == "clock-jump":
+            # The step also reaches the active controller, whose broker sessions must not see
+            # it (they run on the monotonic clock); none is aimed at while an election runs.
+            record.active_controller = find_leader(self.cluster, self.controllers)
+            if record.active_controller is not None and record.active_controller not in targets:
+                targets.append(record.active_controller)
         record.targets, record.other_side = targets, other
         record.started_s = self.now()
         if fault.kind in KILL_KINDS:
@@ -378,6 +405,7 @@ class Injector:
         self.cluster.signal(node_id, signal.SIGKILL)
         code = self.cluster.wait_exit(node_id, 10)
         self.killed.add(node_id)
+        self.outages.append(Outage(node_id, record.started_s or self.now(), None, "killed"))
         if code == -signal.SIGKILL:
             record.confirmed_s = self.now()
         else:
@@ -387,6 +415,7 @@ class Injector:
         """SIGSTOP, confirmed by /proc/<pid>/stat showing the process stopped (T)."""
         self.cluster.signal(node_id, signal.SIGSTOP)
         self.paused.add(node_id)
+        self.outages.append(Outage(node_id, record.started_s or self.now(), None, "paused"))
         process = self.cluster.nodes[node_id].process
         assert process is not None
         deadline = time.monotonic() + PAUSE_CONFIRM_S
@@ -408,8 +437,7 @@ class Injector:
                 self.killed.discard(node_id)
         elif fault.kind in PAUSE_KINDS:
             if node_id in self.paused:
-                self.cluster.signal(node_id, signal.SIGCONT)
-                self.paused.discard(node_id)
+                self._continue(node_id)
         else:
             for node, generation in self.files.remove(fault).items():
                 if node in record.generations:
@@ -429,7 +457,18 @@ class Injector:
             file.write(f"{RUN_MARK} (run {self.runs} of the campaign, node {node_id}, at "
                        f"{self.now():.3f} s)\n")
         self.run_started[node_id] = self.now()
+        self._close_outage(node_id)
         self.cluster.start(node_id)
+
+    def _continue(self, node_id: int) -> None:
+        self.cluster.signal(node_id, signal.SIGCONT)
+        self.paused.discard(node_id)
+        self._close_outage(node_id)
+
+    def _close_outage(self, node_id: int) -> None:
+        for outage in self.outages:
+            if outage.node == node_id and outage.end_s is None:
+                outage.end_s = self.now()
 
     def _disk_full_in_run(self, node_id: int) -> bool:
         """Whether the campaign had a disk-full fault on the node while its last run lasted
@@ -451,8 +490,14 @@ class Injector:
             run = last_run(self.cluster.logs(node_id))
             tail = run[-3000:]
             faulted = self._disk_full_in_run(node_id)
+            # When the process was last heard of: its stop line, else its last line.
+            exited = last_line_time(run, self.wall_t0, DISK_STOP_MARK) \
+                if DISK_STOP_MARK in run else last_line_time(run, self.wall_t0)
+            since = self.run_started.get(node_id, 0.0)
+            exited = self.now() if exited is None or exited < since else min(exited, self.now())
             if node.process.returncode == 3 and faulted and stopped_by_injected_disk_full(run):
                 self.disk_stops += 1
+                self.outages.append(Outage(node_id, exited, None, "stopped by its full disk"))
                 full = self.files.disk_full[node_id]  # else the fault ended while it stopped
                 self.say(f"{self.now():8.2f} s  broker {node_id} stopped: its full disk took "
                          "the log dir offline (as designed); "
@@ -465,6 +510,7 @@ class Injector:
                 continue
             crash = Crash(node_id, node.process.returncode, self.now(), tail)
             self.crashes.append(crash)
+            self.outages.append(Outage(node_id, exited, None, "exited by itself"))
             why = ("; its log has a disk-full stop line but the campaign filled no disk of "
                    "it during this run" if stopped_by_injected_disk_full(run) and not faulted
                    else "")
@@ -486,7 +532,7 @@ class Injector:
                     if span[1] is None:
                         span[1] = cleared[node]
             for node_id in sorted(self.paused):
-                self.cluster.signal(node_id, signal.SIGCONT)
+                self._continue(node_id)
             for node_id in sorted(self.killed | self.stopped_by_disk):
                 self._start(node_id)
             self.stopped_by_disk.clear()

@@ -122,6 +122,12 @@ def summary_lines(report: dict) -> list[str]:  # type: ignore[type-arg]
                      f"{d['read']} read by the consumers ({d['consumerRestarts']} restarts); "
                      f"consumer-visible HW went back {len(d['hwRegressions'])} time(s)")
         lines.extend(f"  {r}" for r in d["hwRegressions"][:5])
+    lines.extend(availability_lines(report.get("availability") or {}))
+    clock = report.get("clockSteps") or {}
+    if clock:
+        lines.append(f"clock steps: {clock['applied']} applied, {clock['onActiveController']} "
+                     f"on the active controller; {clock['fencingsDuringSteps']} of "
+                     f"{clock['fencingsInAll']} fencing(s) in their windows")
     for kind, s in report["recovery"].items():
         lines.append(f"recovery {kind}: n={s['count']} median {s['medianS']} s "
                      f"p99 {s['p99S']} s max {s['maxS']} s")
@@ -137,4 +143,33 @@ def summary_lines(report: dict) -> list[str]:  # type: ignore[type-arg]
         lines.append(f"node {crash['nodeId']} exited by itself at {crash['atS']} s "
                      f"(code {crash['exitCode']})")
     lines.append(f"replay: {report['replay']}")
+    return lines
+
+
+def availability_lines(a: dict) -> list[str]:  # type: ignore[type-arg]
+    """The availability table: one row per partition, then the long windows with their cause
+    (the timeline of those over the bound)."""
+    if not a:
+        return []
+    bound = a["boundS"]
+    lines = [f"availability: bound {bound:g} s ({'; '.join(a['boundTerms'])})",
+             "  partition  replicas   acks     majority up  windows >= "
+             f"{a['reportFromS']:g} s  longest (with a majority up)  cause"]
+    for row in a["partitions"]:
+        w = row["longest"] or {}
+        span = f"{w['startS']:.2f}-{w['endS']:.2f} s" if w else "-"
+        longest = "-" if row["longestS"] is None else f"{row['longestS']:.2f} s"
+        over = "  OVER THE BOUND" if w and w["withMajorityS"] > bound else ""
+        lines.append(f"  {row['partition']:<10} {row['replicas']!s:<10} {row['acks']:<8} "
+                     f"{row['majorityUpS']:>8.1f} s  {row['windowsFrom3S']:<13} "
+                     f"{longest} ({span}){over}  {w.get('cause', '-')}")
+    for w in a["windows"][:10]:
+        over = w["withMajorityS"] > bound
+        lines.append(f"  p{w['partition']} {w['startS']:.2f}-{w['endS']:.2f} s: "
+                     f"{w['withMajorityS']:.2f} s with a majority up ({w['lengthS']:.2f} s in all)"
+                     f"{' OVER THE BOUND' if over else ''}; cause {w['cause']}; steps "
+                     + ", ".join(f"{n} {t:.1f} s" for n, t in w["steps"][:4])
+                     + f"; faults {'; '.join(w['faults']) or '-'}")
+        if over:
+            lines.extend(f"      {t}" for t in w["timeline"])
     return lines

@@ -17,6 +17,9 @@ WEIGHTS = {"kill": 3, "kill-leader": 3, "pause": 2, "partition": 2, "isolate-lea
            "disk-full": 2, "slow-fsync": 1, "clock-jump": 1,
            # Brokers hold the partition logs: every broker leads some data partition.
            "kill-broker": 3, "pause-broker": 2}
+# Each fault lasts MIN_FAULT_S..MAX_FAULT_S, with GAP_S between two of one lane.
+MIN_FAULT_S, MAX_FAULT_S = 1.0, 5.0
+GAP_S = (0.5, 3.0)
 PROCESS_KINDS = frozenset({"kill", "kill-leader", "pause", "kill-broker", "pause-broker"})
 KILL_KINDS = frozenset({"kill", "kill-leader", "kill-broker"})
 PAUSE_KINDS = frozenset({"pause", "pause-broker"})
@@ -57,14 +60,14 @@ def build_schedule(
     for _lane in range(lanes):
         t = rng.uniform(1.0, 3.0)  # let the writers get going first
         while True:
-            length = rng.uniform(1.0, 5.0)
+            length = rng.uniform(MIN_FAULT_S, MAX_FAULT_S)
             if t + length > duration_s:
                 break
             kind = rng.choices(kinds, weights)[0]
             fault = _make(rng, kind, t, t + length, controllers, nodes, process_busy, brokers)
             if fault is not None:
                 faults.append(fault)
-            t += length + rng.uniform(0.5, 3.0)
+            t += length + rng.uniform(*GAP_S)
     faults.sort(key=lambda f: (f.start_s, f.kind))
     for i, fault in enumerate(faults):
         fault.index = i
