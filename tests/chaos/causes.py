@@ -14,7 +14,9 @@ nodes' own log lines (node_events.py) and the campaign's record of its faults:
   **fencing** from when the fenced broker went down;
 * a controller election inside a step that is a metadata write (fencing, election, ISR change,
   registration) takes the part of it before the election;
-* what is left at the window's start: the **fault in effect** (the faults overlapping it).
+* what is left at the window's start: **broker N out** when the broker the chain waited for
+  (restarted, fenced, dropped) was down in it, else the **fault in effect** (the faults
+  overlapping it).
 
 A window in which the partition did not change at all is told step by step in time order
 instead: the time before each node step or fault end counts for that step."""
@@ -87,13 +89,16 @@ def _chain(a: float, b: float, closed: bool, tp: str, replicas: Sequence[int],
         last = changes[-2]
         t = last.at_s
     restarted = [(r, n) for n in isr_of(last) if (r := latest("restart", str(n), a))]
+    waited: list[int] = []  # the brokers the chain waited for
     if last.kind == "isr" and "shrinking" in last.text:
         dropped = [n for n in replicas if n not in isr_of(last)]
+        waited = dropped
         since = min((went_down(n) for n in dropped), default=a)
         steps.append(("ISR shrink (replica lag)", t - since))
         t = since
     elif restarted:
         start, node = max(restarted, key=lambda x: x[0].at_s)
+        waited = [node]
         for kind, name in (("registered", f"ISR change: broker {node} caught up"),
                            ("loaded", "restart: registration"),
                            ("up", "restart: log loading")):
@@ -107,15 +112,28 @@ def _chain(a: float, b: float, closed: bool, tp: str, replicas: Sequence[int],
         if fences:
             steps.append(("partition leader election", t - fences[-1].at_s))
             t = fences[-1].at_s
-            since = went_down(int(fences[-1].subject))
+            waited = [int(fences[-1].subject)]
+            since = went_down(waited[0])
             steps.append(("fencing", t - since))
             t = since
     if t > a:
-        kinds = sorted({r.fault.kind for r in near if (r.started_s or 0.0) < t
-                        and (r.ended_s is None or r.ended_s > a)})
-        steps.append((f"fault in effect: {', '.join(kinds)}" if kinds
-                      else "before any node step", t - a))
+        steps.append((_before(a, t, waited, outages, near), t - a))
     return _split_by_elections(steps, b, inside)
+
+
+def _before(a: float, t: float, waited: list[int], outages: Sequence[Outage],
+            near: list[FaultRecord]) -> str:
+    """What the start of a window, before its chain of steps, is put down to: the brokers the
+    chain waited for when they were out in it (killed, paused or stopped, and restarted),
+    else the faults in effect."""
+    out = sorted({o.node for o in outages if o.node in waited and o.start_s < t
+                  and (o.end_s is None or o.end_s > a)})
+    active = [r for r in near if (r.started_s or 0.0) < t and (r.ended_s is None or r.ended_s > a)]
+    if out:
+        kinds = sorted({r.fault.kind for r in active if set(r.targets) & set(out)})
+        return f"broker {', '.join(map(str, out))} out ({', '.join(kinds) or 'exited'})"
+    kinds = sorted({r.fault.kind for r in active})
+    return f"fault in effect: {', '.join(kinds)}" if kinds else "before any node step"
 
 
 def _needs_controller(step: str) -> bool:

@@ -144,7 +144,7 @@ def test_a_window_ended_by_a_restarted_broker_rejoining_is_its_restart() -> None
     kill = _record(7, "kill-broker", [6], 15.26, 17.95)
     steps = _steps(15.35, 23.22, events, [Outage(6, 15.26, 17.95, "killed")], [kill])
     assert steps == {RESTART_STEP: 2.05, "restart: log loading": 2.54,
-                     "fault in effect: kill-broker": 2.6,
+                     "broker 6 out (kill-broker)": 2.6,
                      "ISR change: broker 6 caught up": 0.35, CLIENT_STEP: 0.17,
                      "restart: registration": 0.16}
 
