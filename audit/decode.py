@@ -49,8 +49,16 @@ from metadata.records import (
 )
 from metadata.rpc import acls_pb2 as acls_pb
 from metadata.rpc import metadata_pb2 as pb
+from metadata.rpc import security_records_pb2 as security_pb
+from metadata.security_records import (
+    ClientQuotaRecord,
+    RemoveUserScramCredentialRecord,
+    UserScramCredentialRecord,
+    redacted_json,
+)
 
 _INTS = pa.list_(pa.int32())
+_STRINGS = pa.list_(pa.string())
 # (column, Arrow type, Spark DDL type): the one place the schema is defined.
 COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("node_id", pa.int32(), "int"),
@@ -96,6 +104,18 @@ COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("acl_host", pa.string(), "string"),
     ("acl_operation", pa.int32(), "int"),
     ("acl_permission_type", pa.int32(), "int"),
+    # SCRAM credentials (KIP-554): user and mechanism for both records, iterations for
+    # UserScramCredentialRecord. Never its salt or keys: no column holds a secret.
+    ("scram_user", pa.string(), "string"),
+    ("scram_mechanism", pa.int32(), "int"),
+    ("scram_iterations", pa.int32(), "int"),
+    # Client quotas (KIP-546): the entity as parallel lists in the record's order (a null
+    # name is the type's default entity), the key, its value and whether it is removed.
+    ("quota_entity_types", _STRINGS, "array<string>"),
+    ("quota_entity_names", _STRINGS, "array<string>"),
+    ("quota_key", pa.string(), "string"),
+    ("quota_value", pa.float64(), "double"),
+    ("quota_remove", pa.bool_(), "boolean"),
     ("record_json", pa.string(), "string"),
     ("error", pa.string(), "string"),
 )
@@ -206,6 +226,15 @@ def record_fields(record: object) -> dict[str, object]:
                 strict=True))
         case RemoveAccessControlEntryRecord():
             return {"acl_id": record.id}
+        case UserScramCredentialRecord():
+            return {"scram_user": record.name, "scram_mechanism": record.mechanism,
+                    "scram_iterations": record.iterations}
+        case RemoveUserScramCredentialRecord():
+            return {"scram_user": record.name, "scram_mechanism": record.mechanism}
+        case ClientQuotaRecord():
+            return dict(zip(_QUOTA_NAMES, (
+                [e.entity_type for e in record.entity], [e.entity_name for e in record.entity],
+                record.key, record.value, record.remove), strict=True))
     return {}
 
 
@@ -374,7 +403,8 @@ def _checked(cols: list[list[object]], row: int, data: bytes) -> None:
     values = record_fields(record)
     values["record_type"] = record.record_type.name
     values["record_version"] = _HEADER.unpack_from(data)[1]
-    values["record_json"] = json.dumps(record_to_json(record))
+    # A credential's salt and keys are secrets: not in a column people write out and share.
+    values["record_json"] = json.dumps(redacted_json(record_to_json(record)))
     _set(cols, row, values)
 
 
@@ -465,6 +495,26 @@ def _remove_acl(cols: list[list[object]], row: int,
     cols[_ACL_COLUMNS[0]][row] = m.id
 
 
+def _scram(cols: list[list[object]], row: int,
+           m: security_pb.UserScramCredentialRecord) -> None:
+    for column, value in zip(_SCRAM_COLUMNS, (m.name, m.mechanism, m.iterations), strict=True):
+        cols[column][row] = value
+
+
+def _remove_scram(cols: list[list[object]], row: int,
+                  m: security_pb.RemoveUserScramCredentialRecord) -> None:
+    cols[_SCRAM_COLUMNS[0]][row] = m.name
+    cols[_SCRAM_COLUMNS[1]][row] = m.mechanism
+
+
+def _quota(cols: list[list[object]], row: int, m: security_pb.ClientQuotaRecord) -> None:
+    for column, value in zip(_QUOTA_COLUMNS, (
+            [e.entity_type for e in m.entity],
+            [e.entity_name if e.HasField("entity_name") else None for e in m.entity],
+            m.key, m.value, m.remove), strict=True):
+        cols[column][row] = value
+
+
 def _nothing(cols: list[list[object]], row: int, m: object) -> None:
     del cols, row, m  # NoOp and FeatureLevel records have no typed columns
 
@@ -487,6 +537,10 @@ _CONFIG_COLUMNS = tuple(_INDEX[n] for n in (
 _ACL_NAMES = ("acl_id", "acl_resource_type", "acl_resource_name", "acl_pattern_type",
               "acl_principal", "acl_host", "acl_operation", "acl_permission_type")
 _ACL_COLUMNS = tuple(_INDEX[n] for n in _ACL_NAMES)
+_SCRAM_COLUMNS = tuple(_INDEX[n] for n in ("scram_user", "scram_mechanism", "scram_iterations"))
+_QUOTA_NAMES = ("quota_entity_types", "quota_entity_names", "quota_key", "quota_value",
+                "quota_remove")
+_QUOTA_COLUMNS = tuple(_INDEX[n] for n in _QUOTA_NAMES)
 _T = MetadataRecordType
 _FAST: dict[int, tuple[Any, Callable[..., None], str]] = {
     t: (message, reader, t.name) for t, message, reader in (
@@ -502,6 +556,10 @@ _FAST: dict[int, tuple[Any, Callable[..., None], str]] = {
         (_T.ACCESS_CONTROL_ENTRY_RECORD, acls_pb.AccessControlEntryRecord, _acl),
         (_T.REMOVE_ACCESS_CONTROL_ENTRY_RECORD, acls_pb.RemoveAccessControlEntryRecord,
          _remove_acl),
+        (_T.USER_SCRAM_CREDENTIAL_RECORD, security_pb.UserScramCredentialRecord, _scram),
+        (_T.REMOVE_USER_SCRAM_CREDENTIAL_RECORD, security_pb.RemoveUserScramCredentialRecord,
+         _remove_scram),
+        (_T.CLIENT_QUOTA_RECORD, security_pb.ClientQuotaRecord, _quota),
         (_T.NO_OP_RECORD, pb.NoOpRecord, _nothing),
         (_T.FEATURE_LEVEL_RECORD, pb.FeatureLevelRecord, _nothing),
     )

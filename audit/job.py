@@ -92,11 +92,12 @@ def run_audit(spark: SparkSession, logs: list[NodeLog], partitions: int = 8) -> 
     snapshots = [(s.base_offset, log.node_id, s.path) for log in logs for s in log.snapshots]
     plan = replay.plan_canonical(ranges, snapshots)
     # Two passes over one copy of the log, both on the JVM: the few rows the driver needs
-    # (brokers, topics, ACLs, errors) with the row count, then the partition replay.
+    # (brokers, topics, ACLs, SCRAM credentials, errors) with the row count, then the
+    # partition replay.
     options = read_options(logs, "record", plan.node_ranges, plan.seed is not None)
     small, count = jvm.driver_rows(spark, options, [log.partition_dir for log in logs],
                                    (*replay.BROKER_TYPES, *replay.TOPIC_TYPES,
-                                    *replay.ACL_TYPES))
+                                    *replay.ACL_TYPES, *replay.SCRAM_TYPES))
     small = small.cache()
     phase("record read")
     # Undecodable records, and snapshots that do not verify: the batch-level read above

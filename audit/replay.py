@@ -2,11 +2,11 @@
 
 The canonical log takes each offset from the lowest node id that holds it (the consistency
 checks report where nodes differ), seeded from a snapshot when no node's log starts at 0.
-Broker, topic and ACL records are few: the driver replays them into fence intervals, topic
-lifetimes, the broker timeline and the ACL ids in force. Partition records are most of a log:
-Spark tasks on the JVM replay them in offset order, each for the partitions that hash to it,
-with those intervals at hand, checking every rule at every record
-(audit/jvm/src/io/kraft/audit/PartitionReplay.java).
+Broker, topic, ACL and SCRAM credential records are few: the driver replays them into fence
+intervals, topic lifetimes, the broker timeline, the ACL ids and the credentials in force.
+Partition records are most of a log: Spark tasks on the JVM replay them in offset order, each
+for the partitions that hash to it, with those intervals at hand, checking every rule at every
+record (audit/jvm/src/io/kraft/audit/PartitionReplay.java).
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ from audit.decode import ReadOptions
 from audit.findings import VIOLATION, Finding
 from audit.layout import NodeLog
 from audit.source import FilePartition, KraftMetadataReader
+from metadata.scram import ScramMechanism
 
 BROKER_TYPES = ("REGISTER_BROKER_RECORD", "BROKER_REGISTRATION_CHANGE_RECORD",
                 "UNREGISTER_BROKER_RECORD")
 TOPIC_TYPES = ("TOPIC_RECORD", "REMOVE_TOPIC_RECORD", "CONFIG_RECORD")
 ACL_TYPES = ("ACCESS_CONTROL_ENTRY_RECORD", "REMOVE_ACCESS_CONTROL_ENTRY_RECORD")
+SCRAM_TYPES = ("USER_SCRAM_CREDENTIAL_RECORD", "REMOVE_USER_SCRAM_CREDENTIAL_RECORD")
 PARTITION_TYPES = ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD")
 TOPIC_RESOURCE = 2
 
@@ -140,11 +142,13 @@ class ClusterHistory:
 
 
 def cluster_history(rows: DataFrame, complete: bool) -> ClusterHistory:
-    small = rows.where(F.col("record_type").isin(*BROKER_TYPES, *TOPIC_TYPES, *ACL_TYPES)).select(
+    small = rows.where(F.col("record_type").isin(
+        *BROKER_TYPES, *TOPIC_TYPES, *ACL_TYPES, *SCRAM_TYPES)).select(
         "node_id", "offset", "record_index", "timestamp_ms", "record_type", "broker_id",
         "broker_epoch", "incarnation_id", "fenced", "in_controlled_shutdown", "topic_id",
         "topic_name",
-        "config_resource_type", "config_resource_name", "config_key", "acl_id",
+        "config_resource_type", "config_resource_name", "config_key", "acl_id", "scram_user",
+        "scram_mechanism",
     ).orderBy("offset", "record_index").collect()
     h = ClusterHistory()
     offsets: dict[int, list[int]] = defaultdict(list)
@@ -154,6 +158,7 @@ def cluster_history(rows: DataFrame, complete: bool) -> ClusterHistory:
     current: dict[int, str] = {}
     names: dict[str, str] = {}
     acls = _AclIds(complete)
+    scram = _ScramCredentials(complete)
 
     def event(r: Row, broker: int, what: str, state: str) -> None:
         offsets[broker].append(r["offset"])
@@ -225,6 +230,10 @@ def cluster_history(rows: DataFrame, complete: bool) -> ClusterHistory:
             finding = acls.replay(r)
             if finding is not None:
                 h.findings.append(finding)
+        elif kind in SCRAM_TYPES:
+            finding = scram.replay(r)
+            if finding is not None:
+                h.findings.append(finding)
     h.broker_offsets, h.broker_states = dict(offsets), dict(states)
     return h
 
@@ -261,6 +270,40 @@ class _AclIds:
         return Finding(VIOLATION, "unknown-acl", r["node_id"], offset,
                        f"RemoveAccessControlEntryRecord removes ACL id {acl_id}, which is not in "
                        f"force ({why})")
+
+
+class _ScramCredentials:
+    """The (user, mechanism) credentials in force, replayed as Kafka's
+    ScramControlManager.replay does: a UserScramCredentialRecord creates or replaces one, a
+    RemoveUserScramCredentialRecord must find one (`unknown-scram-credential`), or every
+    node's replay stops (metadata/delta.py). Without the earlier history a removal is not
+    judged: its credential may have been created before the log start."""
+
+    def __init__(self, complete: bool) -> None:
+        self.complete = complete
+        self.in_force: set[tuple[str, int]] = set()
+        self.removed: dict[tuple[str, int], int] = {}  # removed -> offset of its removal
+
+    def replay(self, r: Row) -> Finding | None:
+        key = (r["scram_user"], r["scram_mechanism"])
+        if r["record_type"] == "USER_SCRAM_CREDENTIAL_RECORD":
+            self.in_force.add(key)
+            self.removed.pop(key, None)
+            return None
+        if key in self.in_force:
+            self.in_force.remove(key)
+            self.removed[key] = r["offset"]
+            return None
+        if not self.complete:
+            return None
+        why = (f"removed at offset {self.removed[key]}" if key in self.removed
+               else "never created")
+        mechanism = ScramMechanism.of_code(key[1])
+        name = (f"mechanism {key[1]}" if mechanism is ScramMechanism.UNKNOWN
+                else mechanism.mechanism_name)
+        return Finding(VIOLATION, "unknown-scram-credential", r["node_id"], r["offset"],
+                       f"RemoveUserScramCredentialRecord removes the {name} credential of user "
+                       f"{key[0]!r}, which is not in force ({why})")
 
 
 # -- partitions, on the JVM ------------------------------------------------------------------

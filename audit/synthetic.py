@@ -1,9 +1,9 @@
 """A generated metadata log that obeys every rule the audit checks, for the benchmark and the
 tests: brokers register and unfence, topics are created, ACLs are created and one removed,
-then ISR shrinks and expansions, leader moves, broker fences and unfences, configs and NoOps,
-with a LEADER_CHANGE control batch opening each epoch. Written with the real `SegmentedLog`
-and record encoders, then copied to every node's directory (a healthy quorum's logs are
-identical)."""
+SCRAM credentials and client quotas are set and one of each removed, then ISR shrinks and
+expansions, leader moves, broker fences and unfences, configs and NoOps, with a LEADER_CHANGE
+control batch opening each epoch. Written with the real `SegmentedLog` and record encoders,
+then copied to every node's directory (a healthy quorum's logs are identical)."""
 
 from __future__ import annotations
 
@@ -26,10 +26,18 @@ from metadata.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    Record,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     TopicRecord,
     encode_record,
+)
+from metadata.scram import ScramMechanism, credential_from_password
+from metadata.security_records import (
+    ClientQuotaRecord,
+    EntityData,
+    RemoveUserScramCredentialRecord,
+    UserScramCredentialRecord,
 )
 from metadata.topics import METADATA_PARTITION_DIR
 
@@ -114,6 +122,7 @@ def generate(
                                                    f"User:writer-{i}", "*", 4, 3))
             for i, acl_id in enumerate(acl_ids)])
     append([encode_record(RemoveAccessControlEntryRecord(acl_ids[0]))])
+    append(_security_records())
     while info.records < records:
         roll = rng.random()
         if roll < 0.01:
@@ -130,6 +139,28 @@ def generate(
                             root / f"node-{node}" / METADATA_PARTITION_DIR)
         write_meta_properties(str(root / f"node-{node}"), MetaProperties(CLUSTER_ID, node))
     return info
+
+
+def _security_records() -> list[bytes]:
+    """SCRAM credentials (KIP-554) with real keys, alice's SCRAM-SHA-256 one removed, and
+    client quotas (KIP-546) of a user, the default user and a user's client, one removed.
+    Fixed, not drawn from `rng`, so the rest of the log is what it was without them."""
+    records: list[Record] = []
+    for user, mechanism, iterations in (("alice", ScramMechanism.SCRAM_SHA_256, 4096),
+                                        ("alice", ScramMechanism.SCRAM_SHA_512, 8192),
+                                        ("bob", ScramMechanism.SCRAM_SHA_512, 4096)):
+        c = credential_from_password(mechanism, f"{user}-secret", f"salt-{user}".encode(),
+                                     iterations)
+        records.append(UserScramCredentialRecord(user, mechanism, c.salt, c.stored_key,
+                                                 c.server_key, iterations))
+    records.append(RemoveUserScramCredentialRecord("alice", ScramMechanism.SCRAM_SHA_256))
+    alice = EntityData("user", "alice")
+    records += [ClientQuotaRecord((alice,), "producer_byte_rate", 1048576.0),
+                ClientQuotaRecord((EntityData("user", None),), "consumer_byte_rate", 2097152.0),
+                ClientQuotaRecord((alice, EntityData("client-id", "app")),
+                                  "request_percentage", 50.5),
+                ClientQuotaRecord((alice,), "producer_byte_rate", 0.0, remove=True)]
+    return [encode_record(r) for r in records]
 
 
 def _change(rng: random.Random, part: _Partition, fenced: set[int]) -> bytes:

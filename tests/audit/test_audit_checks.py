@@ -19,6 +19,8 @@ from metadata.records import (
     RemoveAccessControlEntryRecord,
     TopicRecord,
 )
+from metadata.scram import ScramMechanism
+from metadata.security_records import RemoveUserScramCredentialRecord, UserScramCredentialRecord
 from metadata.topics import METADATA_PARTITION_DIR
 from tests.audit.small_log import (
     END,
@@ -285,10 +287,55 @@ def test_acl_removals_are_not_judged_without_the_history(spark, tmp_path: Path) 
     assert {f.check for f in result.findings} == {"incomplete-history"}, _lines(result)
 
 
+# -- SCRAM credentials (KIP-554): a removal must find one (Kafka's ScramControlManager.replay) --
+
+SHA_256, SHA_512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
+
+
+def _credential(user: str, mechanism: int) -> UserScramCredentialRecord:
+    return UserScramCredentialRecord(user, mechanism, b"s" * 16, b"k" * 32, b"v" * 32, 4096)
+
+
+def _uncredential(user: str, mechanism: int) -> RemoveUserScramCredentialRecord:
+    return RemoveUserScramCredentialRecord(user, mechanism)
+
+
+def test_unknown_scram_credential(spark, tmp_path: Path) -> None:
+    """alice's SCRAM-SHA-512 credential set (18) and replaced (19: legal, as in Kafka); a
+    removal of her SCRAM-SHA-256 one, never created (20); hers removed (21), then removed
+    again (22). The records decode on the JVM (no undecodable-record)."""
+    write_nodes(tmp_path, _with_acls(
+        _credential("alice", SHA_512), _credential("alice", SHA_512),
+        _uncredential("alice", SHA_256), _uncredential("alice", SHA_512),
+        _uncredential("alice", SHA_512)))
+    result = audit(spark, tmp_path)
+    assert found(result, "unknown-scram-credential") == [(VIOLATION, 1, 20),
+                                                         (VIOLATION, 1, 22)], _lines(result)
+    assert {f.check for f in result.findings} == {"unknown-scram-credential"}, _lines(result)
+    details = [f.detail for f in result.findings]
+    assert "SCRAM-SHA-256 credential of user 'alice'" in details[0]
+    assert "never created" in details[0]
+    assert "SCRAM-SHA-512" in details[1] and "removed at offset 21" in details[1]
+
+
+def test_scram_credentials_from_the_seeding_snapshot(spark, tmp_path: Path) -> None:
+    """The snapshot's credentials are in force: removing one is legal (19), removing one it
+    lacks is not (20)."""
+    last = [replace(healthy()[8], records=rec(
+        NoOpRecord(), _uncredential("alice", SHA_512), _uncredential("bob", SHA_512),
+        NoOpRecord(), NoOpRecord()))]
+    _from_offset_13(tmp_path, snapshot=True, state_acls=rec(_credential("alice", SHA_512)),
+                    last=last)
+    result = audit(spark, tmp_path)
+    assert found(result, "unknown-scram-credential") == [(VIOLATION, 1, 20)], _lines(result)
+    assert len(result.findings) == 1 and "user 'bob'" in result.findings[0].detail
+
+
 @pytest.mark.parametrize("check", ["corrupt-batch", "torn-tail", "offset-overlap",
                                    "duplicate-leader-change", "duplicate-topic",
                                    "epoch-decrease", "undecodable-record", "corrupt-snapshot",
-                                   "incomplete-history", "duplicate-acl", "unknown-acl"])
+                                   "incomplete-history", "duplicate-acl", "unknown-acl",
+                                   "unknown-scram-credential"])
 def test_every_check_here_is_one_the_audit_documents(check: str) -> None:
     doc = (Path(__file__).parents[2] / "docs" / "audit.md").read_text()
     assert f"`{check}`" in doc

@@ -4,8 +4,10 @@ a truncated segment, a torn tail, a bad CRC, undecodable records, corrupt snapsh
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +26,13 @@ from kraft.log.codec import (
     encode_control_record,
 )
 from metadata.topics import METADATA_PARTITION_DIR
-from tests.audit.faults import find_batch, rewrite_batch, segments
+from tests.audit.faults import (
+    assert_no_secret,
+    find_batch,
+    rewrite_batch,
+    scram_secrets,
+    segments,
+)
 
 NODES = (1, 2, 3)
 _KEY = [(c, "ascending") for c in ("node_id", "source_file", "offset", "record_index",
@@ -85,6 +93,15 @@ def test_same_rows_on_a_healthy_log_with_a_snapshot(spark, synthetic, tmp_path: 
     dirs = [os.fspath(copy / f"node-{n}") for n in NODES]
     rows = assert_same_rows(spark, dirs)
     assert rows.num_rows == 3 * info.records + 302  # the snapshot: header, 300, footer
+    # The security records decode on the JVM too (they were UNDECODABLE), in the segments
+    # and in the snapshot, and the JVM's rows hold no salt or key either.
+    types = rows.column("record_type").to_pylist()
+    assert "UNDECODABLE" not in types
+    for name, count in (("USER_SCRAM_CREDENTIAL_RECORD", 3), ("CLIENT_QUOTA_RECORD", 4),
+                        ("REMOVE_USER_SCRAM_CREDENTIAL_RECORD", 1),
+                        ("ACCESS_CONTROL_ENTRY_RECORD", 4)):
+        assert types.count(name) == 4 * count, name  # three nodes and the snapshot
+    assert_no_secret(rows, scram_secrets(copy / "node-1"))
     assert_same_rows(spark, dirs, level="batch", includeSnapshots="false")
     assert_same_rows(spark, dirs, startOffset="150", endOffset="5020", committedOnly="true",
                      committedEnd="1=4000")
@@ -97,15 +114,32 @@ def test_same_rows_and_errors_on_damaged_logs(spark, synthetic, tmp_path: Path) 
     shutil.copytree(root, copy)
     nodes = {n: copy / f"node-{n}" for n in NODES}
     # Undecodable records of every kind the decoder names, in one valid-CRC batch of node 1.
-    target = find_batch(nodes[1], lambda b: not b.control and len(b.records) >= 12)
     bad = [b"\x00", b"\x00\x63\x00\x00", b"\x00\x05\x00\x07", b"\x00\x05\x00\x00\xff",
            b"\x00\x02\x00\x00\x0a\x02\xff\xfe", b"\x00\x03\x00\x00\x1a\x05\x01",
            # ACL records (18, 19): a truncated id, a principal that is not UTF-8, a
            # removal whose id's length (127) runs past the end
            b"\x00\x12\x00\x00\x0a\x05ab", b"\x00\x12\x00\x00\x2a\x01\xff",
-           b"\x00\x13\x00\x00\x0a\x7f"]
-    group = b"\x00\x14\x00\x00\x0b\x0c"  # a NoOp with an empty group: valid protobuf
-    rewrite_batch(nodes[1], target.base_offset, [*bad, group, *target.records[len(bad) + 1:]])
+           b"\x00\x13\x00\x00\x0a\x7f",
+           # SCRAM records (11, 22): a user that is not UTF-8, a salt running past the end,
+           # a removal's truncated user
+           b"\x00\x0b\x00\x00\x0a\x01\xff", b"\x00\x0b\x00\x00\x0a\x01u\x1a\x7f",
+           b"\x00\x16\x00\x00\x0a\x05ab",
+           # ClientQuotaRecord (14): an entity name that is not UTF-8, a truncated double,
+           # an entity holding an unterminated group
+           b"\x00\x0e\x00\x00\x0a\x03\x12\x01\xff", b"\x00\x0e\x00\x00\x19\x00\x00",
+           b"\x00\x0e\x00\x00\x0a\x01\x0b"]
+    valid = [
+        b"\x00\x14\x00\x00\x0b\x0c",  # a NoOp with an empty group: valid protobuf
+        # Valid but odd: a credential with mechanism -1 (ten-byte varint), a salt sent as a
+        # varint (skipped) and iterations 8192; a quota whose entities have no type, a name
+        # "" (not the default), whose value is +inf and whose remove flag is 5
+        b"\x00\x0b\x00\x00\x0a\x01u\x10" + b"\xff" * 9 + b"\x01\x18\x07\x30\x80\x40",
+        b"\x00\x0e\x00\x00\x0a\x00\x0a\x02\x12\x00\x19" + struct.pack("<d", math.inf)
+        + b"\x20\x05"]
+    target = find_batch(nodes[1], lambda b: not b.control
+                        and len(b.records) >= len(bad) + len(valid))
+    rewrite_batch(nodes[1], target.base_offset,
+                  [*bad, *valid, *target.records[len(bad) + len(valid):]])
     control = find_batch(nodes[1], lambda b: b.control)
     rewrite_batch(nodes[1], control.base_offset, [b"\x00\x02[1]"], control=True)
     leader = find_batch(nodes[2], lambda b: b.control and b.base_offset > 0)
@@ -146,6 +180,14 @@ def test_same_rows_and_errors_on_damaged_logs(spark, synthetic, tmp_path: Path) 
                for r in errors) == len(bad) + 1  # and the control record that is no object
     assert any("torn tail" in r["error"] for r in errors if r["node_id"] == 2)
     assert any("CRC32C mismatch" in r["error"] for r in errors if r["node_id"] == 1)
+    odd = rows.filter(pa.compute.equal(rows.column("batch_base_offset"),
+                                       target.base_offset)).to_pylist()
+    odd = [r for r in odd if r["node_id"] == 1 and r["source_kind"] == "segment"]
+    scram, quota = odd[len(bad) + 1], odd[len(bad) + 2]
+    assert (scram["scram_user"], scram["scram_mechanism"], scram["scram_iterations"]) == (
+        "u", -1, 8192)
+    assert (quota["quota_entity_types"], quota["quota_entity_names"], quota["quota_value"],
+            quota["quota_remove"]) == (["", ""], [None, ""], math.inf, True)
     assert_same_rows(spark, dirs, level="batch", includeSnapshots="false")
 
 

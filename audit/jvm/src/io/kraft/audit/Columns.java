@@ -15,6 +15,8 @@ final class Columns {
         "config_resource_type", "config_resource_name", "config_key", "config_value",
         "acl_id", "acl_resource_type", "acl_resource_name", "acl_pattern_type", "acl_principal",
         "acl_host", "acl_operation", "acl_permission_type",
+        "scram_user", "scram_mechanism", "scram_iterations",
+        "quota_entity_types", "quota_entity_names", "quota_key", "quota_value", "quota_remove",
         "record_json", "error",
     };
     static final int NODE_ID = 0;
@@ -59,8 +61,16 @@ final class Columns {
     static final int ACL_HOST = 39;
     static final int ACL_OPERATION = 40;
     static final int ACL_PERMISSION_TYPE = 41;
-    static final int RECORD_JSON = 42;
-    static final int ERROR = 43;
+    static final int SCRAM_USER = 42;
+    static final int SCRAM_MECHANISM = 43;
+    static final int SCRAM_ITERATIONS = 44;
+    static final int QUOTA_ENTITY_TYPES = 45;
+    static final int QUOTA_ENTITY_NAMES = 46;
+    static final int QUOTA_KEY = 47;
+    static final int QUOTA_VALUE = 48;
+    static final int QUOTA_REMOVE = 49;
+    static final int RECORD_JSON = 50;
+    static final int ERROR = 51;
     static final int COUNT = NAMES.length;
 
     private Columns() {

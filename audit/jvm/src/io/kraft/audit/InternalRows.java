@@ -6,12 +6,13 @@ import java.util.Map;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * FileRows' Object[] rows as Spark's internal rows: strings as UTF8String (the file name, the
- * record types and topic ids repeat, so each is converted once per file), int lists as
- * arrays. Spark's conversion of external Rows costs several times the decoding itself.
+ * record types and topic ids repeat, so each is converted once per file), int and string
+ * lists as arrays. Spark's conversion of external Rows costs several times the decoding itself.
  */
 final class InternalRows implements Iterator<InternalRow> {
     private static final int MAX_CACHED = 100_000;
@@ -36,9 +37,20 @@ final class InternalRows implements Iterator<InternalRow> {
                 values[i] = utf8(i, text);
             } else if (value instanceof int[] ints) {
                 values[i] = UnsafeArrayData.fromPrimitiveArray(ints);
+            } else if (value instanceof String[] texts) {
+                values[i] = strings(texts);
             }
         }
         return new GenericInternalRow(values);
+    }
+
+    /** A string list (null elements kept) as an array of UTF8String. */
+    private static GenericArrayData strings(String[] texts) {
+        Object[] items = new Object[texts.length];
+        for (int i = 0; i < texts.length; i++) {
+            items[i] = texts[i] == null ? null : UTF8String.fromString(texts[i]);
+        }
+        return new GenericArrayData(items);
     }
 
     private UTF8String utf8(int column, String text) {

@@ -34,12 +34,15 @@ final class Records {
             case 4 -> "CONFIG_RECORD";
             case 5 -> "PARTITION_CHANGE_RECORD";
             case 9 -> "REMOVE_TOPIC_RECORD";
+            case 11 -> "USER_SCRAM_CREDENTIAL_RECORD";
             case 12 -> "FEATURE_LEVEL_RECORD";
+            case 14 -> "CLIENT_QUOTA_RECORD";
             case 15 -> "PRODUCER_IDS_RECORD";
             case 17 -> "BROKER_REGISTRATION_CHANGE_RECORD";
             case 18 -> "ACCESS_CONTROL_ENTRY_RECORD";
             case 19 -> "REMOVE_ACCESS_CONTROL_ENTRY_RECORD";
             case 20 -> "NO_OP_RECORD";
+            case 22 -> "REMOVE_USER_SCRAM_CREDENTIAL_RECORD";
             default -> null;
         };
     }
@@ -53,12 +56,15 @@ final class Records {
             case 4 -> "ConfigRecord";
             case 5 -> "PartitionChangeRecord";
             case 9 -> "RemoveTopicRecord";
+            case 11 -> "UserScramCredentialRecord";
             case 12 -> "FeatureLevelRecord";
+            case 14 -> "ClientQuotaRecord";
             case 15 -> "ProducerIdsRecord";
             case 17 -> "BrokerRegistrationChangeRecord";
             case 18 -> "AccessControlEntryRecord";
             case 19 -> "RemoveAccessControlEntryRecord";
             case 20 -> "NoOpRecord";
+            case 22 -> "RemoveUserScramCredentialRecord";
             default -> throw new IllegalArgumentException("api key " + key);
         };
     }
@@ -145,15 +151,18 @@ final class Records {
             case 4 -> config(w, v);
             case 5 -> partitionChange(w, v);
             case 9 -> removeTopic(w, v);
+            case 11 -> SecurityRecords.scramCredential(w, v);
             case 12 -> featureLevel(w);
+            case 14 -> SecurityRecords.clientQuota(w, v);
             case 17 -> registrationChange(w, v);
-            case 18 -> accessControlEntry(w, v);
-            case 19 -> removeAccessControlEntry(w, v);
+            case 18 -> SecurityRecords.accessControlEntry(w, v);
+            case 19 -> SecurityRecords.removeAccessControlEntry(w, v);
+            case 22 -> SecurityRecords.removeScramCredential(w, v);
             default -> noOp(w);
         }
     }
 
-    private static boolean is(Wire w, int field, int type) {
+    static boolean is(Wire w, int field, int type) {
         return w.field() == field && w.type() == type;
     }
 
@@ -389,61 +398,6 @@ final class Records {
         v[Columns.CONFIG_RESOURCE_NAME] = resource;
         v[Columns.CONFIG_KEY] = name;
         v[Columns.CONFIG_VALUE] = value;
-    }
-
-    /** An AccessControlEntryRecord (metadata/rpc/acls.proto); int32 fields as protobuf reads them. */
-    private static void accessControlEntry(Wire w, Object[] v) throws Wire.Corrupt {
-        String id = "";
-        String name = "";
-        String principal = "";
-        String host = "";
-        int resourceType = 0;
-        int patternType = 0;
-        int operation = 0;
-        int permission = 0;
-        while (w.more()) {
-            w.next();
-            if (is(w, 1, Wire.LEN)) {
-                id = w.string();
-            } else if (is(w, 2, Wire.VARINT)) {
-                resourceType = (int) w.varint();
-            } else if (is(w, 3, Wire.LEN)) {
-                name = w.string();
-            } else if (is(w, 4, Wire.VARINT)) {
-                patternType = (int) w.varint();
-            } else if (is(w, 5, Wire.LEN)) {
-                principal = w.string();
-            } else if (is(w, 6, Wire.LEN)) {
-                host = w.string();
-            } else if (is(w, 7, Wire.VARINT)) {
-                operation = (int) w.varint();
-            } else if (is(w, 8, Wire.VARINT)) {
-                permission = (int) w.varint();
-            } else {
-                w.skip();
-            }
-        }
-        v[Columns.ACL_ID] = id;
-        v[Columns.ACL_RESOURCE_TYPE] = resourceType;
-        v[Columns.ACL_RESOURCE_NAME] = name;
-        v[Columns.ACL_PATTERN_TYPE] = patternType;
-        v[Columns.ACL_PRINCIPAL] = principal;
-        v[Columns.ACL_HOST] = host;
-        v[Columns.ACL_OPERATION] = operation;
-        v[Columns.ACL_PERMISSION_TYPE] = permission;
-    }
-
-    private static void removeAccessControlEntry(Wire w, Object[] v) throws Wire.Corrupt {
-        String id = "";
-        while (w.more()) {
-            w.next();
-            if (is(w, 1, Wire.LEN)) {
-                id = w.string();
-            } else {
-                w.skip();
-            }
-        }
-        v[Columns.ACL_ID] = id;
     }
 
     private static void featureLevel(Wire w) throws Wire.Corrupt {

@@ -141,6 +141,16 @@ final class Wire {
         pos = stop;
     }
 
+    /** A FIXED64 field as a double (protobuf's little-endian IEEE 754). */
+    double float64() throws Corrupt {
+        advance(8);
+        long bits = 0;
+        for (int i = 1; i <= 8; i++) {
+            bits = (bits << 8) | (buf.get(pos - i) & 0xFFL);
+        }
+        return Double.longBitsToDouble(bits);
+    }
+
     /** A sub-message: a reader over its bytes (this reader moves past it). */
     Wire message() throws Corrupt {
         int stop = length();
