@@ -16,6 +16,11 @@ brokers 4, 5, 6 in turn:
 Also from the restarted broker's own log: when its partition logs were loaded and when it
 served (seconds after the start). Medians and spread (min-max) over the trials, the machine,
 the commit and the load average are printed and kept in the JSON.
+
+`--logs-only`: the LogManager alone, in this process, with --partitions logs of 3 idempotent
+batches: a clean start and close; an append to every log and a crash (files closed
+unflushed, no marker), then the start after it and its close. And one log of 50,000 batches
+in one segment: a truncation of its last 3 batches (issue 28, defect 5).
 """
 
 from __future__ import annotations
@@ -253,6 +258,81 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def logs_only(args: argparse.Namespace) -> dict[str, Any]:
+    """The LogManager alone (module docstring), --trials times."""
+    import asyncio
+    import shutil
+
+    from broker.log.config import LogConfig
+    from broker.log.log_manager import LogManager
+    from broker.log.partition_log import PartitionLog
+    from broker.records import build_batch
+
+    root = Path(tempfile.mkdtemp(prefix="restart-logs-", dir=args.dir))
+
+    def batch(sequence: int, pid: int = 7) -> bytes:
+        return build_batch([b"x" * 100], producer_id=pid, producer_epoch=0,
+                           base_sequence=sequence, base_timestamp=1_700_000_000_000)
+
+    logs_dir = str(root / "logs")
+    manager = LogManager([logs_dir], dict)
+    for p in range(args.partitions):
+        log = manager.get_or_create("t", p, "5zoAlv-xEh9xRANKXt1Lbg", LogConfig())
+        for sequence in range(3):
+            log.append_as_leader(batch(sequence), 1, 1000)
+    manager.close_now()
+    runs: dict[str, list[float]] = {key: [] for key in (
+        "clean_start_s", "clean_start_cpu_s", "close_s", "crash_start_s",
+        "crash_start_cpu_s", "close_after_crash_s", "truncate_50000_s")}
+
+    async def start() -> tuple[LogManager, float, float]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        started = LogManager([logs_dir], dict, load=False)
+        await started.load_logs()
+        return started, time.perf_counter() - wall, time.process_time() - cpu
+
+    async def one() -> None:
+        started, wall, cpu = await start()
+        runs["clean_start_s"].append(wall)
+        runs["clean_start_cpu_s"].append(cpu)
+        begun = time.perf_counter()
+        await started.close()
+        runs["close_s"].append(time.perf_counter() - begun)
+        started, _, _ = await start()
+        for log in started.logs().values():
+            log.append_as_leader(batch(log.end_offset), 1, 1000)
+            log.close(flush=False)  # kill -9: the page cache only, no marker
+        started, wall, cpu = await start()
+        runs["crash_start_s"].append(wall)
+        runs["crash_start_cpu_s"].append(cpu)
+        begun = time.perf_counter()
+        await started.close()
+        runs["close_after_crash_s"].append(time.perf_counter() - begun)
+
+    for _ in range(args.trials):
+        asyncio.run(one())
+    big = PartitionLog.open(str(root / "big-0"), "5zoAlv-xEh9xRANKXt1Lbg", LogConfig())
+    sequences = [0] * 10
+    for n in range(50_000):
+        big.append_as_leader(batch(sequences[n % 10], 1000 + n % 10), 1, 1000)
+        sequences[n % 10] += 1
+    for _ in range(args.trials):
+        end = big.end_offset
+        begun = time.perf_counter()
+        big.truncate_to(end - 3)
+        runs["truncate_50000_s"].append(time.perf_counter() - begun)
+        for n in range(end - 3, end):  # the same batches again
+            entry = big._producers.entry(1000 + n % 10)
+            next_sequence = 0 if entry is None else entry.last_seq + 1
+            big.append_as_leader(batch(next_sequence, 1000 + n % 10), 1, 1000)
+    big.close()
+    shutil.rmtree(root, ignore_errors=True)
+    return {"bench": "restart --logs-only",
+            "commit": args.label or git("rev-parse", "--short", "HEAD"),
+            "machine": machine(), "load_average": os.getloadavg(), "logs": args.partitions,
+            **{key: spread(values, 3) for key, values in runs.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=3000)
@@ -260,8 +340,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--dir", default=None, help="where the cluster's files go")
     parser.add_argument("--label", default="", help="the commit, when not run from a clone")
+    parser.add_argument("--logs-only", action="store_true",
+                        help="the LogManager alone, in this process (module docstring)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
+    if args.logs_only:
+        figures = logs_only(args)
+        print(json.dumps(figures, indent=1))
+        if args.json:
+            Path(args.json).write_text(json.dumps(figures, indent=1))
+        return 0
     result = run(args)
     summary = {k: result[k] for k in ("commit", "partitions", "kill9_restart_full_isr_s",
                                       "sigterm_exit_s", "clean_restart_full_isr_s",
