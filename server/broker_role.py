@@ -60,6 +60,7 @@ from metadata.authorizer.standard import StandardAuthorizer
 from metadata.loader import MetadataLoader
 from metadata.rpc import admin_pb2, broker_pb2
 from metadata.scram import ScramCredential, ScramMechanism, scram_credential
+from server import config_security
 from server.config import Listener, NodeConfig
 
 
@@ -241,14 +242,15 @@ class BrokerRole:
         self._group_admin = combined_admin
         config = self.config
         # Shared by the Kafka listeners: max.connections counts them all (replication exempt).
+        limits = config_security.connection_limits(config)
         quotas = ConnectionQuotas(
-            config.max_connections, config.max_connections_per_ip,
-            resolve_overrides(config.max_connections_per_ip_overrides),
+            limits.max_connections, limits.max_connections_per_ip,
+            resolve_overrides(limits.max_connections_per_ip_overrides),
             protected_listeners=(config.inter_broker_listener_name or "",))
-        memory = RequestMemoryPool(config.queued_max_request_bytes)
+        memory = RequestMemoryPool(limits.queued_max_request_bytes)
         for listener in self.kafka_listeners:
             tls = config.tls_for(listener.name)
-            sasl = config.sasl_for(listener.name)
+            sasl = config_security.sasl_for(config, listener.name)
             server = KafkaServer(
                 apis, listener.host, listener.port, listener=listener.name,
                 ssl_context=None if tls is None else server_ssl_context(tls),
@@ -257,8 +259,8 @@ class BrokerRole:
                 sasl=None if sasl is None else dataclasses.replace(
                     sasl, scram_credentials=self._scram_credential),
                 quotas=quotas, memory=memory,
-                connections_max_idle_ms=config.connections_max_idle_ms,
-                request_body_timeout_ms=config.socket_request_body_timeout_ms)
+                connections_max_idle_ms=limits.connections_max_idle_ms,
+                request_body_timeout_ms=limits.socket_request_body_timeout_ms)
             try:
                 self.ports[listener.name] = await server.start()
             except OSError as exc:

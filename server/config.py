@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from broker.kafka.sasl.authenticator import SaslSettings
 from kraft.properties import PropertiesError, read_entries
 from kraft.security.principal_mapping import PrincipalMapper, parse_mapping_rules
 from kraft.security.tls import CLIENT_AUTH_VALUES, TlsConfig
@@ -37,13 +36,12 @@ from metadata.config_def import (
 )
 from metadata.config_keys import BROKER_CONFIGS
 from server import config_security
-from server.config_security import SECURITY_KEYS, SecurityConfigError
+from server.config_security import SECURITY_KEYS, TLS_PROTOCOLS, SecurityConfigError
 
 ROLE_BROKER = "broker"
 ROLE_CONTROLLER = "controller"
 _ROLES = (ROLE_BROKER, ROLE_CONTROLLER)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 
 _LISTENER_NAME = re.compile(r"[A-Z0-9_]+")
 _HOST = re.compile(r"[0-9A-Za-z._%-]+")
@@ -875,12 +873,6 @@ class NodeConfig:
     super_users = SUPER_USERS
     authorizer_acl_file = AUTHORIZER_ACL_FILE
     allow_everyone_if_no_acl_found = ALLOW_EVERYONE_IF_NO_ACL_FOUND
-    connections_max_idle_ms = config_security.CONNECTIONS_MAX_IDLE_MS
-    max_connections = config_security.MAX_CONNECTIONS
-    max_connections_per_ip = config_security.MAX_CONNECTIONS_PER_IP
-    max_connections_per_ip_overrides = config_security.MAX_CONNECTIONS_PER_IP_OVERRIDES
-    queued_max_request_bytes = config_security.QUEUED_MAX_REQUEST_BYTES
-    socket_request_body_timeout_ms = config_security.SOCKET_REQUEST_BODY_TIMEOUT_MS
 
     @property
     def kafka_listener_names(self) -> tuple[str, ...]:
@@ -902,21 +894,12 @@ class NodeConfig:
         return ROLE_BROKER in self.process_roles
 
     def listener_protocol(self, name: str) -> str:
-        """PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, as listener.security.protocol.map says
-        (validated at load)."""
+        """As listener.security.protocol.map says (validated at load)."""
         protocol = self.listener_security_protocols.get(name)
         return protocol or (name if name in SECURITY_PROTOCOLS else "PLAINTEXT")
 
-    def sasl_for(self, listener_name: str) -> SaslSettings | None:
-        """A SASL listener's settings (without the SCRAM credentials, which the broker's
-        metadata image holds); None for a listener without SASL."""
-        if self.listener_protocol(listener_name) not in config_security.SASL_PROTOCOLS:
-            return None
-        return config_security.sasl_settings(self.values, self.raw, listener_name)
-
     def tls_for(self, listener_name: str) -> TlsConfig | None:
-        """The TLS settings of a listener, or of the clients dialing it; None for PLAINTEXT
-        and SASL_PLAINTEXT."""
+        """The TLS settings of a listener, or of the clients dialing it; None without TLS."""
         protocol = self.listener_protocol(listener_name)
         if protocol not in TLS_PROTOCOLS:
             return None
@@ -1272,29 +1255,9 @@ class _Validator:
             resolved[name] = protocol
         for name in self.controller_names:  # a broker-only node dials them with this protocol
             resolved.setdefault(name, protocols.get(name, "PLAINTEXT"))
-        self.check_listener_security(resolved)
-        uses_ssl = any(
-            protocols.get(name, name) in TLS_PROTOCOLS
-            for name in [*self.listeners, *self.controller_names]
-        )
-        if uses_ssl:
-            for key in ("ssl.keystore.location", "ssl.truststore.location"):
-                if self.values[key] is None:
-                    raise self.fail(
-                        f"A listener uses SSL but {key} is not set: point it at a PEM file "
-                        "(kraft-storage make-test-certs makes a test CA and keystores).",
-                        key,
-                    )
-
-    def check_listener_security(self, protocols: dict[str, str]) -> None:
-        """SASL only on a broker's client listeners, its mechanisms and PLAIN users, and the
-        connection limits' rules (server/config_security.py)."""
-        grpc_names = self.values["grpc.listener.names"] or ()
-        kafka = tuple(name for name in self.listeners if ROLE_BROKER in self.roles
-                      and name not in self.controller_names and name not in grpc_names)
-        inter_broker = self.values["inter.broker.listener.name"] or (kafka[0] if kafka else None)
-        try:
-            config_security.check(self.values, self.raw, protocols, kafka, inter_broker)
+        try:  # SASL, TLS files, connection limits (server/config_security.py)
+            config_security.check(self.values, self.raw, resolved, self.controller_names,
+                                  ROLE_BROKER in self.roles)
         except SecurityConfigError as exc:
             raise self.fail(str(exc), exc.key) from None
 

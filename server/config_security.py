@@ -12,9 +12,10 @@ listeners and replication between brokers use PLAINTEXT or SSL.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.kafka.sasl.authenticator import SaslSettings
 from broker.kafka.sasl.jaas import JaasConfigError, plain_users
@@ -22,7 +23,11 @@ from broker.kafka.sasl.mechanisms import PLAIN, SUPPORTED_MECHANISMS
 from kraft.security.tls import CLIENT_AUTH_VALUES
 from metadata.config_def import INT_MAX, LONG_MAX, ConfigDef, ConfigKey, ConfigType, integer
 
+if TYPE_CHECKING:
+    from server.config import NodeConfig
+
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 _LISTENER_KEY = re.compile(
     r"listener\.name\.([a-z0-9_]+)\.(?:plain\.sasl\.jaas\.config|sasl\.enabled\.mechanisms"
     r"|ssl\.client\.auth)")
@@ -118,6 +123,26 @@ SOCKET_REQUEST_BODY_TIMEOUT_MS = _define_int(
     "default is a client's request.timeout.ms, after which it gave up anyway.")
 
 
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one client may hold on a broker's Kafka listeners (the keys above)."""
+
+    max_connections: int
+    max_connections_per_ip: int
+    max_connections_per_ip_overrides: Mapping[str, int]
+    queued_max_request_bytes: int
+    connections_max_idle_ms: int
+    socket_request_body_timeout_ms: int
+
+
+def connection_limits(config: NodeConfig) -> ConnectionLimits:
+    values = config.values
+    return ConnectionLimits(
+        values["max.connections"], values["max.connections.per.ip"],
+        values["max.connections.per.ip.overrides"], values["queued.max.request.bytes"],
+        values["connections.max.idle.ms"], values["socket.request.body.timeout.ms"])
+
+
 def is_listener_key(key: str) -> bool:
     """A listener-prefixed SASL key this module reads (so no unknown-key warning)."""
     return _LISTENER_KEY.fullmatch(key) is not None
@@ -155,10 +180,12 @@ def _mechanisms_of(values: Mapping[str, Any], raw: Mapping[str, str],
     return "sasl.enabled.mechanisms", values["sasl.enabled.mechanisms"]
 
 
-def sasl_settings(values: Mapping[str, Any], raw: Mapping[str, str],
-                  listener: str) -> SaslSettings:
-    """One SASL listener's settings (checked at load by `check`); the broker adds the SCRAM
-    credential lookup of its metadata image."""
+def sasl_for(config: NodeConfig, listener: str) -> SaslSettings | None:
+    """A SASL listener's settings (checked at load by `check`) but the SCRAM credential
+    lookup, which the broker adds (its metadata image); None for a listener without SASL."""
+    if config.listener_protocol(listener) not in SASL_PROTOCOLS:
+        return None
+    values, raw = config.values, config.raw
     _, mechanisms = _mechanisms_of(values, raw, listener)
     users: Mapping[str, str] = MappingProxyType({})
     if PLAIN in mechanisms:
@@ -171,9 +198,13 @@ def sasl_settings(values: Mapping[str, Any], raw: Mapping[str, str],
 
 
 def check(values: Mapping[str, Any], raw: Mapping[str, str], protocols: Mapping[str, str],
-          kafka_listeners: tuple[str, ...], inter_broker: str | None) -> None:
-    """The cross-key rules of these keys. `protocols`: every listener's protocol;
-    `kafka_listeners`: the broker's Kafka-protocol listeners (the only ones SASL may use)."""
+          controller_names: Collection[str], broker: bool) -> None:
+    """The cross-key rules of these keys and of TLS. `protocols`: the protocol of every
+    listener and controller listener name, as the node uses it."""
+    grpc_names = values["grpc.listener.names"] or ()
+    kafka = [name for name in protocols if broker and name in values["listeners"]
+             and name not in controller_names and name not in grpc_names]
+    inter_broker = values["inter.broker.listener.name"] or (kafka[0] if kafka else None)
     for name, protocol in protocols.items():
         key = client_auth_key(name)
         if key in raw and raw[key].strip().lower() not in CLIENT_AUTH_VALUES:
@@ -182,7 +213,7 @@ def check(values: Mapping[str, Any], raw: Mapping[str, str], protocols: Mapping[
                 "requested or required.", key)
         if protocol not in SASL_PROTOCOLS:
             continue
-        if name not in kafka_listeners:
+        if name not in kafka:
             raise SecurityConfigError(
                 f"The listener {name} uses {protocol}, but SASL is implemented on the brokers' "
                 f"Kafka-protocol listeners only (controller and gRPC listeners use mutual TLS): "
@@ -195,6 +226,12 @@ def check(values: Mapping[str, Any], raw: Mapping[str, str], protocols: Mapping[
                 "listener for replication and name it in inter.broker.listener.name.",
                 "inter.broker.listener.name")
         _check_listener(values, raw, name)
+    if any(protocol in TLS_PROTOCOLS for protocol in protocols.values()):
+        for key in ("ssl.keystore.location", "ssl.truststore.location"):
+            if values[key] is None:
+                raise SecurityConfigError(
+                    f"A listener uses SSL but {key} is not set: point it at a PEM file "
+                    "(kraft-storage make-test-certs makes a test CA and keystores).", key)
     if values["max.connections.per.ip"] == 0 and not values["max.connections.per.ip.overrides"]:
         raise SecurityConfigError(
             "max.connections.per.ip can be set to zero only if "

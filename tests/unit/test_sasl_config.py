@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from server.config import ConfigError, NodeConfig, parse_config
+from server.config_security import connection_limits, sasl_for
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'user_alice="alice-pw" user_bob="bob-pw";')
@@ -49,14 +50,14 @@ def test_sasl_listeners_get_their_settings_and_tls() -> None:
     cfg = config(connections__max__reauth__ms="60000",
                  listener__name__other__sasl__enabled__mechanisms="SCRAM-SHA-256")
     assert cfg.warnings == ()  # the listener-prefixed keys are known
-    client = cfg.sasl_for("CLIENT")
+    client = sasl_for(cfg, "CLIENT")
     assert client is not None and client.mechanisms == ("SCRAM-SHA-512", "PLAIN")
     assert dict(client.plain_users) == {"alice": "alice-pw", "bob": "bob-pw"}
     assert client.reauth_ms == 60000 and client.max_receive_size == 524288
     assert client.failed_authentication_delay_ms == 100
-    other = cfg.sasl_for("OTHER")
+    other = sasl_for(cfg, "OTHER")
     assert other is not None and other.mechanisms == ("SCRAM-SHA-256",)
-    assert cfg.sasl_for("REPLICATION") is None
+    assert sasl_for(cfg, "REPLICATION") is None
     assert cfg.tls_for("CLIENT") is not None  # SASL_SSL
     assert cfg.tls_for("OTHER") is None  # SASL_PLAINTEXT
 
@@ -97,19 +98,21 @@ def test_sasl_ssl_needs_the_keystore() -> None:
 
 
 def test_connection_limit_keys_and_their_rules() -> None:
-    cfg = config(max__connections="100", max__connections__per__ip="5",
-                 max__connections__per__ip__overrides="10.0.0.1:50, [::1]:7,host-a:0",
-                 connections__max__idle__ms="-1", queued__max__request__bytes="209715200",
-                 socket__request__body__timeout__ms="5000")
+    cfg = connection_limits(config(
+        max__connections="100", max__connections__per__ip="5",
+        max__connections__per__ip__overrides="10.0.0.1:50, [::1]:7,host-a:0",
+        connections__max__idle__ms="-1", queued__max__request__bytes="209715200",
+        socket__request__body__timeout__ms="5000"))
     assert (cfg.max_connections, cfg.max_connections_per_ip) == (100, 5)
     assert dict(cfg.max_connections_per_ip_overrides) == {"10.0.0.1": 50, "::1": 7,
                                                           "host-a": 0}
     assert cfg.connections_max_idle_ms == -1 and cfg.queued_max_request_bytes == 209715200
     assert cfg.socket_request_body_timeout_ms == 5000
-    defaults = config()
+    defaults = connection_limits(config())
     assert (defaults.max_connections, defaults.max_connections_per_ip) == (2**31 - 1,) * 2
     assert defaults.connections_max_idle_ms == 600000
     assert defaults.queued_max_request_bytes == -1
+    assert defaults.socket_request_body_timeout_ms == 30000
     assert error(max__connections__per__ip="0") == (
         "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
         "property is set.")
