@@ -254,6 +254,11 @@ def test_a_fencing_explained_by_a_down_broker_or_controller_passes() -> None:
     check, _ = check_clock_steps([step], [Outage(6, 5.0, 9.0, "killed")], [_fence(21.0, 6)],
                                  3.0, 0.3, 1)
     assert not check.ok  # down long before: no excuse
+    # The controller became active 3.1 s before: sessions restarted, the broker had not found it.
+    active = NodeEvent(17.9, 1, "controller", "35", "active controller for epoch 35")
+    assert check_clock_steps([step], [], [active, _fence(21.0, 6)], 3.0, 0.3, 1)[0].ok
+    elsewhere = NodeEvent(17.9, 2, "controller", "35", "active controller for epoch 35")
+    assert not check_clock_steps([step], [], [elsewhere, _fence(21.0, 6)], 3.0, 0.3, 1)[0].ok
 
 
 def test_clock_steps_that_never_reach_the_active_controller_fail() -> None:
