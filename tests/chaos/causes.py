@@ -3,8 +3,9 @@
 The steps are read backwards from the window's end along the chain that ended it, from the
 nodes' own log lines (node_events.py) and the campaign's record of its faults:
 
-* the last change of the partition the window holds (a new leader, a new ISR) to the first
-  acknowledgement after it: the **client** (librdkafka's metadata refresh and retries);
+* after the last change of the partition the window holds (a new leader, a new ISR), the steps
+  in time order (below); the last of them to the first acknowledgement is the **client**
+  (librdkafka's metadata refresh and retries);
 * a new ISR that holds a broker restarted in the window: **ISR change** from that broker's
   registration, **restart: registration** from its logs being loaded, **restart: log loading**
   from its process's first log line, **restart: process start** (the interpreter and its
@@ -71,7 +72,9 @@ def _chain(a: float, b: float, closed: bool, tp: str, replicas: Sequence[int],
     if not changes:
         return None
     last = changes[-1]
-    steps: Steps = [(CLIENT_STEP if closed else OPEN_STEP, b - last.at_s)]
+    # After the partition's last change, the steps in time order (a follower restarting to
+    # catch up is no change of the partition's); the client's is what follows the last one.
+    steps: Steps = list(reversed(_in_order(last.at_s, b, closed, inside, near)))
     t = last.at_s
 
     def latest(kind: str, subject: str, after: float) -> NodeEvent | None:
@@ -165,7 +168,7 @@ def _in_order(a: float, b: float, closed: bool, inside: list[NodeEvent],
               near: list[FaultRecord]) -> Steps:
     marks = [(r.ended_s, f"fault in effect: {r.fault.kind}") for r in near
              if r.ended_s is not None and a < r.ended_s <= b]
-    marks += [(e.at_s, STEP_NAMES[e.kind]) for e in inside]
+    marks += [(e.at_s, STEP_NAMES[e.kind]) for e in inside if a < e.at_s <= b]
     steps: Steps = []
     at = a
     for t, name in sorted(marks):

@@ -79,8 +79,8 @@ def _data(acks: list[float]) -> DataTimes:
 
 def test_a_window_over_the_bound_fails_with_its_cause() -> None:
     """Broker 4 leads and is paused at 20 s; the controller fences it at 23.3, broker 5 leads
-    at 23.5 and the client's next ack comes at 34: 14.1 s without an ack, 10.5 of them after
-    the last node step — the client's."""
+    at 23.5, the pause ends at 24 and the client's next ack comes at 34: 14.1 s without an ack,
+    10 of them after the last step — the client's."""
     acks = [i * 0.1 for i in range(200)] + [34.0 + i * 0.1 for i in range(300)]
     pause = _record(3, "pause-broker", [4], 20.0, 24.0)
     events = [NodeEvent(23.3, 1, "fence", "4", "fencing broker 4: no heartbeat for 3000 ms"),
@@ -90,12 +90,13 @@ def test_a_window_over_the_bound_fails_with_its_cause() -> None:
     check, report = check_availability(_data(acks), outages, [pause], events, 12.5, ["terms"])
     assert not check.ok
     assert "partition 0: 14.10 s" in check.details[0] and "> bound 12.5 s" in check.details[0]
-    assert f"cause: {CLIENT_STEP} (10.5 s of 14.1 s)" in check.details[0]
+    assert f"cause: {CLIENT_STEP} (10.0 s of 14.1 s)" in check.details[0]
     assert "#3 pause-broker [4] 20.00-24.00 s" in check.details[0]
     windows = report["windows"]
     assert isinstance(windows, list) and len(windows) == 1
     window = windows[0]
-    assert window["steps"] == [[CLIENT_STEP, 10.5], ["fencing", 3.3],
+    assert window["steps"] == [[CLIENT_STEP, 10.0], ["fencing", 3.3],
+                               ["fault in effect: pause-broker", 0.5],
                                ["partition leader election", 0.2], ["before any node step", 0.1]]
     assert len(window["timeline"]) == 4  # the pause's start and end, the fencing, the election
     # The same outage under the bound passes, and lists the window.
@@ -158,8 +159,8 @@ def test_a_window_ended_by_a_new_leader_is_its_fencing_and_election() -> None:
     pause = _record(3, "pause-broker", [4], 20.0, 25.0)
     # The fencing waited for a controller until 21.0 (the old one was killed meanwhile).
     assert _steps(19.9, 26.0, events, outages, [pause]) == {
-        CLIENT_STEP: 1.5, "partition leader election": 0.2, "fencing": 3.3,
-        "controller election": 1.0, "before any node step": 0.1}
+        CLIENT_STEP: 1.0, "fault in effect: pause-broker": 0.5, "partition leader election": 0.2,
+        "fencing": 3.3, "controller election": 1.0, "before any node step": 0.1}
 
 
 def test_a_window_ended_by_an_isr_shrink_is_the_replica_lag() -> None:
@@ -319,3 +320,20 @@ def test_a_long_timeline_keeps_its_start_and_its_end() -> None:
     _, _, timeline = attribute(10.0, 20.0, True, f"{TOPIC}-0", [4, 5, 6], events, [], [])
     assert len(timeline) == 25 and "(1)" in timeline[0] and "(39)" in timeline[-1]
     assert timeline[8] == "... 15 more ..."  # 39 in the window (the one at its start is not)
+
+
+def test_steps_after_the_partitions_last_change_are_told_in_order() -> None:
+    """Seed 418577: broker 4 leads from 37.87 s with the ISR [4, 5]; 5 is killed and fenced,
+    started again, and only its registration at 60.22 lets the window end: not the client's."""
+    events = [NodeEvent(37.87, 4, "leader", f"{TOPIC}-0", f"leading {TOPIC}-0 in epoch 1 from "
+                        "offset 1921 (ISR [4, 5])"),
+              NodeEvent(38.17, 1, "fence", "5", "fencing broker 5: its liveness stream broke"),
+              NodeEvent(40.26, 5, "restart", "5", "started again"),
+              NodeEvent(58.46, 5, "up", "5", "first log line"),
+              NodeEvent(59.92, 5, "loaded", "5", "loaded 115 partition log(s)"),
+              NodeEvent(60.22, 5, "registered", "5", "registered broker 5 with epoch 1720")]
+    kill = _record(14, "kill-broker", [5], 37.56, 40.27)
+    assert _steps(32.955, 61.0, events, [Outage(5, 37.56, 40.26, "killed")], [kill]) == {
+        "fault in effect: kill-broker": 4.925, "fencing": 0.3, "restart issued": 2.09,
+        RESTART_STEP: 18.19, "restart: log loading": 1.46,
+        "restart: registration": 0.3, CLIENT_STEP: 0.78}
