@@ -315,9 +315,13 @@ class Acceptor:
             try:
                 client, address = await loop.sock_accept(sock)
             except OSError as exc:  # EMFILE and the like: wait, as asyncio's server does
+                self._establishing.release()
                 log.error("Kafka listener %s: accept failed: %s", self._listener, exc)
                 await asyncio.sleep(_ACCEPT_RETRY_S)
                 continue
+            except BaseException:
+                self._establishing.release()
+                raise
             ip = ip_key(str(address[0]))
             slot = _Slot(self._establishing)
             try:
@@ -345,6 +349,9 @@ class Acceptor:
                 client.close()
                 log.debug("Kafka listener %s: %s: no connection: %s", self._listener, ip, exc)
                 return
+            except BaseException:  # the listener closing during the handshake
+                client.close()
+                raise
             await self._handler(reader, asyncio.StreamWriter(transport, protocol, reader, loop),
                                 slot.release)
         finally:

@@ -321,3 +321,38 @@ def test_at_most_16_connections_are_being_established_at_once(
     run(without_sasl)
     monkeypatch.setattr(connection_limits, "ESTABLISH_SLOT_S", 0.2)
     run(silence_times_out, sasl=settings)
+
+
+def test_failed_accepts_give_their_establishment_slot_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """EMFILE and the like: the acceptor waits and retries, and the slot it held is free
+    again (with them kept, 16 failed accepts would stop the listener for good)."""
+    import errno
+
+    from broker.kafka import connection_limits
+
+    monkeypatch.setattr(connection_limits, "_ACCEPT_RETRY_S", 0)
+    failures = [OSError(errno.EMFILE, "Too many open files")] * 20
+
+    async def scenario(server: KafkaServer, port: int) -> None:
+        assert await ask(*(await connect(port)), 1) == 1
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        real = loop.sock_accept
+
+        async def flaky(sock: Any) -> Any:
+            if failures:
+                raise failures.pop()
+            return await real(sock)
+
+        monkeypatch.setattr(loop, "sock_accept", flaky)
+        server = KafkaServer(ScriptedHandler(), "127.0.0.1", 0)
+        port = await server.start()
+        try:
+            await asyncio.wait_for(scenario(server, port), 10)
+        finally:
+            await server.close()
+
+    asyncio.run(main())
+    assert failures == []
