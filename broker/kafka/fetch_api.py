@@ -153,7 +153,8 @@ async def handle_fetch(
         for c, (_, _, result) in zip(cached, answered, strict=True):
             c.must_respond(result)  # what the session's client now knows
         new_session = sessions.cache.maybe_create_session(
-            sessions.clock_ms(), context.privileged, context.uses_topic_ids, cached)
+            sessions.clock_ms(), context.privileged, context.uses_topic_ids, cached,
+            params.replica_id)
     return _response(module, image, listener, version, new_session, answered,
                      params.isolation_level)
 

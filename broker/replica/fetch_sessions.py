@@ -221,6 +221,7 @@ class FetchSessionCache:
         self.total_partitions = 0  # as of each session's last touch (Kafka's metric)
         # Told each session that leaves the cache (the leader's index drops its partitions).
         self.on_remove: Callable[[FetchSession], None] | None = None
+        self._by_follower: dict[int, int] = {}  # a follower's broker id -> its session
         # Random ids, hard to guess: another client's session is not one to take over.
         self._new_id = new_id or (lambda: 1 + secrets.randbelow(_MAX_EPOCH - 1))
 
@@ -259,9 +260,17 @@ class FetchSessionCache:
         return IncrementalFetch(session, session.epoch, frozenset(listed), tuple(dropped))
 
     def maybe_create_session(self, now_ms: int, privileged: bool, uses_topic_ids: bool,
-                             partitions: Sequence[CachedPartition]) -> int:
+                             partitions: Sequence[CachedPartition], follower: int = -1) -> int:
         """A new session of `partitions` if there is room or one may be evicted; its id, or
-        INVALID_SESSION_ID (the client then keeps sending full fetches)."""
+        INVALID_SESSION_ID (the client then keeps sending full fetches).
+
+        A follower (`follower`: its broker id) fetches from this broker in one session, so its
+        new session replaces its old one. Kafka keeps both until the old one is evicted, but
+        a follower's fetcher drops a long poll when partitions are added (fetcher.py), and a
+        dropped full fetch's session is one the follower never learns of: at topic creation
+        that left dozens of sessions of a thousand partitions each, all watched."""
+        if follower >= 0 and (old := self._by_follower.get(follower)) is not None:
+            self.remove(old)
         if len(self.sessions) >= self.max_entries and not self._try_evict(
                 privileged, len(partitions), now_ms):
             return INVALID_SESSION_ID
@@ -272,6 +281,9 @@ class FetchSessionCache:
                                next_epoch(INITIAL_EPOCH), {p.key: p for p in partitions})
         session.unsettled.update(session.partitions)  # the first read looks at each once
         self.sessions[session_id] = session
+        if follower >= 0:
+            session.replica_id = follower
+            self._by_follower[follower] = session_id
         self.touch(session, now_ms)
         return session_id
 
@@ -300,6 +312,8 @@ class FetchSessionCache:
     def remove(self, session_id: int) -> FetchSession | None:
         session = self.sessions.pop(session_id, None)
         if session is not None:
+            if self._by_follower.get(session.replica_id) == session_id:
+                del self._by_follower[session.replica_id]
             if session.cached_size >= 0:
                 self.total_partitions -= session.cached_size
             if self.on_remove is not None:

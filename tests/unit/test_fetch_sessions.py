@@ -116,6 +116,22 @@ def test_forgetting_every_partition_ends_the_session_and_a_full_fetch_replaces_o
     assert next_epoch(2**31 - 1) == 1 and next_epoch(FINAL_EPOCH) == FINAL_EPOCH
 
 
+def test_a_followers_new_session_replaces_its_old_one() -> None:
+    cache = FetchSessionCache()
+    parts = [cached(0), cached(1)]
+    # A full fetch whose answer the follower dropped (it re-planned its long poll): its
+    # session is one the follower never learns of, and its next full fetch names none.
+    lost = cache.maybe_create_session(NOW, True, True, parts, follower=2)
+    kept = cache.maybe_create_session(NOW, True, True, [cached(0)], follower=2)
+    other = cache.maybe_create_session(NOW, True, True, parts, follower=3)
+    assert set(cache.sessions) == {kept, other} and lost not in cache.sessions
+    assert cache.total_partitions == 3
+    # Consumers are not told apart (Kafka's rule): each full fetch may open one more.
+    c1 = cache.maybe_create_session(NOW, False, True, parts)
+    c2 = cache.maybe_create_session(NOW, False, True, parts)
+    assert {c1, c2} <= set(cache.sessions)
+
+
 def test_eviction_follows_kafkas_rules_of_privilege_size_and_age() -> None:
     cache = FetchSessionCache(max_entries=2)
 
