@@ -137,17 +137,20 @@ class FetchSessions:
         session.changed.clear()
         return keys
 
-    def _scan(self, session: FetchSession, keys: Iterable[PartitionKey], params: FetchParams,
+    def _scan(self, session: FetchSession, keys: set[PartitionKey], params: FetchParams,
               refusal: Refusal, answers: dict[PartitionKey, _Answer], touch: bool
               ) -> list[tuple[CachedPartition, Partition | None, int]]:
         """Answers known without a read go to `answers`; the partitions to read are returned
-        with their replica and epoch. With `touch`, a follower's partitions that need no read
-        record this fetch, as a read would."""
+        with their replica and epoch, in session order when there are many (the byte budget
+        goes to the partitions that waited longest). With `touch`, a follower's partitions
+        that need no read record this fetch, as a read would."""
         partitions = self.manager.partitions
         follower = params.from_follower
         replica, replica_epoch = params.replica_id, params.replica_epoch
         reads: list[tuple[CachedPartition, Partition | None, int]] = []
-        for key in keys:
+        looking: Iterable[PartitionKey] = keys if 4 * len(keys) < len(session.partitions) \
+            else [k for k in session.partitions if k in keys]
+        for key in looking:
             c = session.partitions.get(key)
             if c is None:
                 continue
