@@ -128,15 +128,16 @@ async def handle_fetch(
         may_read = (lambda name: True) if allowed else None
     else:
         may_read = lambda name: auth.topic(AclOperation.READ, name)  # noqa: E731
+    requested: list[CachedPartition] = []
     if sessions is None or may_read is None:
         if session_id != NO_SESSION and session_epoch != CLOSE_SESSION_EPOCH:
             return _session_error(module, Errors.FETCH_SESSION_ID_NOT_FOUND, NO_SESSION)
         context = None
     else:
+        requested = _requested(version, request, image)
         context = sessions.cache.new_context(
             version, session_id, session_epoch, replica_of(version, request)[0] >= 0,
-            _requested(version, request, image), _forgotten(version, request),
-            sessions.clock_ms())
+            requested, _forgotten(version, request), sessions.clock_ms())
         if isinstance(context, SessionError):
             return _session_error(module, context.error, NO_SESSION)
         if isinstance(context, IncrementalFetch):
@@ -149,11 +150,10 @@ async def handle_fetch(
     new_session = NO_SESSION
     if isinstance(context, FullFetch) and answered:
         assert sessions is not None
-        cached = _requested(version, request, image)
-        for c, (_, _, result) in zip(cached, answered, strict=True):
+        for c, (_, _, result) in zip(requested, answered, strict=True):
             c.must_respond(result)  # what the session's client now knows
         new_session = sessions.cache.maybe_create_session(
-            sessions.clock_ms(), context.privileged, context.uses_topic_ids, cached,
+            sessions.clock_ms(), context.privileged, context.uses_topic_ids, requested,
             params.replica_id)
     return _response(module, image, listener, version, new_session, answered,
                      params.isolation_level)
