@@ -36,6 +36,9 @@ from broker.kafka.reply import NO_THROTTLE, Reply, millis
 from broker.kafka.topic_ids import from_wire, to_wire
 from broker.kafka.versions import ApiKey
 from broker.replica.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
     CachedPartition,
     FullFetch,
     IncrementalFetch,
@@ -49,8 +52,7 @@ from metadata.image import MetadataImage
 
 TOPIC_IDS_VERSION = 13
 REPLICA_STATE_VERSION = 15
-NO_SESSION = 0
-CLOSE_SESSION_EPOCH = -1
+NO_SESSION = INVALID_SESSION_ID
 
 
 def replica_of(version: int, request: Any) -> tuple[int, int]:
@@ -121,7 +123,7 @@ async def handle_fetch(
 ) -> Reply:
     module = response_module(ApiKey.FETCH, version)
     session_id = getattr(request, "session_id", NO_SESSION)
-    session_epoch = getattr(request, "session_epoch", CLOSE_SESSION_EPOCH)
+    session_epoch = getattr(request, "session_epoch", FINAL_EPOCH)  # v4-6: no sessions
     may_read: Callable[[str], bool] | None
     if replica_of(version, request)[0] >= 0:
         allowed = auth.cluster(AclOperation.CLUSTER_ACTION)
@@ -130,9 +132,9 @@ async def handle_fetch(
         may_read = lambda name: auth.topic(AclOperation.READ, name)  # noqa: E731
     requested: list[CachedPartition] = []
     if sessions is None or may_read is None:
-        if session_id != NO_SESSION and session_epoch != CLOSE_SESSION_EPOCH:
+        if session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):  # an incremental fetch
             return _session_error(module, Errors.FETCH_SESSION_ID_NOT_FOUND, NO_SESSION)
-        context = None
+        context = None  # a full fetch: answered in full, without a session
     else:
         requested = _requested(version, request, image)
         context = sessions.cache.new_context(

@@ -8,6 +8,7 @@ gets records."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -17,10 +18,15 @@ from typing import Any, TypeVar
 
 import pytest
 
-from broker.api import DivergingEpoch, FetchParams, FetchPartition, FetchPartitionResult
+from broker.api import DivergingEpoch, FetchParams, FetchPartition, FetchPartitionResult, Request
 from broker.kafka.apis import KafkaApis
+from broker.kafka.authorization import ALLOW_ALL, RequestAuthorization
 from broker.kafka.client import KafkaClient
+from broker.kafka.codec import build, request_module
+from broker.kafka.fetch_api import handle_fetch
 from broker.kafka.server import KafkaServer
+from broker.kafka.topic_ids import to_wire
+from broker.kafka.versions import ApiKey
 from broker.records import build_batch
 from broker.replica.fetch_sessions import (
     EVICTION_MS,
@@ -41,6 +47,7 @@ from broker.replica.fetch_sessions import (
 from broker.replica.incremental_fetch import FetchSessions
 from broker.replica.manager import ReplicaConfig
 from kraft.errors import Errors
+from metadata.authorizer.standard import StandardAuthorizer
 from metadata.records import Endpoint, RegisterBrokerRecord
 from tests.unit.replica_harness import (
     INC,
@@ -605,3 +612,52 @@ def test_librdkafka_consumes_without_asking_for_a_session(tmp_path: Path) -> Non
         assert broker.reads == 0 and not broker.sessions.cache.sessions
     finally:
         broker.close()
+
+
+def test_a_replica_fetch_refused_cluster_action_never_touches_a_session(tmp_path: Path) -> None:
+    async def main() -> None:
+        cluster = Cluster(tmp_path, brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2), partitions=2)
+        cluster.start()
+        leader = cluster.nodes[1].manager
+        sessions = FetchSessions(leader, FetchSessionCache())
+        image = cluster.metadata.image
+        module = request_module(ApiKey.FETCH, V16)
+        intruder = RequestAuthorization(StandardAuthorizer(["User:broker"]), Request(
+            principal="User:intruder", peer="127.0.0.1:5555"))
+
+        async def fetch(session_id: int, epoch: int, auth: RequestAuthorization = ALLOW_ALL,
+                        partitions: int = 2) -> Any:
+            request = build(
+                module, "FetchRequest", replica_id=-1, max_wait=datetime.timedelta(0),
+                replica_state=build(module, "ReplicaState", replica_id=2,
+                                    replica_epoch=broker_epoch(2)),
+                min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=session_id,
+                session_epoch=epoch, forgotten_topics_data=(), rack_id="",
+                topics=(build(module, "FetchTopic", topic_id=to_wire(TOPIC_ID), partitions=tuple(
+                    build(module, "FetchPartition", partition=p, current_leader_epoch=0,
+                          fetch_offset=0, last_fetched_epoch=-1, log_start_offset=0,
+                          partition_max_bytes=1000) for p in range(partitions))),)
+                if partitions else ())
+            reply = await handle_fetch(leader, image, "PLAINTEXT", V16, request, auth, sessions)
+            return reply.response
+
+        try:
+            opened = await fetch(0, INITIAL_EPOCH)
+            session_id = int(opened.session_id)
+            assert session_id != 0
+            # Posing as follower 2: neither replace, close nor advance its session.
+            for epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+                refused = await fetch(session_id, epoch, intruder)
+                assert int(refused.session_id) == 0
+                assert {int(p.error_code) for t in refused.responses for p in t.partitions} \
+                    == {Errors.TOPIC_AUTHORIZATION_FAILED}
+            refused = await fetch(session_id, 1, intruder, partitions=0)
+            assert int(refused.error_code) == Errors.FETCH_SESSION_ID_NOT_FOUND
+            session = sessions.cache.get(session_id)
+            assert session is not None and session.epoch == 1
+            assert int((await fetch(session_id, 1, partitions=0)).error_code) == Errors.NONE
+        finally:
+            await cluster.close()
+
+    asyncio.run(main())
