@@ -470,10 +470,16 @@ def main(argv: list[str] | None = None) -> int:
     for warning in config.warnings:
         log.warning("%s", warning)
     try:
-        return asyncio.run(serve(config))
+        code = asyncio.run(serve(config))
     except (StartupError, StorageError) as exc:
         print(f"kraft-server: {exc}", file=sys.stderr)
         return 2
+    # Stopped: every log is flushed and closed. The interpreter's own teardown of the heap
+    # (thousands of partition logs, the metadata image) took 3.5 s of a SIGTERM's exit.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def run() -> None:
