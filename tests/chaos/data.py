@@ -226,9 +226,10 @@ class ConsumerStuck(Exception):
 # request is in flight (confluentinc/librdkafka#5476) — which froze every thread of a
 # 600-s campaign 39 s in. Statistics arrive through consume(), which waits without the GIL.
 STATS_INTERVAL_MS = 100
-# A deadlocked client sends no statistics: replace it (closing it would hang too, so that is
-# left to a daemon thread).
+# A deadlocked client sends no statistics: replace it. Closing one hangs too (#5476 is about
+# rd_kafka_destroy), so every close runs in a daemon thread and is waited for this long only.
 CONSUMER_STUCK_S = 30.0
+CLOSE_S = 30.0
 
 
 class DataConsumer(_ClientThread):
@@ -280,13 +281,11 @@ class DataConsumer(_ClientThread):
                     "logger": _QUIET,
                 })
                 self._last_stats = time.monotonic()
-                stuck = False
                 try:
                     consumer.assign([TopicPartition(self.topic, p, o)
                                      for p, o in position.items()])
                     self._consume(consumer, position)
                 except ConsumerStuck as exc:
-                    stuck = True
                     self._event(f"consumer stuck, replacing it: {exc}")
                     self.restarts += 1
                 except Exception as exc:  # a client failure: journal it, start a new one
@@ -294,13 +293,17 @@ class DataConsumer(_ClientThread):
                     self.restarts += 1
                     self.stop_event.wait(0.5)
                 finally:
-                    if stuck:
-                        threading.Thread(target=consumer.close, daemon=True,
-                                         name=f"chaos-close-stuck-consumer-{self.k}").start()
-                    else:
-                        consumer.close()
+                    self._close(consumer)
         except BaseException as exc:  # reported by the campaign, never swallowed
             self.error = exc
+
+    def _close(self, consumer: Consumer) -> None:
+        closing = threading.Thread(target=consumer.close, daemon=True,
+                                   name=f"chaos-close-consumer-{self.k}")
+        closing.start()
+        closing.join(CLOSE_S)
+        if closing.is_alive():  # the client is deadlocked: leave it to the daemon thread
+            self._event(f"consumer close hung for {CLOSE_S:g} s (librdkafka#5476): left behind")
 
     def _consume(self, consumer: Consumer, position: dict[int, int]) -> None:
         while not self.stop_event.is_set():

@@ -119,7 +119,9 @@ def summary_lines(report: dict) -> list[str]:  # type: ignore[type-arg]
                      f"acknowledged, {d['failed']} with unknown outcome (a failed delivery report; "
                      f"{d['unreported']} purged without one at close), "
                      f"{d['producerRestarts']} producer restarts; "
-                     f"{d['read']} read by the consumers ({d['consumerRestarts']} restarts); "
+                     f"{d['read']} read by the consumers ({d['consumerRestarts']} restarts"
+                     + (f", {', '.join(d['consumersHung'])} stuck in librdkafka at the end"
+                        if d.get("consumersHung") else "") + "); "
                      f"consumer-visible HW went back {len(d['hwRegressions'])} time(s)")
         lines.extend(f"  {r}" for r in d["hwRegressions"][:5])
     lines.extend(availability_lines(report.get("availability") or {}))
