@@ -1,6 +1,6 @@
-"""LogManager: every partition log under a broker's log.dirs, and the background work Kafka's
-LogManager schedules: flushes by policy, the log-dir checkpoints, retention, the clean-shutdown
-marker.
+"""LogManager: every partition log under a broker's log.dirs (loaded by log_loader.py, closed
+by log_closer.py), and the background work Kafka's LogManager schedules: flushes by policy,
+the log-dir checkpoints, retention, the clean-shutdown marker.
 
 Blocking work (fsync, checkpoint files) runs in worker threads, one hop per round for all the
 logs that need it; everything that changes a log's view (appends, retention) stays on the event
