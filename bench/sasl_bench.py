@@ -179,7 +179,7 @@ def sasl_broker(root: Path, certs: dict[str, Path]) -> tuple[ProcessCluster, dic
     cluster.format_node(1, cluster.cluster_id, "--add-scram", scram)
     cluster.format_node(2, cluster.cluster_id)
     cluster.start_all()
-    cluster.wait_brokers_unfenced([2], 120)
+    cluster.wait_brokers_unfenced([2], 300)
     return cluster, {"SASL_SSL": secure, "SASL_PLAINTEXT": plain}
 
 
@@ -308,7 +308,7 @@ def produce_ratio(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 flags = ("--add-scram", scram) if mode == "sasl_ssl" else ()
                 cluster.format_node(node_id, cluster.cluster_id, *flags)
             cluster.start_all()
-            wait_for(lambda c=cluster: unfenced(c, admin_config) == [1, 2, 3], 120,  # type: ignore[misc]
+            wait_for(lambda c=cluster: unfenced(c, admin_config) == [1, 2, 3], 300,  # type: ignore[misc]
                      f"{mode}: three brokers registered and unfenced")
             run_admin(cluster, admin_config, "topics", "create", "--topic", "bench-authz",
                       "--partitions", "3", "--replication-factor", "3",
