@@ -10,13 +10,14 @@ SCHEMA = (
     "node_id int, offset bigint, record_index bigint, timestamp_ms bigint, record_type string, "
     "broker_id int, broker_epoch bigint, incarnation_id string, fenced boolean, "
     "in_controlled_shutdown boolean, topic_id string, topic_name string, "
-    "config_resource_type int, config_resource_name string, config_key string"
+    "config_resource_type int, config_resource_name string, config_key string, "
+    "acl_id string, scram_user string, scram_mechanism int"
 )
 
 
 def register(offset: int, epoch: int, incarnation: str) -> tuple:
     return (1, offset, 0, offset, "REGISTER_BROKER_RECORD", 4, epoch, incarnation, True, False,
-            None, None, None, None, None)
+            None, None, None, None, None, None, None, None)
 
 
 def test_resent_registrations_keep_their_epoch_and_new_incarnations_need_a_higher_one(
