@@ -11,14 +11,23 @@ exactly once, at the offset of its report."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from metadata.rpc import admin_pb2 as apb
 from server.admin_commands import AdminClient, CommandError
@@ -171,13 +180,27 @@ class DataProducer(_ClientThread):
         })
 
     def _close(self, producer: Producer, timeout_s: float) -> None:
-        """Wait for the outcome of everything sent; what has none by then stays unknown."""
-        producer.flush(timeout_s)
+        """Wait for the outcome of everything sent; what has none by then stays unknown (a
+        fatal error of the client raised meanwhile too: journaled, the records left unknown)."""
+        self._guarded("flush", lambda: producer.flush(timeout_s))
         left = len(producer)
         if left:
             self.stats.unreported += left
             producer.purge(in_queue=True, in_flight=True, blocking=False)
-            producer.flush(0)  # delivers the purge errors: those records are unknown
+            # Delivers the purge errors: those records are unknown.
+            self._guarded("flush", lambda: producer.flush(0))
+
+    def _guarded(self, what: str, call: Callable[[], object]) -> None:
+        """A client call that raises KafkaException once the client is in a fatal state
+        (seed 408605, 900 s: librdkafka's _INCONSISTENT "unable to guarantee consistency" in
+        the final flush): journaled, and the producer replaced if it is still sending."""
+        try:
+            call()
+        except KafkaException as exc:
+            self._event(f"{what} {exc}"[:200])
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.fatal():
+                self._fatal = True
 
     def run(self) -> None:
         try:
@@ -207,7 +230,7 @@ class DataProducer(_ClientThread):
                         if self.started_s is None:
                             self.started_s = self._now()
                         seq += 1
-                producer.poll(0)
+                self._guarded("poll", functools.partial(producer.poll, 0))
                 self.stop_event.wait(TICK_S)  # pacing; stop cuts it short
             self.stopped_s = self._now()
             self._close(producer, FLUSH_S)
