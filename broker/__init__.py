@@ -9,7 +9,7 @@ data of its partition replicas.
 | `api.py` | the typed contract between the Kafka front and the data plane (`DataPlane`) |
 | `records.py` | Kafka record batches (magic 2): header, validation, stamping offsets and epochs |
 | `log/` | partition logs on `kraft.log.SegmentedLog`, checkpoints, producer state, LogManager |
-| `replica/` | `ReplicaManager` (lead/follow, produce, fetch), fetchers, ISR by lag |
+| `replica/` | `ReplicaManager` (lead/follow, produce, fetch), fetchers, ISR, fetch sessions |
 | `kafka/` | the Kafka wire-protocol front: server, codec (kio), one module per API, client |
 | `producer_ids.py` | `ProducerIdManager`: blocks of cluster-unique producer ids |
 | `lifecycle.py` | `BrokerLifecycleManager`: register, heartbeat, unfence, controlled shutdown |
