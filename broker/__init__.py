@@ -11,6 +11,7 @@ data of its partition replicas.
 | `log/` | partition logs on `kraft.log.SegmentedLog`, checkpoints, producer state, LogManager |
 | `replica/` | `ReplicaManager` (lead/follow, produce, fetch), fetchers, ISR, fetch sessions |
 | `kafka/` | the Kafka wire-protocol front: server, codec (kio), one module per API, client |
+| `quotas/` | client quotas (produce, fetch, request): rates, sensors, throttle times |
 | `producer_ids.py` | `ProducerIdManager`: blocks of cluster-unique producer ids |
 | `lifecycle.py` | `BrokerLifecycleManager`: register, heartbeat, unfence, controlled shutdown |
 | `service.py` | the client-facing `BrokerMetadata` gRPC service and the broker's Admin service |
