@@ -2,7 +2,9 @@
 
 Named after Kafka's broker metadata metrics (`last-applied-record-offset`,
 `last-applied-record-lag-ms`, `metadata-load-time`), with the `kraft_broker_` prefix. Gauges
-are read at scrape time from the role, so nothing on the hot path updates them.
+are read at scrape time from the role, so nothing on the hot path updates them. The client
+quotas' throttles per quota type (Kafka's throttle-time sensors, summed over clients) are read
+from the quota managers the same way.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from broker.quotas import ClientQuotas
 from broker.state import BrokerState
 
 # 0.1 ms .. ~52 s: one record's delta up to a cold load of a big log.
@@ -73,6 +76,30 @@ class _Collector(Collector):
                 value=s.initial_catch_up_s)
 
 
+class _QuotaCollector(Collector):
+    def __init__(self, quotas: ClientQuotas) -> None:
+        self.quotas = quotas
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        managers = self.quotas.managers
+        throttled = CounterMetricFamily(
+            "kraft_broker_client_quota_throttled",
+            "Answers throttled by a client quota, by the quota that set the throttle",
+            labels=["quota"])
+        seconds = CounterMetricFamily(
+            "kraft_broker_client_quota_throttle_seconds",
+            "Throttle time given by a client quota (the client's connection muted that long)",
+            labels=["quota"])
+        sensors = GaugeMetricFamily(
+            "kraft_broker_client_quota_sensors",
+            "Users and client ids whose rate a client quota is measuring", labels=["quota"])
+        for manager in managers:
+            throttled.add_metric([manager.key], manager.throttled)
+            seconds.add_metric([manager.key], manager.throttle_time_ms / 1000)
+            sensors.add_metric([manager.key], manager.sensors)
+        yield from (throttled, seconds, sensors)
+
+
 class BrokerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -85,3 +112,6 @@ class BrokerMetrics:
 
     def bind(self, source: Callable[[], BrokerSample]) -> None:
         self._collector.source = source
+
+    def bind_quotas(self, quotas: ClientQuotas) -> None:
+        self.registry.register(_QuotaCollector(quotas))

@@ -40,6 +40,7 @@ from broker.log.log_manager import LogManager
 from broker.metrics import BrokerMetrics, BrokerSample
 from broker.producer_ids import ProducerIdManager
 from broker.publisher import CachePublisher
+from broker.quotas import ClientQuotas
 from broker.replica.fetch_sessions import FetchSessionCache
 from broker.replica.fetcher import FetcherManager, LeaderClient
 from broker.replica.incremental_fetch import FetchSessions
@@ -160,7 +161,11 @@ class BrokerRole:
         self.admin: AdminServicer | None = None
         self.auto_create: AutoTopicCreator | None = None
         self._health_task: asyncio.Future[None] | None = None
+        # The client quotas every Kafka listener enforces, following the image's.
+        self.client_quotas = ClientQuotas(lambda: self.cache.image.client_quotas,
+                                          config_security.quota_window(config))
         self.metrics.bind(self._sample)
+        self.metrics.bind_quotas(self.client_quotas)
 
     @property
     def state(self) -> BrokerState:
@@ -237,7 +242,8 @@ class BrokerRole:
                          log_dirs=LogDirs(self.logs, self._high_watermarks),
                          auto_create=self.auto_create, authorizer=self.authorizer,
                          fetch_sessions=FetchSessions(self.replicas, FetchSessionCache(
-                             self.config.max_incremental_fetch_session_cache_slots)))
+                             self.config.max_incremental_fetch_session_cache_slots)),
+                         quotas=self.client_quotas)
         apis.groups = self.groups
         self._group_admin = combined_admin
         config = self.config

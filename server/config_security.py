@@ -1,5 +1,6 @@
 """The node config's keys for who may connect to the Kafka listeners, and how much they may
-hold: SASL (kafka-security.md §3) and connection limits (§6), with Kafka's names and defaults.
+hold: SASL (kafka-security.md §3), the client quotas' window (§5) and connection limits (§6),
+with Kafka's names and defaults.
 
 server/config.py registers these keys with the rest (SECURITY_KEYS) and calls `check` among
 its cross-key rules. PLAIN checks passwords against the listener's JAAS config as Kafka's
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from broker.kafka.sasl.authenticator import SaslSettings
 from broker.kafka.sasl.jaas import JaasConfigError, plain_users
 from broker.kafka.sasl.mechanisms import PLAIN, SUPPORTED_MECHANISMS
+from broker.quotas import QuotaWindow
 from kraft.security.tls import CLIENT_AUTH_VALUES
 from metadata.config_def import INT_MAX, LONG_MAX, ConfigDef, ConfigKey, ConfigType, integer
 
@@ -121,6 +123,20 @@ SOCKET_REQUEST_BODY_TIMEOUT_MS = _define_int(
     "Not a Kafka key: once a request's size is read, its whole body must arrive within this "
     "long or the connection is closed (a half-sent request holds no memory for long). The "
     "default is a client's request.timeout.ms, after which it gave up anyway.")
+
+QUOTA_WINDOW_NUM = _define_int(
+    "quota.window.num", 11, 1,
+    "The samples the client quotas' rates are measured over (producer_byte_rate, "
+    "consumer_byte_rate, request_percentage).")
+QUOTA_WINDOW_SIZE_SECONDS = _define_int(
+    "quota.window.size.seconds", 1, 1,
+    "The time span of each sample of the client quotas' rates; also the longest throttle the "
+    "request quota gives.")
+
+
+def quota_window(config: NodeConfig) -> QuotaWindow:
+    values = config.values
+    return QuotaWindow(values["quota.window.num"], values["quota.window.size.seconds"] * 1000)
 
 
 @dataclass(frozen=True)

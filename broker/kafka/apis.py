@@ -1,7 +1,10 @@
 """KafkaApis: one decoded request in, one Reply out (Kafka's KafkaApis, one module per API).
 
 Every request is authorized with the connection's principal before it touches state, each
-handler as Kafka's (broker/kafka/authorization.py's API_AUTHORIZATION says what each needs)."""
+handler as Kafka's (broker/kafka/authorization.py's API_AUTHORIZATION says what each needs).
+With client quotas (broker/quotas/), each request's loop time, a Produce's bytes and a Fetch's
+answer are recorded against its user and client id, and the throttle they earn goes in the
+answer (broker/quotas/request_quotas.py says which counts where)."""
 
 from __future__ import annotations
 
@@ -51,12 +54,13 @@ from broker.kafka.offsets_api import handle_list_offsets, handle_offset_for_lead
 from broker.kafka.produce_api import handle_produce
 from broker.kafka.producer_id_api import handle_init_producer_id
 from broker.kafka.quotas_api import handle_alter_client_quotas, handle_describe_client_quotas
-from broker.kafka.reply import Reply
+from broker.kafka.reply import Reply, throttled
 from broker.kafka.scram_api import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
 )
 from broker.kafka.versions import ApiKey
+from broker.quotas import ClientQuotas, RequestQuotas
 from broker.replica.incremental_fetch import FetchSessions
 from kraft.security.authorizer import RequestAuthorizer
 from metadata.image import MetadataImage
@@ -79,12 +83,13 @@ class KafkaApis:
         auto_create: AutoTopicCreator | None = None,
         authorizer: RequestAuthorizer | None = None,
         fetch_sessions: FetchSessions | None = None,
+        quotas: ClientQuotas | None = None,
     ) -> None:
         """`admin`: the admin operations (metadata/admin_ops.py) the admin APIs translate
         onto; without it they are not served. `auto_create`: Metadata's auto topic creation.
         `authorizer`: the node's StandardAuthorizer; None allows everything. `fetch_sessions`:
         the incremental fetch sessions (KIP-227); without them every Fetch is answered in
-        full with session id 0."""
+        full with session id 0. `quotas`: the client quotas to enforce; None: unlimited."""
         self._data_plane = data_plane
         self._image = metadata_image
         self._cluster_id = cluster_id
@@ -97,10 +102,25 @@ class KafkaApis:
         self._auto_create = auto_create
         self._authorizer = authorizer
         self._fetch_sessions = fetch_sessions
+        self._quotas = quotas
 
     async def handle(self, request: DecodedRequest, context: Request) -> Reply:
         """The reply to a decoded request. Produce reaches the data plane before this
         coroutine first suspends (see produce_api)."""
+        if self._quotas is None:
+            return await self._handle(request, context, None)
+        quotas = self._quotas.for_request(context.principal, request.client_id)
+        reply = await quotas.timed(self._handle(request, context, quotas))
+        if request.api_key == ApiKey.PRODUCE:
+            throttle = quotas.produce_throttle_ms(request.size, request.body.acks)
+        elif not quotas.recorded:
+            throttle = quotas.throttle_ms()
+        else:  # a Fetch decided its own
+            return reply
+        return throttled(reply, throttle)
+
+    async def _handle(self, request: DecodedRequest, context: Request,
+                      quotas: RequestQuotas | None) -> Reply:
         version, body = request.api_version, request.body
         auth = RequestAuthorization(self._authorizer, context)
         match request.api_key:
@@ -110,7 +130,7 @@ class KafkaApis:
             case ApiKey.FETCH:
                 return await handle_fetch(
                     self._data_plane, self._image(), context.listener, version, body, auth,
-                    self._fetch_sessions)
+                    self._fetch_sessions, quotas)
             case ApiKey.LIST_OFFSETS:
                 return handle_list_offsets(self._data_plane, version, body, auth)
             case ApiKey.METADATA:

@@ -47,6 +47,7 @@ class DecodedRequest:
     correlation_id: int
     client_id: str | None
     body: Any  # the kio request entity of (api_key, api_version)
+    size: int = 0  # the frame's bytes (Kafka's request size, what producer_byte_rate counts)
 
 
 def peek_head(frame: bytes) -> RequestHead:
@@ -114,7 +115,7 @@ def decode_request(frame: bytes) -> DecodedRequest:
             raise
         raise FrameError(f"{type(exc).__name__}: {exc}") from None
     return DecodedRequest(
-        head.api_key, head.api_version, head.correlation_id, header.client_id, body
+        head.api_key, head.api_version, head.correlation_id, header.client_id, body, len(frame)
     )
 
 

@@ -15,11 +15,18 @@ ReplicaState from v15) needs CLUSTER_ACTION on the cluster, and without it every
 refused and nothing reaches the replica manager: a client posing as a follower would otherwise
 move the high watermark of partitions it does not hold. An incremental fetch is authorized
 again on every partition of its session, as Kafka does; a replica's fetch refused
-CLUSTER_ACTION never opens, closes or advances a session."""
+CLUSTER_ACTION never opens, closes or advances a session.
+
+Client quotas (`quotas`, broker/quotas/): a consumer asks at most the bytes its
+consumer_byte_rate allows in one quota window, and once read, its answer's bytes and the
+request's loop time are recorded; throttled by either, it is answered empty with the throttle
+time (Kafka's getThrottledResponse): no session is created, and an incremental fetch's
+partitions are answered again next time. A replica's fetch is exempt."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from broker.api import (
@@ -32,9 +39,10 @@ from broker.api import (
 from broker.kafka.authorization import ALLOW_ALL, RequestAuthorization
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.metadata_api import node_endpoints
-from broker.kafka.reply import NO_THROTTLE, Reply, millis
+from broker.kafka.reply import NO_THROTTLE, Reply, millis, throttled
 from broker.kafka.topic_ids import from_wire, to_wire
 from broker.kafka.versions import ApiKey
+from broker.quotas import RequestQuotas
 from broker.replica.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -120,6 +128,7 @@ def fetch_params(version: int, request: Any, image: MetadataImage,
 async def handle_fetch(
     data_plane: DataPlane, image: MetadataImage, listener: str, version: int, request: Any,
     auth: RequestAuthorization = ALLOW_ALL, sessions: FetchSessions | None = None,
+    quotas: RequestQuotas | None = None,
 ) -> Reply:
     module = response_module(ApiKey.FETCH, version)
     session_id = getattr(request, "session_id", NO_SESSION)
@@ -128,6 +137,9 @@ async def handle_fetch(
     if replica_of(version, request)[0] >= 0:
         allowed = auth.cluster(AclOperation.CLUSTER_ACTION)
         may_read = (lambda name: True) if allowed else None
+        if quotas is not None:
+            quotas.exempt()  # replication is not a client: no client quota applies
+            quotas = None
     else:
         may_read = lambda name: auth.topic(AclOperation.READ, name)  # noqa: E731
     requested: list[CachedPartition] = []
@@ -144,11 +156,16 @@ async def handle_fetch(
             return _session_error(module, context.error, NO_SESSION)
         if isinstance(context, IncrementalFetch):
             return await _incremental(sessions, context, module, image, listener, version,
-                                      request, may_read)
+                                      request, may_read, quotas)
     params, asked = fetch_params(version, request, image, may_read)
+    params = _within_quota(params, quotas)
     fetched = iter(await data_plane.fetch(params) if params.partitions else [])
     answered = [(key, index, known if known is not None else next(fetched))
                 for key, index, known in asked]
+    throttle = _throttle_ms(quotas, (result for _, _, result in answered))
+    if throttle > 0:
+        return throttled(_response(module, image, listener, version, NO_SESSION, [],
+                                   params.isolation_level), throttle)
     new_session = NO_SESSION
     if isinstance(context, FullFetch) and answered:
         assert sessions is not None
@@ -163,22 +180,44 @@ async def handle_fetch(
 
 async def _incremental(sessions: FetchSessions, context: IncrementalFetch, module: Any,
                        image: MetadataImage, listener: str, version: int, request: Any,
-                       may_read: Callable[[str], bool]) -> Reply:
+                       may_read: Callable[[str], bool], quotas: RequestQuotas | None) -> Reply:
     """An incremental fetch: the session's partitions with something new."""
     replica_id, replica_epoch = replica_of(version, request)
-    params = FetchParams(
+    params = _within_quota(FetchParams(
         partitions=(), max_wait_ms=millis(request.max_wait), min_bytes=request.min_bytes,
         max_bytes=request.max_bytes, isolation_level=request.isolation_level,
         replica_id=replica_id if replica_id >= 0 else CONSUMER_REPLICA_ID,
-        replica_epoch=replica_epoch)
+        replica_epoch=replica_epoch), quotas)
     by_id = context.session.uses_topic_ids
     out = await sessions.read(context, params, _refusal(image, may_read, by_id))
     if isinstance(out, int):
         return _session_error(module, out, context.session.id)
+    throttle = _throttle_ms(quotas, (result for _, result in out))
+    if throttle > 0:
+        for c, _ in out:
+            c.high_watermark = -1  # the client was told nothing: answer it again next time
+        return throttled(_response(module, image, listener, version, context.session.id, [],
+                                   params.isolation_level), throttle)
     answered = [(to_wire(c.topic_id) if by_id and c.topic_id is not None else c.topic,
                  c.partition, result) for c, result in out]
     return _response(module, image, listener, version, context.session.id, answered,
                      params.isolation_level)
+
+
+def _within_quota(params: FetchParams, quotas: RequestQuotas | None) -> FetchParams:
+    """A consumer asks at most what its quota allows in one window (Kafka's
+    getMaxValueInQuotaWindow), so that no single answer is throttled for sure."""
+    most = quotas.fetch_max_bytes() if quotas is not None else None
+    if most is None or most >= params.max_bytes:
+        return params
+    return replace(params, max_bytes=most, min_bytes=min(params.min_bytes, most))
+
+
+def _throttle_ms(quotas: RequestQuotas | None, results: Iterable[FetchPartitionResult]) -> int:
+    """The answer's throttle: its records' bytes and the request's loop time recorded."""
+    if quotas is None:
+        return 0
+    return quotas.fetch_throttle_ms(sum(len(result.records) for result in results))
 
 
 def _refusal(image: MetadataImage, may_read: Callable[[str], bool], by_id: bool

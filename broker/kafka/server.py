@@ -11,7 +11,9 @@ SASL listener the user that authenticated (broker/kafka/sasl: nothing but ApiVer
 SaslHandshake is served before). What a client may hold (broker/kafka/connection_limits.py):
 connections (max.connections, max.connections.per.ip), bytes of request bodies in flight
 (queued.max.request.bytes), a body must arrive within socket.request.body.timeout.ms once its
-size is read, and a connection idle for connections.max.idle.ms is closed.
+size is read, and a connection idle for connections.max.idle.ms is closed. An answer throttled
+by a client quota (Reply.throttle_ms) is sent at once, and no further request is read from
+that connection for the throttle time (KIP-219: the client is told and the channel muted).
 
 Bad input closes only its own connection, with a rate-limited log line: a size above
 socket.request.max.bytes (sasl.server.max.receive.size before authentication) or negative, a
@@ -117,6 +119,7 @@ class _Connection:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     reading_done: bool = False
     stop_reading: bool = False  # an answer closes the connection: read no further frame
+    muted_until: float = 0.0  # loop time: a throttled answer mutes reading until then
 
 
 async def _read_in_chunks(reader: asyncio.StreamReader, size: int) -> bytes:
@@ -318,10 +321,12 @@ class KafkaServer:
     async def _read(self, reader: asyncio.StreamReader, conn: _Connection) -> None:
         try:
             while not conn.stop_reading:
+                await self._unmuted(conn)
                 frame = await self._read_frame(reader, conn)
                 if frame is None:
                     return
                 try:
+                    await self._unmuted(conn)  # a throttle that began while it arrived
                     await conn.in_flight.acquire()
                     answer = self._start(frame, conn)
                 except BaseException:
@@ -336,6 +341,12 @@ class KafkaServer:
         finally:
             conn.reading_done = True
             conn.ready.set()
+
+    @staticmethod
+    async def _unmuted(conn: _Connection) -> None:
+        loop = asyncio.get_running_loop()
+        while (delay := conn.muted_until - loop.time()) > 0:
+            await asyncio.sleep(delay)
 
     async def _read_frame(
         self, reader: asyncio.StreamReader, conn: _Connection
@@ -471,6 +482,9 @@ class KafkaServer:
             elif reply.response is not None:
                 conn.writer.write(encode_response(answer.correlation_id, reply.response))
                 await conn.writer.drain()
+            if reply.throttle_ms > 0:
+                until = asyncio.get_running_loop().time() + reply.throttle_ms / 1000
+                conn.muted_until = max(conn.muted_until, until)
             if answer.close is not None:
                 raise answer.close
             if reply.close:
