@@ -29,6 +29,7 @@ from kraft.log.codec import (
     scan_prefix,
 )
 from kraft.log.snapshots import read_snapshot_batches
+from metadata.record_json import record_to_json
 from metadata.records import (
     NO_LEADER_CHANGE,
     AccessControlEntryRecord,
@@ -45,7 +46,6 @@ from metadata.records import (
     TopicRecord,
     UnregisterBrokerRecord,
     decode_record,
-    record_to_json,
 )
 from metadata.rpc import acls_pb2 as acls_pb
 from metadata.rpc import metadata_pb2 as pb

@@ -160,7 +160,7 @@ SECRET_FIELDS = ("salt", "storedKey", "serverKey")
 
 
 def redacted_json(record_json: dict[str, Any]) -> dict[str, Any]:
-    """A record's JSON (records.record_to_json) with a SCRAM credential's salt and keys
+    """A record's JSON (record_json.record_to_json) with a SCRAM credential's salt and keys
     replaced by REDACTED; any other record unchanged."""
     if record_json.get("type") != MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD.name:
         return record_json

@@ -22,7 +22,8 @@ from kraft.log.codec import (
     is_torn_tail,
     scan_prefix,
 )
-from metadata.records import RecordDecodeError, decode_record, record_to_json
+from metadata.record_json import record_to_json
+from metadata.records import RecordDecodeError, decode_record
 from metadata.security_records import redacted_json
 
 CONTROL_NAMES = {LEADER_CHANGE: "LeaderChange", SNAPSHOT_HEADER: "SnapshotHeader",

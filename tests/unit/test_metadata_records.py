@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraft.log.meta_properties import random_uuid
+from metadata.record_json import record_to_json
 from metadata.records import (
     NO_LEADER,
     NO_LEADER_CHANGE,
@@ -33,7 +34,6 @@ from metadata.records import (
     decode_record,
     encode_record,
     is_valid_uuid,
-    record_to_json,
 )
 from metadata.security_records import (
     ClientQuotaRecord,

@@ -8,7 +8,8 @@ import pytest
 from metadata.delta import MetadataDelta, MetadataReplayError
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.loader import image_from_records
-from metadata.records import decode_record, encode_record, record_to_json
+from metadata.record_json import record_to_json
+from metadata.records import decode_record, encode_record
 from metadata.scram import ScramCredential, ScramMechanism, scram_credential
 from metadata.security_records import (
     ClientQuotaRecord,
