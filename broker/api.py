@@ -8,7 +8,7 @@ ids (the string form of a UUID); the front converts them to and from the wire's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -151,6 +151,9 @@ class Request:
     peer: str = ""
     api_version: int = 0
     principal: str = "User:ANONYMOUS"  # the client certificate's (kraft.security.principal)
+    # Mute the connection's reading for this many ms from now: a quota's throttle known
+    # before the answer (a Produce's bytes), so pipelined requests do not slip past it.
+    mute: Callable[[int], None] = lambda throttle_ms: None
     extra: dict[str, object] = field(default_factory=dict)
 
 

@@ -110,9 +110,14 @@ class KafkaApis:
         if self._quotas is None:
             return await self._handle(request, context, None)
         quotas = self._quotas.for_request(context.principal, request.client_id)
+        bandwidth = 0
+        if request.api_key == ApiKey.PRODUCE:
+            bandwidth = quotas.produce_bytes_throttle_ms(request.size)
+            if bandwidth > 0:
+                context.mute(bandwidth)  # before the connection reads its next request
         reply = await quotas.timed(self._handle(request, context, quotas))
         if request.api_key == ApiKey.PRODUCE:
-            throttle = quotas.produce_throttle_ms(request.size, request.body.acks)
+            throttle = quotas.produce_throttle_ms(bandwidth, request.body.acks)
         elif not quotas.recorded:
             throttle = quotas.throttle_ms()
         else:  # a Fetch decided its own

@@ -336,11 +336,19 @@ class KafkaServer:
                 answer.reply.add_done_callback(functools.partial(self._release, len(frame)))
                 conn.pending.append(answer)
                 conn.ready.set()
+                # Let the handler's first step run (a Produce's append, and the mute its
+                # bytes may earn) before the next frame is read.
+                await asyncio.sleep(0)
         except (ConnectionError, ssl.SSLError, OSError) as exc:
             log.debug("Kafka listener %s: %s: %s", self.listener, conn.peer, exc)
         finally:
             conn.reading_done = True
             conn.ready.set()
+
+    @staticmethod
+    def _mute(conn: _Connection, throttle_ms: int) -> None:
+        until = asyncio.get_running_loop().time() + throttle_ms / 1000
+        conn.muted_until = max(conn.muted_until, until)
 
     @staticmethod
     async def _unmuted(conn: _Connection) -> None:
@@ -434,6 +442,7 @@ class KafkaServer:
         context = Request(
             client_id=request.client_id, listener=self.listener, peer=conn.peer,
             api_version=request.api_version, principal=conn.principal,
+            mute=functools.partial(self._mute, conn),
         )
         return _Answer(request.correlation_id, asyncio.ensure_future(
             self._handler.handle(request, context)
@@ -483,8 +492,7 @@ class KafkaServer:
                 conn.writer.write(encode_response(answer.correlation_id, reply.response))
                 await conn.writer.drain()
             if reply.throttle_ms > 0:
-                until = asyncio.get_running_loop().time() + reply.throttle_ms / 1000
-                conn.muted_until = max(conn.muted_until, until)
+                self._mute(conn, reply.throttle_ms)
             if answer.close is not None:
                 raise answer.close
             if reply.close:

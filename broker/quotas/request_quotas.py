@@ -109,10 +109,17 @@ class RequestQuotas:
         """A request without byte quotas: its request throttle, counted."""
         return self._throttled(self._quotas.request, 0, self.request_throttle_ms())
 
-    def produce_throttle_ms(self, request_bytes: int, acks: int) -> int:
+    def produce_bytes_throttle_ms(self, request_bytes: int) -> int:
+        """Record a Produce's bytes as it arrives: their throttle. Kafka records them once the
+        append is done, but reads no other request of the connection meanwhile; here later
+        requests are read while this one is handled, so the bytes count at once."""
         quotas = self._quotas
-        bandwidth = quotas.produce.record(self.user, self.client_id, request_bytes,
-                                          quotas.clock_ms())
+        return quotas.produce.record(self.user, self.client_id, request_bytes,
+                                     quotas.clock_ms())
+
+    def produce_throttle_ms(self, bandwidth: int, acks: int) -> int:
+        """A handled Produce: the larger of its bytes' throttle and its request time's."""
+        quotas = self._quotas
         if acks == 0:
             self.recorded = True  # acks=0 is exempt from the request quota
             request = 0

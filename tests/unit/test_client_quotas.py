@@ -223,10 +223,10 @@ def test_quotas_follow_the_image_map() -> None:
     current: dict[QuotaEntity, dict[str, float]] = {}
     quotas = ClientQuotas(lambda: current, WINDOW, clock_ms=lambda: 0)
     request = quotas.for_request("User:alice", "app")
-    assert request.produce_throttle_ms(10**6, acks=0) == 0
+    assert request.produce_bytes_throttle_ms(10**6) == 0
     current = {entity("alice"): {BYTES: 1000.0}}
-    assert quotas.for_request("User:alice", "app").produce_throttle_ms(10**6, acks=0) > 0
-    assert quotas.for_request("User:bob", "app").produce_throttle_ms(10**6, acks=0) == 0
+    assert quotas.for_request("User:alice", "app").produce_bytes_throttle_ms(10**6) > 0
+    assert quotas.for_request("User:bob", "app").produce_bytes_throttle_ms(10**6) == 0
 
 
 # ---- loop time ----
