@@ -39,7 +39,7 @@ from metadata.authorizer.model import (
     ResourceType,
 )
 from metadata.rpc import admin_pb2 as pb
-from server.admin_commands import AdminClient, CommandError, parse_servers
+from server.admin_client import AdminClient, CommandError, parse_servers
 
 GROUP = "acls"
 Confirm = Callable[[str], bool]

@@ -227,7 +227,7 @@ def _bootstrap(args: argparse.Namespace, what: str) -> str:
 
 
 def run(args: argparse.Namespace) -> str:
-    from server import acl_commands, admin_commands, quota_commands, user_commands
+    from server import acl_commands, admin_client, admin_commands, quota_commands, user_commands
 
     try:
         args.tls = load_client_tls(args.command_config)
@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> str:
             if args.group in own_groups:
                 return own_groups[args.group](args)
             return admin_commands.run(args)
-        except admin_commands.CommandError as exc:
+        except admin_client.CommandError as exc:
             raise AdminError(str(exc)) from exc
     try:
         return _quorum(args)

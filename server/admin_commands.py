@@ -25,106 +25,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import grpc
-from tenacity import RetryError, retry, retry_if_exception_type, stop_after_delay, wait_exponential
-
 from kraft.core.voters import SUPPORTED_KRAFT_VERSIONS
 from kraft.errors import Errors, error_name
-from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, sync_channel
 from metadata.configs import feature_level_name
 from metadata.rpc import admin_pb2 as pb
-from metadata.rpc import admin_pb2_grpc as rpc
+from server.admin_client import RETRY_FOR_S, AdminClient, CommandError, failure_text, parse_servers
+from server.config_commands import config_value, configs_alter, configs_describe
 from server.quorum_client import QuorumError, describe_quorum
 
 GROUPS = frozenset({"topics", "partitions", "brokers", "leaders", "reassign", "configs",
                     "cluster", "features"})
-RPC_TIMEOUT_S = 15.0  # longer than a node's forwarding deadline (10 s)
-RETRY_FOR_S = 15.0
 _RECOVERY_STATES = {0: "RECOVERED", 1: "RECOVERING"}
 KRAFT_VERSION = "kraft.version"
-_SOURCES = {s: n.removeprefix("CONFIG_SOURCE_") for n, s in pb.ConfigSource.items()}
-_CONFIG_TYPES = {t: n.removeprefix("CONFIG_TYPE_") for n, t in pb.ConfigType.items()}
-
-
-class CommandError(Exception):
-    """A one-line failure for the user (admin_cli prints it and exits 1)."""
-
-
-class _Retryable(Exception):
-    """NOT_CONTROLLER or an unreachable node: worth another try."""
-
-
-def _failure(code: int, message: str) -> str:
-    return f"{error_name(code)}: {message}" if message else error_name(code)
-
-
-def parse_servers(text: str | None) -> list[str]:
-    if not text:
-        raise CommandError("--bootstrap-server HOST:PORT is required")
-    servers = []
-    for item in text.split(","):
-        host, sep, port = item.strip().rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise CommandError(f"invalid address {item.strip()!r}: expected HOST:PORT")
-        servers.append(f"{host}:{port}")
-    return servers
-
-
-# ---- the client ----
-
-class AdminClient:
-    """Calls the Admin service at any of `servers`, following NOT_CONTROLLER hints."""
-
-    def __init__(self, servers: Sequence[str], tls: TlsConfig | None = None) -> None:
-        self.tls = tls
-        self.servers = list(servers)
-        self._next = 0
-        self._redirect: str | None = None
-        self.answered: str | None = None  # the server that gave the last answer
-
-    def call(self, method: str, request: Any) -> Any:
-        retry_for_s = RETRY_FOR_S
-
-        @retry(retry=retry_if_exception_type(_Retryable), stop=stop_after_delay(retry_for_s),
-               wait=wait_exponential(multiplier=0.05, max=1.0), reraise=False)
-        def attempt() -> Any:
-            return self._attempt(method, request)
-
-        try:
-            return attempt()
-        except RetryError as exc:
-            cause = exc.last_attempt.exception()
-            raise CommandError(f"gave up after {retry_for_s:g} s: {cause}") from cause
-
-    def _attempt(self, method: str, request: Any) -> Any:
-        endpoint = self._redirect or self.servers[self._next % len(self.servers)]
-        with sync_channel(endpoint, self.tls, MESSAGE_SIZE_OPTIONS) as channel:
-            try:
-                response = getattr(rpc.AdminStub(channel), method)(request,
-                                                                    timeout=RPC_TIMEOUT_S)
-            except grpc.RpcError as exc:
-                code = exc.code()
-                if code == grpc.StatusCode.UNAVAILABLE:
-                    self._redirect = None
-                    self._next += 1
-                    raise _Retryable(f"{endpoint} is unreachable (UNAVAILABLE)") from exc
-                if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise CommandError(f"{endpoint} did not answer within {RPC_TIMEOUT_S:g} s; "
-                                       "the request may or may not have been applied") from exc
-                raise CommandError(f"{endpoint} answered {code.name}: "
-                                   f"{exc.details()}") from exc
-        self.answered = endpoint
-        status = response.status
-        if status.error_code == Errors.NOT_CONTROLLER:
-            self._redirect = status.controller_endpoint or None
-            raise _Retryable(_failure(status.error_code, status.error_message))
-        if status.error_code != 0:
-            raise CommandError(_failure(status.error_code, status.error_message))
-        return response
 
 
 # ---- rendering helpers ----
@@ -166,10 +81,6 @@ def _broker_state(b: pb.BrokerDescription) -> str:
 def _item_error(item: Any) -> dict[str, Any]:
     return {"error": error_name(item.error_code) if item.error_code else None,
             "message": item.error_message or None}
-
-
-def _config_value(entry: Any) -> str:
-    return entry.value if entry.HasField("value") else "null"
 
 
 def _fail_after(output: str, failures: list[str], what: str) -> CommandError:
@@ -323,7 +234,7 @@ def _topics_create(client: AdminClient, args: argparse.Namespace) -> str:
     if result.error_code == Errors.TOPIC_ALREADY_EXISTS and args.if_not_exists:
         return json.dumps({"name": args.topic, "created": False}) if args.json else ""
     if result.error_code:
-        raise CommandError(_failure(result.error_code, result.error_message))
+        raise CommandError(failure_text(result.error_code, result.error_message))
     if args.json:
         return json.dumps({"name": result.name, "topicId": result.topic_id, "created": True,
                            "partitions": result.num_partitions,
@@ -337,7 +248,7 @@ def _topics_delete(client: AdminClient, args: argparse.Namespace) -> str:
     if result.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
         return json.dumps({"name": args.topic, "deleted": False}) if args.json else ""
     if result.error_code:
-        raise CommandError(_failure(result.error_code, result.error_message))
+        raise CommandError(failure_text(result.error_code, result.error_message))
     if args.json:
         return json.dumps({"name": result.name, "topicId": result.topic_id, "deleted": True})
     return f"Deleted topic {result.name}."
@@ -369,7 +280,7 @@ def _topic_text(t: pb.TopicDescription) -> str:
     """kafka-topics --describe (spec §4.4); ELR is not modelled, so N/A as Kafka prints it."""
     factor = len(t.partitions[0].replicas) - len(t.partitions[0].adding_replicas) \
         if t.partitions else 0
-    configs = ",".join(f"{c.name}={_config_value(c)}" for c in t.configs)
+    configs = ",".join(f"{c.name}={config_value(c)}" for c in t.configs)
     lines = [f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}"
              f"\tReplicationFactor: {factor}\tConfigs: {configs}"]
     for p in t.partitions:
@@ -388,7 +299,7 @@ def _topics_describe(client: AdminClient, args: argparse.Namespace) -> str:
     topics = client.call("DescribeTopics", pb.DescribeTopicsRequest(names=names)).topics
     for t in topics:
         if t.error_code:
-            raise CommandError(_failure(t.error_code, t.error_message))
+            raise CommandError(failure_text(t.error_code, t.error_message))
     if args.json:
         described = [_topic_json(t) for t in topics]
         return json.dumps(described[0] if args.topic is not None else described)
@@ -403,7 +314,7 @@ def _partitions_add(client: AdminClient, args: argparse.Namespace) -> str:
     [result] = client.call("CreatePartitions",
                            pb.CreatePartitionsRequest(topics=[topic])).topics
     if result.error_code:
-        raise CommandError(_failure(result.error_code, result.error_message))
+        raise CommandError(failure_text(result.error_code, result.error_message))
     if args.json:
         return json.dumps({"name": args.topic, "partitions": args.partitions})
     return f"Topic {args.topic} now has {args.partitions} partition(s)."
@@ -461,7 +372,7 @@ def _leaders_elect(client: AdminClient, args: argparse.Namespace) -> str:
     results = client.call("ElectLeaders", request).results
     kind = args.election_type.upper()
     failed = [r for r in results if r.error_code not in (0, Errors.ELECTION_NOT_NEEDED)]
-    failures = [f"{r.topic}-{r.partition}: {_failure(r.error_code, r.error_message)}"
+    failures = [f"{r.topic}-{r.partition}: {failure_text(r.error_code, r.error_message)}"
                 for r in failed]
     if args.json:
         output = json.dumps([{"topic": r.topic, "partition": r.partition} | _item_error(r)
@@ -487,7 +398,7 @@ def _leaders_elect(client: AdminClient, args: argparse.Namespace) -> str:
 def _partitions_of(client: AdminClient, topic: str) -> list[int]:
     [t] = client.call("DescribeTopics", pb.DescribeTopicsRequest(names=[topic])).topics
     if t.error_code:
-        raise CommandError(_failure(t.error_code, t.error_message))
+        raise CommandError(failure_text(t.error_code, t.error_message))
     return [p.partition_index for p in t.partitions]
 
 
@@ -529,7 +440,7 @@ def _reassign_alter(client: AdminClient, args: argparse.Namespace, cancel: bool)
     partitions = _reassignments(args, cancel)
     results = client.call("AlterPartitionReassignments",
                           pb.AlterPartitionReassignmentsRequest(partitions=partitions)).results
-    failures = [f"{r.topic}-{r.partition}: {_failure(r.error_code, r.error_message)}"
+    failures = [f"{r.topic}-{r.partition}: {failure_text(r.error_code, r.error_message)}"
                 for r in results if r.error_code]
     if args.json:
         output = json.dumps([{"topic": r.topic, "partition": r.partition} | _item_error(r)
@@ -571,106 +482,6 @@ def _reassign_list(client: AdminClient, args: argparse.Namespace) -> str:
             line += f" removing: {_ids(r.removing_replicas)}."
         lines.append(line)
     return "\n".join(lines)
-
-
-# ---- configs ----
-
-_RESOURCE_TYPES = {"topics": pb.CONFIG_RESOURCE_TYPE_TOPIC,
-                   "brokers": pb.CONFIG_RESOURCE_TYPE_BROKER}
-_DYNAMIC_SOURCE = {"topics": pb.CONFIG_SOURCE_DYNAMIC_TOPIC_CONFIG,
-                   "brokers": pb.CONFIG_SOURCE_DYNAMIC_BROKER_CONFIG}
-# kafka-configs' --add-config: commas inside [...] belong to a list value.
-_CONFIG_SPLIT = re.compile(r",(?=[^\]]*(?:\[|$))")
-
-
-def parse_add_config(text: str) -> list[tuple[str, str]]:
-    pairs = []
-    for item in _CONFIG_SPLIT.split(text):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise CommandError('Invalid entity config: all configs to be added must be in the '
-                               'format "key=val".')
-        value = value.strip()
-        if value.startswith("[") and value.endswith("]"):
-            value = value[1:-1]
-        pairs.append((key.strip(), value))
-    return pairs
-
-
-def _entity_name(args: argparse.Namespace) -> str:
-    if args.entity_default:
-        if args.entity_type != "brokers":
-            raise CommandError("--entity-default is only allowed with --entity-type brokers")
-        return ""
-    return str(args.entity_name)
-
-
-def _configs_describe(client: AdminClient, args: argparse.Namespace) -> str:
-    rtype = _RESOURCE_TYPES[args.entity_type]
-    if args.entity_default or args.entity_name is not None:
-        names = [_entity_name(args)]
-    elif args.entity_type == "topics":
-        names = [t.name for t in client.call("ListTopics", pb.ListTopicsRequest()).topics]
-    else:
-        brokers = client.call("ListBrokers", pb.ListBrokersRequest()).brokers
-        names = [str(b.broker_id) for b in brokers] + [""]
-    request = pb.DescribeConfigsRequest(resources=[
-        pb.DescribeConfigsResource(resource_type=rtype, resource_name=n) for n in names])
-    results = client.call("DescribeConfigs", request).results
-    for r in results:
-        if r.error_code:
-            raise CommandError(_failure(r.error_code, r.error_message))
-    shown = {}
-    for r in results:
-        source = (pb.CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG if not r.resource_name
-                  and rtype == pb.CONFIG_RESOURCE_TYPE_BROKER
-                  else _DYNAMIC_SOURCE[args.entity_type])
-        shown[r.resource_name] = [c for c in r.configs if args.all or c.source == source]
-    if args.json:
-        return json.dumps([{"entityType": args.entity_type, "entityName": name, "configs": [
-            {"name": c.name, "value": c.value if c.HasField("value") else None,
-             "source": _SOURCES.get(c.source, str(c.source)),
-             "isDefault": c.source == pb.CONFIG_SOURCE_DEFAULT_CONFIG,
-             "isSensitive": c.is_sensitive, "readOnly": c.read_only,
-             "type": _CONFIG_TYPES.get(c.config_type, str(c.config_type)),
-             "synonyms": [{"name": s.name, "value": s.value if s.HasField("value") else None,
-                           "source": _SOURCES.get(s.source, str(s.source))}
-                          for s in c.synonyms]} for c in configs]}
-            for name, configs in shown.items()])
-    lines = []
-    singular = args.entity_type[:-1]
-    for name, configs in shown.items():
-        if name == "" and args.entity_type == "brokers":
-            lines.append(f"Default configs for {args.entity_type} in the cluster are:")
-        else:
-            lines.append(f"{'All' if args.all else 'Dynamic'} configs for {singular} {name} are:")
-        for c in configs:
-            synonyms = ", ".join(
-                f"{_SOURCES.get(s.source, s.source)}:{s.name}="
-                f"{s.value if s.HasField('value') else 'null'}" for s in c.synonyms)
-            lines.append(f"  {c.name}={_config_value(c)} sensitive="
-                         f"{str(c.is_sensitive).lower()} synonyms={{{synonyms}}}")
-    return "\n".join(lines)
-
-
-def _configs_alter(client: AdminClient, args: argparse.Namespace) -> str:
-    if args.add_config is None and args.delete_config is None:
-        raise CommandError("give --add-config and/or --delete-config")
-    name = _entity_name(args)
-    changes = [pb.AlterableConfig(name=k, op=pb.ALTER_CONFIG_OP_SET, value=v)
-               for k, v in parse_add_config(args.add_config or "")] if args.add_config else []
-    changes += [pb.AlterableConfig(name=k.strip(), op=pb.ALTER_CONFIG_OP_DELETE)
-                for k in (args.delete_config or "").split(",") if k.strip()]
-    request = pb.IncrementalAlterConfigsRequest(resources=[pb.AlterConfigsResource(
-        resource_type=_RESOURCE_TYPES[args.entity_type], resource_name=name, configs=changes)])
-    [result] = client.call("IncrementalAlterConfigs", request).results
-    if result.error_code:
-        raise CommandError(_failure(result.error_code, result.error_message))
-    if args.json:
-        return json.dumps({"entityType": args.entity_type, "entityName": name, "error": None})
-    if name == "":
-        return f"Completed updating default config for {args.entity_type} in the cluster."
-    return f"Completed updating config for {args.entity_type[:-1]} {name}."
 
 
 # ---- cluster and features ----
@@ -742,8 +553,8 @@ _HANDLERS: dict[tuple[str, str], Callable[[AdminClient, argparse.Namespace], str
     ("reassign", "execute"): lambda client, args: _reassign_alter(client, args, cancel=False),
     ("reassign", "cancel"): lambda client, args: _reassign_alter(client, args, cancel=True),
     ("reassign", "list"): _reassign_list,
-    ("configs", "describe"): _configs_describe,
-    ("configs", "alter"): _configs_alter,
+    ("configs", "describe"): configs_describe,
+    ("configs", "alter"): configs_alter,
     ("cluster", "describe"): _cluster_describe,
     ("features", "describe"): _features_describe,
 }

@@ -24,7 +24,7 @@ from typing import Any
 
 from metadata.quotas import MatchType
 from metadata.rpc import admin_pb2 as pb
-from server.admin_commands import AdminClient, CommandError, _failure, parse_servers
+from server.admin_client import AdminClient, CommandError, failure_text, parse_servers
 
 GROUP = "quotas"
 ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
@@ -144,7 +144,7 @@ def _alter(client: AdminClient, args: argparse.Namespace) -> str:
     response = client.call("AlterClientQuotas", pb.AlterClientQuotasRequest(entries=[entry]))
     for result in response.results:
         if result.error_code:
-            raise CommandError(_failure(result.error_code, result.error_message))
+            raise CommandError(failure_text(result.error_code, result.error_message))
     kind, name = args.entities[0]
     if args.json:
         return json.dumps({"entity": dict(entities), "error": None})

@@ -22,7 +22,7 @@ from typing import Any
 
 from metadata.rpc import admin_pb2 as pb
 from metadata.scram import MAX_ITERATIONS, ScramMechanism, salted_password
-from server.admin_commands import AdminClient, CommandError, _failure, parse_servers
+from server.admin_client import AdminClient, CommandError, failure_text, parse_servers
 from server.bootstrap_metadata import DEFAULT_ITERATIONS, random_salt
 
 GROUP = "users"
@@ -126,7 +126,7 @@ def _alter(client: AdminClient, args: argparse.Namespace) -> str:
     for request in requests:
         for result in client.call("AlterUserScramCredentials", request).results:
             if result.error_code:
-                raise CommandError(_failure(result.error_code, result.error_message))
+                raise CommandError(failure_text(result.error_code, result.error_message))
     if args.json:
         return json.dumps({"entityType": "users", "entityName": user, "error": None})
     return f"Completed updating config for user {user}."
@@ -140,13 +140,13 @@ def _describe(client: AdminClient, args: argparse.Namespace) -> str:
             "user": r.user,
             "credentials": [{"mechanism": ScramMechanism.of_code(c.mechanism).mechanism_name,
                              "iterations": c.iterations} for c in r.credential_infos],
-            "error": _failure(r.error_code, r.error_message) if r.error_code else None,
+            "error": failure_text(r.error_code, r.error_message) if r.error_code else None,
         } for r in response.results])
     lines = []
     for r in response.results:
         if r.error_code:
             lines.append(f"Error retrieving SCRAM credential configs for user-principal "
-                         f"'{r.user}': {_failure(r.error_code, r.error_message)}")
+                         f"'{r.user}': {failure_text(r.error_code, r.error_message)}")
             continue
         infos = ", ".join(f"{ScramMechanism.of_code(c.mechanism).mechanism_name}="
                           f"iterations={c.iterations}" for c in r.credential_infos)

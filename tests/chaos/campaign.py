@@ -19,7 +19,7 @@ import grpc
 from harness.cluster import ProcessCluster, add_fault_dirs, wait_for
 from kraft.errors import Errors
 from metadata.topics import METADATA_PARTITION_DIR
-from server.admin_commands import AdminClient, CommandError
+from server.admin_client import AdminClient, CommandError
 from tests.chaos.availability import derive_bound
 from tests.chaos.checks import (
     Check,

@@ -30,7 +30,7 @@ from confluent_kafka import (
 )
 
 from metadata.rpc import admin_pb2 as apb
-from server.admin_commands import AdminClient, CommandError
+from server.admin_client import AdminClient, CommandError
 from tests.chaos.partitions import Ack, Read, Watermark
 
 MIN_INSYNC = 2

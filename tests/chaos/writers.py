@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from metadata.rpc import admin_pb2 as apb
-from server.admin_commands import AdminClient, CommandError
+from server.admin_client import AdminClient, CommandError
 
 CONFIG_KEY = "retention.ms"
 TOPIC_RESOURCE = apb.CONFIG_RESOURCE_TYPE_TOPIC

@@ -18,7 +18,7 @@ from kraft.log.snapshots import parse_snapshot_file_name
 from metadata.image import MetadataImage
 from metadata.loader import MetadataLoader
 from metadata.topics import METADATA_PARTITION_DIR
-from server.admin_commands import AdminClient
+from server.admin_client import AdminClient
 from snapshots import tree
 from snapshots.diff import as_loaded
 from tests.integration.brokers import TestBroker

@@ -13,7 +13,7 @@ from kraft.log.segmented import list_segments
 from kraft.log.snapshots import parse_snapshot_file_name, verify_snapshot_file
 from metadata.rpc import admin_pb2 as pb
 from metadata.topics import METADATA_PARTITION_DIR
-from server.admin_commands import AdminClient
+from server.admin_client import AdminClient
 from snapshots.image_records import image_to_records
 from snapshots.source import build_image, open_source
 

@@ -14,7 +14,7 @@ from kraft.node.raft_node import RaftNode
 from kraft.node.service import QuorumServicer
 from kraft.rpc import raft_pb2_grpc as raft_rpc
 from metadata.admin_service import AdminServicer, add_admin_service
-from server import admin_cli, admin_commands
+from server import admin_cli, admin_client
 from tests.unit.test_admin_service import CLUSTER_ID, AdminHarness, dead_endpoint, until
 
 
@@ -325,10 +325,10 @@ def test_broker_configs_and_the_cluster_default(admin: AdminHarness,
 def test_unreachable_servers_are_skipped_and_bad_addresses_refused(
     admin: AdminHarness, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(admin_commands, "RETRY_FOR_S", 5.0)
+    monkeypatch.setattr(admin_client, "RETRY_FOR_S", 5.0)
     servers = f"{dead_endpoint()},{admin.endpoint}"
     assert "Id" in ok(servers, capsys, "brokers", "list")  # type: ignore[arg-type]
-    monkeypatch.setattr(admin_commands, "RETRY_FOR_S", 0.3)
+    monkeypatch.setattr(admin_client, "RETRY_FOR_S", 0.3)
     assert fails(dead_endpoint(), capsys, "topics", "list").startswith(
         "gave up after 0.3 s: 127.0.0.1:")
     assert fails("no-port", capsys, "topics", "list") == \
@@ -348,7 +348,7 @@ def test_not_controller_is_retried_then_reported(
             await until(lambda: not harness.controller.is_active)
 
         harness.run(resign())
-        monkeypatch.setattr(admin_commands, "RETRY_FOR_S", 0.3)
+        monkeypatch.setattr(admin_client, "RETRY_FOR_S", 0.3)
         # It resigned: no leader is known, so nothing to forward to or follow.
         assert fails(harness, capsys, "topics", "create", "--topic", "t") == \
             "gave up after 0.3 s: NOT_CONTROLLER: This is not the active controller"

@@ -20,7 +20,7 @@ from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.certs import make_test_certs
 from kraft.security.tls import TlsConfig
-from server import admin_cli, admin_commands, quorum_client
+from server import admin_cli, admin_client, admin_commands, quorum_client
 from server.storage_cli import main as storage_main
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -415,7 +415,7 @@ def test_features_read_kraft_version_from_the_quorum_leader(
 ) -> None:
     leader, follower = nodes
     leader.quorum.answers["DescribeQuorum"] = [described()]
-    client = admin_commands.AdminClient([follower.endpoint])
+    client = admin_client.AdminClient([follower.endpoint])
     assert admin_commands._kraft_version(client) == 1
     assert len(leader.quorum.sent("DescribeQuorum")) == 1
 
