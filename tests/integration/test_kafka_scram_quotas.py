@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -66,8 +66,20 @@ def admin_of(cluster: ProcessCluster, broker: int) -> AdminClient:
                         cluster.bootstrap_servers().split(",")[BROKERS.index(broker)]})
 
 
-def users(admin: AdminClient) -> dict[str, list[tuple[str, int]]]:
-    described = admin.describe_user_scram_credentials().result(timeout=WAIT_S)
+# librdkafka's own connection errors while brokers (re)start: the request never reached one.
+CLIENT_CONNECTION_ERRORS = {KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT,
+                            KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
+
+
+def users(admin: AdminClient) -> dict[str, list[tuple[str, int]]] | None:
+    """The described users; None when the client lost its connection on the way (callers wait
+    for a value, so the next poll asks again), any other error raises."""
+    try:
+        described = admin.describe_user_scram_credentials().result(timeout=WAIT_S)
+    except KafkaException as exc:
+        if exc.args[0].code() in CLIENT_CONNECTION_ERRORS:
+            return None
+        raise
     return {user: sorted((i.mechanism.name, i.iterations) for i in d.scram_credential_infos)
             for user, d in described.items()}
 
@@ -105,7 +117,7 @@ def test_credentials_and_quotas_through_real_clients_survive_a_restart(
     admins = {broker: admin_of(cluster, broker) for broker in BROKERS}
     admin = admins[2]
     # The bootstrapped user, in the log since the controller's first batch.
-    wait_for(lambda: users(admin).get("admin") == [("SCRAM_SHA_512", 4096)], WAIT_S,
+    wait_for(lambda: (users(admin) or {}).get("admin") == [("SCRAM_SHA_512", 4096)], WAIT_S,
              "the bootstrapped user")
     alice = UserScramCredentialUpsertion(
         "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"alice-secret",
