@@ -44,7 +44,8 @@ from bench.authz_produce_bench import admin as run_admin
 from bench.authz_produce_bench import one_round, secure_cluster, unfenced
 from bench.log_bench import machine
 from broker.kafka.codec import build, decode_response, encode_request, request_module
-from broker.kafka.sasl.authenticator import SaslAuthenticator, SaslSettings
+from broker.kafka.sasl.authenticator import SaslAuthenticator
+from broker.kafka.sasl.settings import SaslSettings
 from harness.cluster import ProcessCluster, free_ports, run_cli, wait_for
 from kraft.security.certs import make_test_certs
 from metadata.scram import ScramMechanism, credential_from_password, salted_password

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from broker.kafka.sasl.authenticator import SaslSettings
 from broker.kafka.sasl.jaas import JaasConfigError, plain_users
 from broker.kafka.sasl.mechanisms import PLAIN, SUPPORTED_MECHANISMS
+from broker.kafka.sasl.settings import SaslSettings
 from broker.quotas import QuotaWindow
 from kraft.security.tls import CLIENT_AUTH_VALUES
 from metadata.config_def import INT_MAX, LONG_MAX, ConfigDef, ConfigKey, ConfigType, integer

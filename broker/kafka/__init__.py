@@ -19,20 +19,7 @@ Codec choice: kio 0.6.5, after a short evaluation against the alternatives.
   (2) No dispatch, negotiation or ApiVersions error answer: versions.py and
   api_versions_api.py. (3) Its record-batch reader handles only uncompressed batches: the
   front never parses records, it checks the 61-byte batch header only (produce_api.py).
+
+Nothing is imported here: a process that needs only the SASL settings (the config loader, the
+CLIs) must not pay for kio and the whole front (~0.8 s at every start).
 """
-
-from broker.kafka.apis import KafkaApis
-from broker.kafka.client import KafkaClient, KafkaClientError
-from broker.kafka.codec import FrameError
-from broker.kafka.server import KafkaServer
-from broker.kafka.tls import client_ssl_context, server_ssl_context
-
-__all__ = [
-    "FrameError",
-    "KafkaApis",
-    "KafkaClient",
-    "KafkaClientError",
-    "KafkaServer",
-    "client_ssl_context",
-    "server_ssl_context",
-]

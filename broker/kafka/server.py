@@ -53,12 +53,8 @@ from broker.kafka.connection_limits import (
     listening_sockets,
 )
 from broker.kafka.reply import Reply
-from broker.kafka.sasl.authenticator import (
-    SaslAuthenticator,
-    SaslSettings,
-    Step,
-    answer_when_authenticated,
-)
+from broker.kafka.sasl.authenticator import SaslAuthenticator, Step, answer_when_authenticated
+from broker.kafka.sasl.settings import SaslSettings
 from broker.kafka.versions import ApiKey, is_supported
 from kraft.security.principal import PrincipalError, tls_peer_principal
 from kraft.security.principal_mapping import DEFAULT_MAPPER, PrincipalMapper

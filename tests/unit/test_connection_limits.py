@@ -282,7 +282,7 @@ def test_at_most_16_connections_are_being_established_at_once(
     accepted."""
     from broker.kafka import connection_limits
     from broker.kafka.connection_limits import ESTABLISHING
-    from broker.kafka.sasl.authenticator import SaslSettings
+    from broker.kafka.sasl.settings import SaslSettings
     from tests.unit.test_sasl_authenticator import authenticate, handshake
 
     async def accepted(server: KafkaServer, count: int) -> None:

@@ -12,13 +12,12 @@ from kio.schema.errors import ErrorCode
 
 from broker.kafka.codec import build, encode_request, encode_response, request_module
 from broker.kafka.sasl.authenticator import (
-    DEFAULT_MAX_RECEIVE_SIZE,
     SaslAuthenticator,
-    SaslSettings,
     SaslState,
     Step,
     illegal_state_response,
 )
+from broker.kafka.sasl.settings import DEFAULT_MAX_RECEIVE_SIZE, SaslSettings
 from broker.kafka.versions import ApiKey
 from metadata.scram import ScramCredential, ScramMechanism, credential_from_password
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.kafka.sasl.authenticator import SaslAuthenticator, SaslSettings, Step
+from broker.kafka.sasl.authenticator import SaslAuthenticator, Step
 from broker.kafka.sasl.jaas import JaasConfigError, plain_users
 from broker.kafka.sasl.mechanisms import SaslAuthenticationFailed, SaslCredentialsInvalid
 from broker.kafka.sasl.plain import PlainSaslServer
 from broker.kafka.sasl.scram import ScramSaslServer
+from broker.kafka.sasl.settings import SaslSettings
 from metadata.scram import ScramMechanism
 from tests.unit.test_kafka_codec import VALID
 from tests.unit.test_sasl_authenticator import USERS, handshake, lookup

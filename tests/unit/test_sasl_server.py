@@ -20,7 +20,7 @@ from broker.api import Request
 from broker.kafka.api_versions_api import handle_api_versions
 from broker.kafka.codec import DecodedRequest, decode_response
 from broker.kafka.reply import Reply
-from broker.kafka.sasl.authenticator import SaslSettings
+from broker.kafka.sasl.settings import SaslSettings
 from broker.kafka.server import KafkaServer
 from broker.kafka.tls import client_ssl_context, server_ssl_context
 from kraft.security.certs import make_test_certs

@@ -23,9 +23,8 @@ import dataclasses
 import datetime
 import enum
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -41,44 +40,17 @@ from broker.kafka.codec import (
     response_schema,
 )
 from broker.kafka.sasl.mechanisms import (
-    PLAIN,
     SaslAuthenticationFailed,
     SaslCredentialsInvalid,
     SaslServer,
 )
-from broker.kafka.sasl.plain import PlainSaslServer
-from broker.kafka.sasl.scram import CredentialLookup, ScramSaslServer, mechanism_of
+from broker.kafka.sasl.settings import SaslSettings
 from broker.kafka.versions import ApiKey, is_supported
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_RECEIVE_SIZE = 524288  # sasl.server.max.receive.size
-DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100  # connection.failed.authentication.delay.ms
 MIN_REAUTH_INTERVAL_S = 1.0  # KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
 _AFTER_AUTHENTICATION = "SaslAuthenticate request received after successful authentication"
-
-
-def _no_credentials(_user: str, _mechanism: Any) -> None:
-    return None
-
-
-@dataclass(frozen=True)
-class SaslSettings:
-    """One SASL listener's settings: sasl.enabled.mechanisms (in the order the handshake
-    lists them), PLAIN's users from the listener's JAAS config, the SCRAM credentials of the
-    metadata image, and Kafka's limits."""
-
-    mechanisms: tuple[str, ...]
-    plain_users: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    scram_credentials: CredentialLookup = _no_credentials
-    max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE
-    reauth_ms: int = 0  # connections.max.reauth.ms; 0: sessions never expire
-    failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
-
-    def new_server(self, mechanism: str) -> SaslServer:
-        if mechanism == PLAIN:
-            return PlainSaslServer(self.plain_users)
-        return ScramSaslServer(mechanism_of(mechanism), self.scram_credentials)
 
 
 @dataclass(frozen=True, slots=True)
