@@ -3,7 +3,8 @@ storage in a temp dir, and cleanup of every process it started."""
 
 from __future__ import annotations
 
-import json
+import contextlib
+import io
 import signal
 import socket
 import subprocess
@@ -18,8 +19,12 @@ from typing import TypeVar
 import grpc
 
 from kraft.core.errors import Errors
+from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
+from metadata.rpc import admin_pb2 as admin_pb
+from metadata.rpc import admin_pb2_grpc as admin_rpc
+from server.storage_cli import main as storage_main
 
 T = TypeVar("T")
 PYTHON = sys.executable
@@ -223,13 +228,16 @@ class ProcessCluster:
     def wait_brokers_unfenced(self, broker_ids: list[int], timeout_s: float) -> None:
         """Until the controllers list exactly `broker_ids` as registered and unfenced."""
 
-        def unfenced() -> bool:
-            out = run_cli("server.admin_cli", "--bootstrap-server", self.nodes[1].endpoint,
-                          "brokers", "list", "--json")
-            listed = json.loads(out.stdout) if out.returncode == 0 else []
-            return sorted(b["id"] for b in listed if not b["fenced"]) == sorted(broker_ids)
+        # Asked over gRPC from this process: a CLI per poll would cost a Python start each
+        # time, CPU the starting cluster needs.
+        with grpc.insecure_channel(self.nodes[1].endpoint) as channel:
+            stub = admin_rpc.AdminStub(channel)
 
-        wait_for(unfenced, timeout_s, f"brokers {broker_ids} registered and unfenced")
+            def unfenced() -> bool:
+                listed = stub.ListBrokers(admin_pb.ListBrokersRequest(), timeout=5).brokers
+                return sorted(b.broker_id for b in listed if not b.fenced) == sorted(broker_ids)
+
+            wait_for(unfenced, timeout_s, f"brokers {broker_ids} registered and unfenced")
 
     def bootstrap_servers(self) -> str:
         """Every broker's Kafka listener, for a Kafka client's bootstrap.servers."""
@@ -239,27 +247,26 @@ class ProcessCluster:
 
     def format(self, cluster_id: str | None = None) -> str:
         if cluster_id is None:
-            out = run_cli("server.storage_cli", "random-uuid")
-            assert out.returncode == 0, out.stderr
-            cluster_id = out.stdout.strip()
+            cluster_id = random_uuid()
         self.cluster_id = cluster_id
         for node in self.nodes.values():
             self.format_node(node.node_id, cluster_id)
         return cluster_id
 
     def format_node(self, node_id: int, cluster_id: str, *flags: str) -> None:
-        """`kraft-storage format` of one node; `flags` such as --standalone or -N."""
-        out = run_cli("server.storage_cli", "format", "-t", cluster_id, "-c",
-                      str(self.nodes[node_id].config_path), *flags)
-        assert out.returncode == 0, out.stderr
+        """`kraft-storage format` of one node; `flags` such as --standalone or -N. Run in this
+        process (the CLI's own tests run it as a command)."""
+        errors = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(errors):
+            code = storage_main(["format", "-t", cluster_id, "-c",
+                                 str(self.nodes[node_id].config_path), *flags])
+        assert code == 0, errors.getvalue()
 
     def format_dynamic(self, standalone: int = 1, cluster_id: str | None = None) -> str:
         """A dynamic quorum (KIP-853): node `standalone` formatted with --standalone (the one
         voter), every other node with --no-initial-controllers (observers until added)."""
         if cluster_id is None:
-            out = run_cli("server.storage_cli", "random-uuid")
-            assert out.returncode == 0, out.stderr
-            cluster_id = out.stdout.strip()
+            cluster_id = random_uuid()
         self.cluster_id = cluster_id
         for node_id in self.nodes:
             flag = "--standalone" if node_id == standalone else "--no-initial-controllers"

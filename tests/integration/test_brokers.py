@@ -32,8 +32,13 @@ def admin(endpoint: str, *args: str):  # type: ignore[no-untyped-def]
 
 
 def brokers_list(endpoint: str) -> dict[int, dict] | None:
-    out = admin(endpoint, "brokers", "list", "--json")
-    return {b["id"]: b for b in json.loads(out.stdout)} if out.returncode == 0 else None
+    """Registered brokers as `kraft-admin brokers list --json` names them, asked over gRPC
+    from this process (polled: a CLI per poll would cost a Python start each time)."""
+    with grpc.insecure_channel(endpoint) as channel:
+        reply = arpc.AdminStub(channel).ListBrokers(apb.ListBrokersRequest(), timeout=10)
+    if reply.status.error_code:
+        return None
+    return {b.broker_id: {"id": b.broker_id, "fenced": b.fenced} for b in reply.brokers}
 
 
 def fenced(endpoint: str, broker_id: int) -> bool | None:
