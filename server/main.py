@@ -54,6 +54,7 @@ from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.authorizer.publisher import AclPublisher
 from metadata.authorizer.standard import StandardAuthorizer
 from metadata.controller import QuorumController
+from metadata.controller_metrics import ControllerCollector
 from metadata.lifecycle_service import BrokerLifecycleServicer, add_broker_lifecycle_service
 from metadata.loader import MetadataLoader, MetadataLoadError
 from metadata.topics import METADATA_PARTITION_DIR
@@ -263,6 +264,7 @@ class Server:
                 bootstrap_records=read_bootstrap_records(config),  # --add-scram's users
             )
             loader.install(self.controller)
+            ControllerCollector(self.controller, self.metrics.registry)
         self.snapshot_generator = SnapshotGenerator(
             self.node,
             config.metadata_log_max_record_bytes_between_snapshots,

@@ -123,6 +123,7 @@ class FetcherManager:
         # Brokers this one may not reach: the chaos tool's injected network partition
         # (internal.test.faults.dir `blocked`), applied by server/data_plane_faults.py.
         self.blocked: frozenset[int] = frozenset()
+        self.replication_bytes_in = 0  # record bytes appended as a follower (a metric)
 
     def bind(self, manager: ReplicaManager) -> None:
         self._manager = manager
@@ -395,6 +396,7 @@ class ReplicaFetcher:
                     manager.logs.fail_dir(partition.log.directory, exc)
                 self._back_off(state)
                 return
+            self.owner.replication_bytes_in += len(result.records)
         if result.log_start_offset > partition.log.start_offset:
             partition.log.advance_start_offset(
                 min(result.log_start_offset, partition.log.end_offset))

@@ -40,6 +40,7 @@ from broker.replica.fetch_sessions import (
     PartitionKey,
 )
 from broker.replica.manager import _hw_key, _leo_key
+from broker.replica.waiters import FETCH
 from kraft.errors import Errors
 
 if TYPE_CHECKING:
@@ -112,7 +113,8 @@ class FetchSessions:
             if urgent or size >= params.min_bytes or remaining <= 0:
                 break
             # Parked until one of the session's partitions moves (the index wakes it).
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(TimeoutError), \
+                    manager.waiters.counted(FETCH, len(session.partitions)):
                 async with asyncio.timeout(remaining):
                     await wake.wait()
             if not wake.is_set() or self.cache.sessions.get(session.id) is not session:

@@ -44,7 +44,7 @@ from broker.records import AppendError
 from broker.replica.fetcher import FetcherManager
 from broker.replica.isr import IsrUpdater
 from broker.replica.partition import NotEnoughReplicas, NotLeader, Partition
-from broker.replica.waiters import Waiters
+from broker.replica.waiters import PRODUCE, Waiters
 from kraft.errors import Errors
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage, PartitionRegistration, TopicImage
@@ -430,7 +430,7 @@ class ReplicaManager:
             if not pending:
                 return
             keys = [_hw_key((p.topic, p.partition)) for _, p, _, _ in pending]
-            woken = await self.waiters.wait_any(keys, deadline - loop.time())
+            woken = await self.waiters.wait_any(keys, deadline - loop.time(), PRODUCE)
             if not woken and loop.time() >= deadline:
                 for index, *_ in pending:
                     results[index] = ProducePartitionResult(Errors.REQUEST_TIMED_OUT)

@@ -1,7 +1,10 @@
 """Prometheus metrics of the data plane, after Kafka's ReplicaManager metrics
 (PartitionCount, LeaderCount, UnderReplicatedPartitions, UnderMinIsrPartitionCount,
-IsrShrinksPerSec, IsrExpandsPerSec) with the `kraft_broker_` prefix, plus the committed
-records an unclean election cut. Read at scrape time: nothing on the hot path updates them."""
+AtMinIsrPartitionCount, IsrShrinksPerSec, IsrExpandsPerSec), its purgatories' PurgatorySize
+and NumDelayedOperations, ReplicationBytesInPerSec and the controller's
+OfflinePartitionsCount as this broker's image has it, with the `kraft_broker_` prefix, plus the
+committed records an unclean election cut. Read at scrape time: nothing on the hot path
+updates them but a counter or two."""
 
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from broker.replica.waiters import OPERATIONS
+from metadata.controller_metrics import offline_partition_count
 
 if TYPE_CHECKING:
     from broker.replica.manager import ReplicaManager
@@ -38,6 +44,21 @@ class DataPlaneCollector(Collector):
             "Partitions this broker leads whose ISR is below min.insync.replicas (acks=all "
             "produce is refused with NOT_ENOUGH_REPLICAS)",
             value=sum(1 for p in leaders if len(p.isr) < manager.min_isr_of(p)))
+        yield GaugeMetricFamily(
+            "kraft_broker_at_min_isr_partitions",
+            "Partitions this broker leads whose ISR is exactly min.insync.replicas: one more "
+            "replica out and acks=all is refused (Kafka's AtMinIsrPartitionCount)",
+            value=sum(1 for p in leaders if len(p.isr) == manager.min_isr_of(p)))
+        yield GaugeMetricFamily(
+            "kraft_broker_offline_partitions",
+            "Partitions of the cluster with no leader in this broker's metadata image "
+            "(Kafka's controller OfflinePartitionsCount, as this broker sees it)",
+            value=offline_partition_count(manager.image))
+        yield from self._purgatories()
+        yield CounterMetricFamily(
+            "kraft_broker_replication_bytes_in",
+            "Record bytes fetched from leaders and appended as a follower (Kafka's "
+            "ReplicationBytesInPerSec)", value=manager.fetchers.replication_bytes_in)
         yield CounterMetricFamily("kraft_broker_isr_shrinks",
                                   "ISR shrinks this broker committed as a partition leader",
                                   value=manager.isr.shrinks_committed)
@@ -52,3 +73,18 @@ class DataPlaneCollector(Collector):
             "kraft_broker_truncated_committed_records",
             "Records below the high watermark cut by truncation: lost to an unclean election",
             value=manager.records_lost)
+
+    def _purgatories(self) -> Iterator[GaugeMetricFamily]:
+        waiters = self.manager.waiters
+        delayed = GaugeMetricFamily(
+            "kraft_broker_purgatory_delayed_operations",
+            "Requests parked: acks=all produces waiting for the ISR, fetches waiting for data "
+            "(Kafka's NumDelayedOperations per delayedOperation)", labels=["operation"])
+        size = GaugeMetricFamily(
+            "kraft_broker_purgatory_size",
+            "Partitions the parked requests wait on, a request counted once per partition "
+            "(Kafka's PurgatorySize per delayedOperation)", labels=["operation"])
+        for operation in OPERATIONS:
+            delayed.add_metric([operation], waiters.delayed[operation])
+            size.add_metric([operation], waiters.watched[operation])
+        yield from (delayed, size)
