@@ -31,6 +31,7 @@ from broker.kafka.admin_log_api import LogDirs
 from broker.kafka.apis import KafkaApis
 from broker.kafka.client import KafkaClient
 from broker.kafka.connection_limits import ConnectionQuotas, RequestMemoryPool, resolve_overrides
+from broker.kafka.request_metrics import RequestMetrics
 from broker.kafka.server import KafkaServer
 from broker.kafka.tls import client_ssl_context, server_ssl_context
 from broker.lifecycle import AdvertisedListener, BrokerLifecycleManager
@@ -149,6 +150,7 @@ class BrokerRole:
         self.groups.create_topic = self._create_offsets_topic
         self._group_admin: AdminServicer | None = None  # the combined node's own controller
         DataPlaneCollector(self.replicas, registry)
+        self.request_metrics = RequestMetrics(registry, lambda: self.cache.image)
         self.listeners = broker_listeners(config)
         grpc_names = set(config.grpc_listener_names or ())
         self.grpc_listeners = [lsn for lsn in self.listeners if lsn.name in grpc_names]
@@ -243,7 +245,7 @@ class BrokerRole:
                          auto_create=self.auto_create, authorizer=self.authorizer,
                          fetch_sessions=FetchSessions(self.replicas, FetchSessionCache(
                              self.config.max_incremental_fetch_session_cache_slots)),
-                         quotas=self.client_quotas)
+                         quotas=self.client_quotas, metrics=self.request_metrics)
         apis.groups = self.groups
         self._group_admin = combined_admin
         config = self.config

@@ -4,10 +4,13 @@ Every request is authorized with the connection's principal before it touches st
 handler as Kafka's (broker/kafka/authorization.py's API_AUTHORIZATION says what each needs).
 With client quotas (broker/quotas/), each request's loop time, a Produce's bytes and a Fetch's
 answer are recorded against its user and client id, and the throttle they earn goes in the
-answer (broker/quotas/request_quotas.py says which counts where)."""
+answer (broker/quotas/request_quotas.py says which counts where). With `metrics`
+(broker/kafka/request_metrics.py), each request's latency is observed per API and the produce
+and fetch handlers count their records' bytes per topic."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from broker.api import DataPlane, Request
@@ -36,7 +39,7 @@ from broker.kafka.api_versions_api import handle_api_versions
 from broker.kafka.authorization import RequestAuthorization
 from broker.kafka.codec import DecodedRequest
 from broker.kafka.coordinator_api import handle_find_coordinator
-from broker.kafka.fetch_api import handle_fetch
+from broker.kafka.fetch_api import handle_fetch, replica_of
 from broker.kafka.group_admin_api import (
     handle_delete_groups,
     handle_describe_groups,
@@ -55,6 +58,7 @@ from broker.kafka.produce_api import handle_produce
 from broker.kafka.producer_id_api import handle_init_producer_id
 from broker.kafka.quotas_api import handle_alter_client_quotas, handle_describe_client_quotas
 from broker.kafka.reply import Reply, throttled
+from broker.kafka.request_metrics import FETCH_CONSUMER, FETCH_FOLLOWER, RequestMetrics, api_name
 from broker.kafka.scram_api import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
@@ -84,12 +88,14 @@ class KafkaApis:
         authorizer: RequestAuthorizer | None = None,
         fetch_sessions: FetchSessions | None = None,
         quotas: ClientQuotas | None = None,
+        metrics: RequestMetrics | None = None,
     ) -> None:
         """`admin`: the admin operations (metadata/admin_ops.py) the admin APIs translate
         onto; without it they are not served. `auto_create`: Metadata's auto topic creation.
         `authorizer`: the node's StandardAuthorizer; None allows everything. `fetch_sessions`:
         the incremental fetch sessions (KIP-227); without them every Fetch is answered in
-        full with session id 0. `quotas`: the client quotas to enforce; None: unlimited."""
+        full with session id 0. `quotas`: the client quotas to enforce; None: unlimited.
+        `metrics`: the request and topic traffic metrics; None: not measured."""
         self._data_plane = data_plane
         self._image = metadata_image
         self._cluster_id = cluster_id
@@ -103,10 +109,27 @@ class KafkaApis:
         self._authorizer = authorizer
         self._fetch_sessions = fetch_sessions
         self._quotas = quotas
+        self._metrics = metrics
+        self._stats = metrics.topics if metrics is not None else None
 
     async def handle(self, request: DecodedRequest, context: Request) -> Reply:
         """The reply to a decoded request. Produce reaches the data plane before this
         coroutine first suspends (see produce_api)."""
+        metrics = self._metrics
+        if metrics is None:
+            return await self._handle_within_quotas(request, context)
+        # The connection starts this coroutine as soon as the request is decoded.
+        start = time.perf_counter()
+        api = _api_label(request)
+        try:
+            return await self._handle_within_quotas(request, context)
+        except Exception:
+            metrics.failed(api)
+            raise
+        finally:
+            metrics.observe(api, time.perf_counter() - start)
+
+    async def _handle_within_quotas(self, request: DecodedRequest, context: Request) -> Reply:
         if self._quotas is None:
             return await self._handle(request, context, None)
         quotas = self._quotas.for_request(context.principal, request.client_id)
@@ -131,11 +154,12 @@ class KafkaApis:
         match request.api_key:
             case ApiKey.PRODUCE:
                 return await handle_produce(
-                    self._data_plane, self._image(), context.listener, version, body, auth)
+                    self._data_plane, self._image(), context.listener, version, body, auth,
+                    self._stats)
             case ApiKey.FETCH:
                 return await handle_fetch(
                     self._data_plane, self._image(), context.listener, version, body, auth,
-                    self._fetch_sessions, quotas)
+                    self._fetch_sessions, quotas, self._stats)
             case ApiKey.LIST_OFFSETS:
                 return handle_list_offsets(self._data_plane, version, body, auth)
             case ApiKey.METADATA:
@@ -225,3 +249,11 @@ class KafkaApis:
             case ApiKey.ALTER_CLIENT_QUOTAS:
                 return await handle_alter_client_quotas(admin, version, body)
         raise UnsupportedApi(f"api key {request.api_key}")
+
+
+def _api_label(request: DecodedRequest) -> str:
+    """Kafka's request name; a Fetch is FetchConsumer or FetchFollower, as Kafka counts it."""
+    if request.api_key == ApiKey.FETCH:
+        follower = replica_of(request.api_version, request.body)[0] >= 0
+        return FETCH_FOLLOWER if follower else FETCH_CONSUMER
+    return api_name(request.api_key)

@@ -40,6 +40,7 @@ from broker.kafka.authorization import ALLOW_ALL, RequestAuthorization
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.metadata_api import node_endpoints
 from broker.kafka.reply import NO_THROTTLE, Reply, millis, throttled
+from broker.kafka.request_metrics import TopicStats
 from broker.kafka.topic_ids import from_wire, to_wire
 from broker.kafka.versions import ApiKey
 from broker.quotas import RequestQuotas
@@ -128,7 +129,7 @@ def fetch_params(version: int, request: Any, image: MetadataImage,
 async def handle_fetch(
     data_plane: DataPlane, image: MetadataImage, listener: str, version: int, request: Any,
     auth: RequestAuthorization = ALLOW_ALL, sessions: FetchSessions | None = None,
-    quotas: RequestQuotas | None = None,
+    quotas: RequestQuotas | None = None, stats: TopicStats | None = None,
 ) -> Reply:
     module = response_module(ApiKey.FETCH, version)
     session_id = getattr(request, "session_id", NO_SESSION)
@@ -156,16 +157,20 @@ async def handle_fetch(
             return _session_error(module, context.error, NO_SESSION)
         if isinstance(context, IncrementalFetch):
             return await _incremental(sessions, context, module, image, listener, version,
-                                      request, may_read, quotas)
+                                      request, may_read, quotas, stats)
     params, asked = fetch_params(version, request, image, may_read)
     params = _within_quota(params, quotas)
-    fetched = iter(await data_plane.fetch(params) if params.partitions else [])
+    results = await data_plane.fetch(params) if params.partitions else []
+    fetched = iter(results)
     answered = [(key, index, known if known is not None else next(fetched))
                 for key, index, known in asked]
     throttle = _throttle_ms(quotas, (result for _, _, result in answered))
     if throttle > 0:
         return throttled(_response(module, image, listener, version, NO_SESSION, [],
                                    params.isolation_level), throttle)
+    if stats is not None:
+        stats.fetched(params.from_follower, zip(
+            (p.topic for p in params.partitions), results, strict=True))
     new_session = NO_SESSION
     if isinstance(context, FullFetch) and answered:
         assert sessions is not None
@@ -180,7 +185,8 @@ async def handle_fetch(
 
 async def _incremental(sessions: FetchSessions, context: IncrementalFetch, module: Any,
                        image: MetadataImage, listener: str, version: int, request: Any,
-                       may_read: Callable[[str], bool], quotas: RequestQuotas | None) -> Reply:
+                       may_read: Callable[[str], bool], quotas: RequestQuotas | None,
+                       stats: TopicStats | None) -> Reply:
     """An incremental fetch: the session's partitions with something new."""
     replica_id, replica_epoch = replica_of(version, request)
     params = _within_quota(FetchParams(
@@ -198,6 +204,8 @@ async def _incremental(sessions: FetchSessions, context: IncrementalFetch, modul
             c.high_watermark = -1  # the client was told nothing: answer it again next time
         return throttled(_response(module, image, listener, version, context.session.id, [],
                                    params.isolation_level), throttle)
+    if stats is not None:
+        stats.fetched(params.from_follower, ((c.topic, result) for c, result in out))
     answered = [(to_wire(c.topic_id) if by_id and c.topic_id is not None else c.topic,
                  c.partition, result) for c, result in out]
     return _response(module, image, listener, version, context.session.id, answered,

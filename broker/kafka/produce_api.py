@@ -25,6 +25,7 @@ from broker.kafka.authorization import (
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.metadata_api import INTERNAL_TOPICS, node_endpoints
 from broker.kafka.reply import NO_THROTTLE, Reply, millis
+from broker.kafka.request_metrics import TopicStats
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
 from metadata.authorizer.model import AclOperation, ResourceType
@@ -38,6 +39,9 @@ ZSTD = 4
 ZSTD_MIN_VERSION = 7
 VALID_ACKS = (-1, 0, 1)
 _LEADER_ERRORS = (Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH)
+# A partition's answer once its batch is in the leader's log (acks=all may still time out or
+# lose the ISR): what Kafka's BytesInPerSec counts.
+_APPENDED = (Errors.NONE, Errors.REQUEST_TIMED_OUT, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
 def check_batch(records: bytes | None, version: int) -> Errors:
@@ -61,7 +65,7 @@ def check_batch(records: bytes | None, version: int) -> Errors:
 
 async def handle_produce(
     data_plane: DataPlane, image: MetadataImage, listener: str, version: int, request: Any,
-    auth: RequestAuthorization = ALLOW_ALL,
+    auth: RequestAuthorization = ALLOW_ALL, stats: TopicStats | None = None,
 ) -> Reply:
     acks = request.acks
     transaction_refused = _transaction_refused(request, auth)
@@ -95,7 +99,12 @@ async def handle_produce(
             valid.append(ProducePartition(topic, index, bytes(records)))
     if valid:
         # No await before this call: see the module docstring.
-        appended = iter(await data_plane.produce(acks, millis(request.timeout), valid))
+        done = await data_plane.produce(acks, millis(request.timeout), valid)
+        if stats is not None:
+            for sent, result in zip(valid, done, strict=True):
+                if result.error in _APPENDED:
+                    stats.produced(sent.topic, sent.records)
+        appended = iter(done)
         results = [r if r is not None else next(appended) for r in results]
     final = [r if r is not None else ProducePartitionResult() for r in results]
     if acks == 0:

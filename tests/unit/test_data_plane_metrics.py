@@ -10,9 +10,16 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from broker.api import FetchParams, FetchPartition
+from broker.kafka.apis import KafkaApis
+from broker.kafka.client import KafkaClient
+from broker.kafka.request_metrics import RequestMetrics
+from broker.kafka.server import KafkaServer
+from broker.replica.fetch_sessions import INITIAL_EPOCH, FetchSessionCache
+from broker.replica.incremental_fetch import FetchSessions
 from broker.replica.metrics import DataPlaneCollector
 from metadata.controller_metrics import ControllerCollector
-from tests.unit.replica_harness import Cluster, batch, run, settle
+from tests.unit.replica_harness import TOPIC, TOPIC_ID, Cluster, batch, broker_epoch, run, settle
 
 
 def registry_of(node: Any) -> CollectorRegistry:
@@ -124,3 +131,54 @@ def test_purgatories_count_parked_produces_and_fetches(tmp_path: Path) -> None:
         assert parked("Fetch") == (0, 0)
 
     run(tmp_path, scenario)
+
+
+def test_a_parked_session_fetch_is_in_the_purgatory_and_its_answer_is_counted(
+        tmp_path: Path) -> None:
+    """The fetch sessions park on their own event (broker/replica/incremental_fetch.py): the
+    purgatory counts them too, and an incremental answer's bytes are replication bytes out."""
+    async def main() -> None:
+        c = Cluster(tmp_path, brokers=(1, 2))
+        c.create_topic(replicas=(1, 2), partitions=4)
+        c.start()
+        leader = c.nodes[1].manager
+        registry = registry_of(c.nodes[1])
+        metrics = RequestMetrics(registry, lambda: c.metadata.image)
+        apis = KafkaApis(leader, lambda: c.metadata.image, "c1", metrics=metrics,
+                         fetch_sessions=FetchSessions(leader, FetchSessionCache(10)))
+        server = KafkaServer(apis, "127.0.0.1", 0)
+        client = KafkaClient("127.0.0.1", await server.start(), client_id="broker-2-fetcher")
+        await client.connect()
+        try:
+            def params(partitions: list[FetchPartition], wait_ms: int) -> FetchParams:
+                return FetchParams(partitions, max_wait_ms=wait_ms, replica_id=2,
+                                   replica_epoch=broker_epoch(2))
+
+            wanted = [FetchPartition(TOPIC, p, 0, 1 << 20, current_leader_epoch=0,
+                                     log_start_offset=0, topic_id=TOPIC_ID) for p in range(4)]
+            full = await client.fetch_session(params(wanted, 0), 0, INITIAL_EPOCH)
+            names = {TOPIC_ID: TOPIC}
+            await client.fetch_session(params([], 0), full.session_id, 1, (), names)
+            parked = asyncio.ensure_future(
+                client.fetch_session(params([], 30_000), full.session_id, 2, (), names))
+            await settle()
+            assert not parked.done()
+            assert value(registry, "kraft_broker_purgatory_delayed_operations",
+                         operation="Fetch") == 1
+            assert value(registry, "kraft_broker_purgatory_size", operation="Fetch") == 4
+            assert value(registry, "kraft_broker_replication_bytes_out_total") == 0
+            records = batch(2)
+            await c.nodes[1].produce(records, acks=1, partition=3)
+            woken = await asyncio.wait_for(parked, 5)
+            assert len(woken.results[(TOPIC, 3)].records) == len(records)  # epoch stamped
+            assert value(registry, "kraft_broker_purgatory_delayed_operations",
+                         operation="Fetch") == 0
+            assert value(registry, "kraft_broker_replication_bytes_out_total") == len(records)
+            assert value(registry, "kraft_broker_request_latency_seconds_count",
+                         api="FetchFollower") == 3
+        finally:
+            await client.close()
+            await server.close()
+            await c.close()
+
+    asyncio.run(main())
