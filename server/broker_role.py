@@ -35,7 +35,7 @@ from broker.kafka.request_metrics import RequestMetrics
 from broker.kafka.server import KafkaServer
 from broker.kafka.tls import client_ssl_context, server_ssl_context
 from broker.lifecycle import AdvertisedListener, BrokerLifecycleManager
-from broker.log import cleaner_metrics
+from broker.log import cleaner_metrics, recovery_metrics
 from broker.log.cleaner import CleanerConfig
 from broker.log.log_manager import LogManager
 from broker.metrics import BrokerMetrics, BrokerSample
@@ -121,6 +121,7 @@ class BrokerRole:
             recovery_threads_per_data_dir=config.num_recovery_threads_per_data_dir,
             load=False)
         cleaner_metrics.register(registry, self.logs.cleaner)
+        recovery_metrics.register(registry, self.logs.loading)
         # The logs load in worker threads from `bind` on, while the node starts; the broker
         # registers once they are loaded (`start_lifecycle`).
         self._loading: asyncio.Future[None] | None = None

@@ -15,6 +15,11 @@ Then every partition directory is opened in the dir's thread pool (`open_partiti
 whose files are damaged where they should not be (below its recovery point, a
 partition.metadata that does not parse) is `Damaged`: the LogManager keeps that partition
 offline and the broker serves the others (Kafka would fail the whole log dir).
+
+`progress()` is the load's state for the recovery metrics (broker/log/recovery_metrics.py),
+read from the scrape thread: logs left per dir (Kafka's remainingLogsToRecover), the segments
+the logs being opened now check (remainingSegmentsToRecover, per log rather than per
+segment), and the logs loaded.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from dataclasses import dataclass, field
 from broker.log import checkpoints, durability
 from broker.log.checkpoints import TopicPartition
 from broker.log.config import LogConfig
-from broker.log.log_files import DELETED_SUFFIX, never_synced
+from broker.log.log_files import DELETED_SUFFIX, never_synced, recovery_point
 from broker.log.partition_log import PartitionLog, PartitionMetadataError, parse_partition_dir
 from kraft.log._common import fsync_dir
 from kraft.log.base import CorruptRecordError
@@ -117,6 +122,28 @@ def open_partition(plan: DirPlan, tp: TopicPartition, path: str) -> PartitionLog
         raise Damaged(tp, path, str(exc)) from exc
 
 
+def segments_to_recover(plan: DirPlan, path: str) -> int:
+    """The segments recovery checks in one log: from the one holding its recovery point on
+    (none after a clean shutdown). Segment files are named by their base offset."""
+    if plan.clean:
+        return 0
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return 0  # the open reports it
+    bases = sorted(int(name[:-4]) for name in names
+                   if name.endswith(".log") and name[:-4].isdigit())
+    point = recovery_point(path)
+    return sum(1 for i, base in enumerate(bases) if i + 1 == len(bases) or bases[i + 1] > point)
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    remaining_logs: dict[str, int]  # per log dir
+    remaining_segments: dict[str, int]  # per log dir, in the logs being opened now
+    loaded_logs: int
+
+
 # Told each log as it opens: (its partition, the log, the HW in the dir's checkpoint).
 Attach = Callable[[TopicPartition, PartitionLog, "int | None"], None]
 
@@ -142,9 +169,18 @@ class LogLoader:
         self._abandoned = False
         self._left: dict[str, int] = {}  # per log dir, partition directories not opened
         self.remaining = 0  # partition directories found and not opened yet
+        self.loaded = 0  # logs opened and attached
+        # (log dir, partition) -> segments to check, while a recovery thread opens that log
+        self._recovering: dict[tuple[str, TopicPartition], int] = {}
         # Dirs whose every log is not loaded (yet): no clean-shutdown marker at close.
         self.unloaded = set(directories)
         self.damaged: dict[TopicPartition, Damaged] = {}
+
+    def progress(self) -> LoadProgress:
+        segments: dict[str, int] = dict.fromkeys(self._directories, 0)
+        for (directory, _), count in self._recovering.copy().items():  # copy: threads add
+            segments[directory] += count
+        return LoadProgress(self._left.copy(), segments, self.loaded)
 
     def abandon(self) -> None:
         """Open nothing more (the manager is closing)."""
@@ -198,10 +234,14 @@ class LogLoader:
     def _open(self, plan: DirPlan, tp: TopicPartition, path: str) -> Outcome:
         if self._abandoned:
             return _ABANDONED
+        key = (plan.directory, tp)
+        self._recovering[key] = segments_to_recover(plan, path)
         try:
             return open_partition(plan, tp, path)
         except Damaged as exc:
             return exc
+        finally:
+            del self._recovering[key]
 
     def _loaded(self, plan: DirPlan, tp: TopicPartition, path: str, outcome: Outcome) -> None:
         if isinstance(outcome, _Abandoned):
@@ -212,6 +252,7 @@ class LogLoader:
             self.damaged[tp] = outcome
         elif outcome is not None:  # None: skipped (never synced, or no partition.metadata)
             self._attach(tp, outcome, plan.high_watermarks.get(tp))
+            self.loaded += 1
         self._left[plan.directory] -= 1
         if self._left[plan.directory] == 0:
             self._dir_loaded(plan)

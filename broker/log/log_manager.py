@@ -126,9 +126,9 @@ class LogManager:
         await self._loader.load()
 
     @property
-    def logs_to_load(self) -> int:
-        """Partition directories found at start and not opened yet."""
-        return self._loader.remaining
+    def loading(self) -> LogLoader:
+        """The start-up load: `remaining` logs, `progress()` (the recovery metrics)."""
+        return self._loader
 
     @property
     def offline_partitions(self) -> dict[TopicPartition, str]:

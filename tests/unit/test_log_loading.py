@@ -179,9 +179,9 @@ def test_logs_load_in_parallel_threads_off_the_event_loop(
         loop_thread = threading.current_thread().name
         again = LogManager([str(tmp_path)], no_hws, recovery_threads_per_data_dir=2,
                            load=False)
-        assert again.logs() == {} and again.logs_to_load == 0
+        assert again.logs() == {} and again.loading.remaining == 0
         await again.load_logs()
-        assert len(again.logs()) == 4 and again.logs_to_load == 0
+        assert len(again.logs()) == 4 and again.loading.remaining == 0
         assert loop_thread not in threads and all("log-recovery" in t for t in threads)
         await again.close()
 
@@ -224,7 +224,7 @@ def test_a_close_during_the_load_leaves_no_clean_shutdown_marker(
         again = LogManager([str(tmp_path)], no_hws, recovery_threads_per_data_dir=1,
                            load=False)
         loading = asyncio.ensure_future(again.load_logs())
-        while again.logs_to_load == 0:
+        while again.loading.remaining == 0:
             await asyncio.sleep(0)
         loading.cancel()
         await asyncio.gather(loading, return_exceptions=True)
