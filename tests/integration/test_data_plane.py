@@ -384,6 +384,9 @@ def test_unclean_election_loses_exactly_the_records_the_old_leader_alone_held(cl
     assert values == [f"shared-{i}" for i in range(100)] + [f"after-{i}" for i in range(10)]
     assert _metric(cluster, old_leader, "kraft_broker_truncated_committed_records_total") == 50
     assert _metric(cluster, old_leader, "kraft_broker_truncated_records_total") == 50
+    # It loaded its log at the restart and fetched the new leader's records as a follower.
+    assert _metric(cluster, old_leader, "kraft_broker_log_recovery_loaded_logs") >= 1
+    assert _metric(cluster, old_leader, "kraft_broker_replication_bytes_in_total") > 0
     assert "LOST 50 committed record(s) of fragile-0: truncated to offset 100" in \
         cluster.logs(old_leader)
 
