@@ -198,8 +198,12 @@ class ReplicaManager:
             for partition_id, registration in topic.partitions.items():
                 # Re-applying a sibling's unchanged registration would drop its in-flight
                 # AlterPartition (Kafka runs makeLeader for the delta's partitions only).
-                if self._applied.get((topic.name, partition_id)) is not registration:
-                    work.append((topic, partition_id, registration))
+                if self._applied.get((topic.name, partition_id)) is registration:
+                    continue
+                if (self.broker_id not in registration.replicas
+                        and (topic.name, partition_id) not in self.partitions):
+                    continue  # neither held nor assigned here: nothing to do
+                work.append((topic, partition_id, registration))
         if previous.cluster is not image.cluster:
             # A leader's endpoint may have changed, and eligibility for the ISR with it.
             self.fetchers.refresh(image)
