@@ -124,6 +124,13 @@ class FetcherManager:
         # (internal.test.faults.dir `blocked`), applied by server/data_plane_faults.py.
         self.blocked: frozenset[int] = frozenset()
         self.replication_bytes_in = 0  # record bytes appended as a follower (a metric)
+        # While a large metadata change is applied in turns (ReplicaManager), partitions added
+        # to a fetcher join its next round instead of cutting its long poll short at every
+        # turn: each cut starts a new session, a full fetch of all its partitions, so
+        # thousands of partitions added turn by turn cost O(n^2) to encode and to answer.
+        # The end of the change cuts each such long poll once.
+        self._holds = 0
+        self._held: set[ReplicaFetcher] = set()
 
     def bind(self, manager: ReplicaManager) -> None:
         self._manager = manager
@@ -144,6 +151,24 @@ class FetcherManager:
     def remove(self, tp: TopicPartition) -> None:
         for fetcher in self.fetchers.values():
             fetcher.remove(tp)
+
+    @property
+    def holding(self) -> bool:
+        return self._holds > 0
+
+    def hold(self) -> None:
+        """Added partitions wait for their fetcher's next round until `release`."""
+        self._holds += 1
+
+    def release(self) -> None:
+        self._holds -= 1
+        if self._holds == 0:
+            held, self._held = self._held, set()
+            for fetcher in held:
+                fetcher.restart()
+
+    def held(self, fetcher: ReplicaFetcher) -> None:
+        self._held.add(fetcher)
 
     def refresh(self, image: MetadataImage) -> None:
         """Brokers changed: a fetcher whose leader moved to a new address reconnects; a
@@ -193,7 +218,14 @@ class ReplicaFetcher:
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
         self.partitions[tp] = _Fetching(leader_epoch)
-        # A new partition must not wait out a long poll that does not include it.
+        if self.owner.holding:
+            self.owner.held(self)
+            self._wakeup.set()  # an idle fetcher starts; one in a long poll waits it out
+            return
+        self.restart()
+
+    def restart(self) -> None:
+        """A new partition must not wait out a long poll that does not include it."""
         self._restart = True
         self._wakeup.set()
 

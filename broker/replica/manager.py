@@ -224,6 +224,7 @@ class ReplicaManager:
     async def _apply_in_chunks(self, work: list[tuple[TopicImage, int, PartitionRegistration]],
                                done_topics: list[tuple[str, TopicImage]]) -> None:
         index = 0
+        self.fetchers.hold()
         try:
             while index < len(work):
                 turn_ends = time.perf_counter() + APPLY_TURN_S
@@ -237,6 +238,8 @@ class ReplicaManager:
             log.exception("applying the metadata to replica %s-%d failed", work[index][0].name,
                           work[index][1])
             return
+        finally:
+            self.fetchers.release()
         self._seen_topics.update(done_topics)
 
     def _apply_work(self, work: list[tuple[TopicImage, int, PartitionRegistration]],
