@@ -18,6 +18,8 @@ from typing import TypeVar
 
 import grpc
 
+from broker.rpc import broker_metadata_pb2 as broker_pb
+from broker.rpc import broker_metadata_pb2_grpc as broker_rpc
 from kraft.core.errors import Errors
 from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
@@ -40,6 +42,12 @@ def free_ports(count: int) -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+def _broker_state(stub: broker_rpc.BrokerMetadataStub) -> str:
+    """A broker's own state; UNAVAILABLE (grpc.RpcError) until it serves."""
+    reply = stub.DescribeCluster(broker_pb.DescribeClusterRequest(), timeout=5)
+    return str(reply.broker_state)
 
 
 def wait_for(condition: Callable[[], T], timeout_s: float, what: str, poll_s: float = 0.02) -> T:
@@ -226,7 +234,9 @@ class ProcessCluster:
         return combined
 
     def wait_brokers_unfenced(self, broker_ids: list[int], timeout_s: float) -> None:
-        """Until the controllers list exactly `broker_ids` as registered and unfenced."""
+        """Until the controllers list exactly `broker_ids` as registered and unfenced, and
+        each of those brokers' own process says it runs: just after a restart the controllers
+        still list the killed process, unfenced, until its session expires."""
 
         # Asked over gRPC from this process: a CLI per poll would cost a Python start each
         # time, CPU the starting cluster needs.
@@ -238,6 +248,12 @@ class ProcessCluster:
                 return sorted(b.broker_id for b in listed if not b.fenced) == sorted(broker_ids)
 
             wait_for(unfenced, timeout_s, f"brokers {broker_ids} registered and unfenced")
+        for broker_id in broker_ids:
+            with grpc.insecure_channel(self.nodes[broker_id].endpoint) as channel:
+                brokers = broker_rpc.BrokerMetadataStub(channel)
+
+                wait_for(lambda stub=brokers: _broker_state(stub) == "RUNNING", timeout_s,
+                         f"broker {broker_id} running")
 
     def bootstrap_servers(self) -> str:
         """Every broker's Kafka listener, for a Kafka client's bootstrap.servers."""

@@ -271,7 +271,7 @@ class BrokerRole:
                 connections_max_idle_ms=limits.connections_max_idle_ms,
                 request_body_timeout_ms=limits.socket_request_body_timeout_ms)
             try:
-                self.ports[listener.name] = await server.start()
+                self.ports[listener.name] = await server.start(accepting=False)
             except OSError as exc:
                 raise OSError(f"cannot listen on {listener.host}:{listener.port} "
                               f"({listener.name}): {exc}") from exc
@@ -406,6 +406,10 @@ class BrokerRole:
             self.publisher.initial_catch_up_s = time.monotonic() - self.publisher.started_at
         if state in (BrokerState.RECOVERY, BrokerState.RUNNING):
             self.replicas.activate()
+            # Caught up with the metadata and registered: clients and replicas are served
+            # from now on (Kafka enables request processing at the same point).
+            for server in self.kafka_servers:
+                server.accept()
         serving = state is BrokerState.RUNNING
         status = (health_pb2.HealthCheckResponse.SERVING if serving
                   else health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -297,7 +297,8 @@ class Acceptor:
         self._establishing = asyncio.Semaphore(ESTABLISHING)
 
     def start(self) -> None:
-        self._loops = [asyncio.create_task(self._accept(sock)) for sock in self._sockets]
+        if not self._loops:
+            self._loops = [asyncio.create_task(self._accept(sock)) for sock in self._sockets]
 
     async def close(self) -> None:
         tasks = [*self._loops, *self.connections]

@@ -200,15 +200,25 @@ class KafkaServer:
     def failed_authentications(self) -> int:
         return self.failed_authentication_log.events
 
-    async def start(self) -> int:
-        """Listen; the port (the one chosen by the OS when constructed with port 0)."""
+    async def start(self, accepting: bool = True) -> int:
+        """Listen; the port (the one chosen by the OS when constructed with port 0). Without
+        `accepting`, connections wait in the kernel's backlog until `accept()`: a broker binds
+        its ports at start but serves once it has caught up with the metadata, as Kafka's
+        enableRequestProcessing does, so no client sees a broker with an empty image."""
         sockets = await listening_sockets(self._host, self._port)
         self._port = sockets[0].getsockname()[1]
         self._acceptor = Acceptor(sockets, self.listener, self.quotas, self._accept, self._ssl,
                                   self.refused_log)
-        self._acceptor.start()
-        log.info("Kafka listener %s on %s:%d", self.listener, self._host, self._port)
+        if accepting:
+            self._acceptor.start()
+        log.info("Kafka listener %s on %s:%d%s", self.listener, self._host, self._port,
+                 "" if accepting else " (accepting once caught up with the metadata)")
         return self._port
+
+    def accept(self) -> None:
+        """Start accepting connections (idempotent)."""
+        if self._acceptor is not None:
+            self._acceptor.start()
 
     async def close(self) -> None:
         if self._acceptor is not None:

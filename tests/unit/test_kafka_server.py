@@ -274,3 +274,30 @@ def test_request_helper_frames_match_the_codec() -> None:
     from broker.kafka.codec import build, request_module
     body = build(request_module(18, 0), "ApiVersionsRequest")
     assert api_versions_frame(4, "abc") == encode_request(4, "abc", body)
+
+
+def test_a_listener_bound_but_not_accepting_holds_clients_until_accept() -> None:
+    """A broker binds its ports at start and serves once caught up with the metadata (Kafka's
+    enableRequestProcessing): a client meanwhile connects (the kernel's backlog) and is
+    answered only after accept(), never refused."""
+    async def main() -> None:
+        handler = ScriptedHandler()
+        server = KafkaServer(handler, "127.0.0.1", 0)
+        port = await server.start(accepting=False)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(api_versions_frame(1, "early"))
+            await writer.drain()
+            waiting = asyncio.ensure_future(reader.readexactly(4))
+            done, _ = await asyncio.wait({waiting}, timeout=0.3)
+            assert not done and handler.started == []  # not served before accept()
+            server.accept()
+            server.accept()  # idempotent
+            size = struct.unpack(">i", await asyncio.wait_for(waiting, 5))[0]
+            assert struct.unpack(">i", (await reader.readexactly(size))[:4])[0] == 1
+            assert handler.started == [1]
+            writer.close()
+        finally:
+            await server.close()
+
+    asyncio.run(main())
