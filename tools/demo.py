@@ -20,8 +20,9 @@ bootstrap servers only: controller 1 formatted --standalone, 2 and 3 with
 removed with `remove-controller` (3 -> 2) and added back (2 -> 3), a metadata write made on the
 one-voter quorum read back at the end. Last, security (tools/security_demo.py): a node with mutual
 TLS and Kafka's StandardAuthorizer refuses a produce by a client with no ACL
-(TOPIC_AUTHORIZATION_FAILED), and accepts it once `kraft-admin acls --add` grants WRITE. The
-demo fails unless every node exits 0. Node logs are
+(TOPIC_AUTHORIZATION_FAILED), and accepts it once `kraft-admin acls --add` grants WRITE; a
+user added with `kraft-admin users` logs in with SCRAM-SHA-512 over SASL_SSL and produces, and a
+wrong password is refused. The demo fails unless every node exits 0. Node logs are
 in ./demo-data/logs.
 """
 

@@ -7,7 +7,11 @@ grant) produce with confluent-kafka: refused with TOPIC_AUTHORIZATION_FAILED, as
 it. The operator grants WRITE with `kraft-admin acls --add` (shaped like kafka-acls.sh); the same
 produce then succeeds. A read by alice is still refused (READ was not granted), the ACLs are
 listed, and `kraft-snapshot acls --check` answers from the log who could write the topic.
-Returns the node's exit code.
+Then a SCRAM login: the operator adds the user `bob` (`kraft-admin users --alter`, a
+UserScramCredentialRecord), grants him WRITE, and a confluent-kafka producer configured the
+usual way (SASL_SSL, SCRAM-SHA-512, a user and password) writes on the CLIENTS listener; the
+same with a wrong password is the client's authentication error. Returns the node's exit
+code.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -30,6 +35,8 @@ NODE_CONFIG = "config/secure-1.properties"
 ADMIN_CONFIG = "config/secure-admin.properties"
 ALICE = "User:CN=alice,O=kraft-test"
 BOOTSTRAP = "127.0.0.1:9391"
+SASL_BOOTSTRAP = "127.0.0.1:9392"
+BOB = "bob"
 ADMIN_BOOTSTRAP = "127.0.0.1:39191"
 TOPIC = "payments"
 TOOLS = {"kraft-storage": "server.storage_cli", "kraft-admin": "server.admin_cli",
@@ -60,14 +67,27 @@ def client(who: str) -> dict[str, str]:
             "ssl.key.location": str(CERTS / f"{who}.pem")}
 
 
-def produce_as(who: str, count: int) -> KafkaError | None:
-    """Produce `count` records with acks=all; the first delivery error, or None."""
-    producer = Producer({**client(who), "acks": "all", "message.timeout.ms": 15000})
+def scram_client(user: str, password: str) -> dict[str, str]:
+    """librdkafka's settings for a SCRAM-SHA-512 login over TLS (no client certificate)."""
+    return {"bootstrap.servers": SASL_BOOTSTRAP, "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user,
+            "sasl.password": password, "ssl.ca.location": str(CERTS / "ca.pem")}
+
+
+def produce_as(who: str | dict[str, str], count: int) -> KafkaError | None:
+    """Produce `count` records with acks=all as `who` (a certificate's name, or a client's
+    settings); the first delivery error, or None."""
+    settings = client(who) if isinstance(who, str) else who
     errors: list[KafkaError] = []
+    producer = Producer({**settings, "acks": "all", "message.timeout.ms": 15000,
+                         "error_cb": lambda err: err.code() == KafkaError._AUTHENTICATION
+                         and errors.append(err)})
     for i in range(count):
         producer.produce(TOPIC, value=f"payment {i}".encode(),
                          on_delivery=lambda err, _m: err is not None and errors.append(err))
-    producer.flush(30)
+    deadline = time.monotonic() + 30
+    while len(producer) and not errors and time.monotonic() < deadline:
+        producer.poll(0.2)  # until delivered, or the first error (a failed login: at once)
     return errors[0] if errors else None
 
 
@@ -124,6 +144,7 @@ def security_demo() -> int:
         shell("kraft-snapshot", "acls", str(log_dir.relative_to(ROOT)), "--who-can", "Write",
               "--topic", TOPIC, "--super-users",
               "User:CN=secure-1,O=kraft-test;User:CN=admin,O=kraft-test")
+        scram_login(admin)
     finally:
         if node.poll() is None:
             node.send_signal(signal.SIGTERM)
@@ -134,6 +155,25 @@ def security_demo() -> int:
             code = node.wait()
         print(f"secure node 1 exited with {code}")
     return code
+
+
+def scram_login(admin: tuple[str, ...]) -> None:
+    banner(f"A SCRAM login: the operator adds the user {BOB}, grants him WRITE; he produces "
+           f"over SASL_SSL ({SASL_BOOTSTRAP})")
+    shell("kraft-admin", *admin, "users", "--alter", "--entity-name", BOB, "--add-config",
+          "SCRAM-SHA-512=[password=bob-secret]")
+    shell("kraft-admin", *admin, "acls", "--add", "--allow-principal", f"User:{BOB}",
+          "--operation", "Write", "--topic", TOPIC)
+    error = produce_as(scram_client(BOB, "bob-secret"), 5)
+    print(f"confluent-kafka (sasl.mechanism=SCRAM-SHA-512, user {BOB}): "
+          f"{error.name() if error else '5 records delivered (acks=all)'}")
+    if error is not None:
+        raise SystemExit(f"produce as {BOB} failed: {error}")
+    banner("The same with a wrong password")
+    error = produce_as(scram_client(BOB, "not-his-password"), 1)
+    print(f"confluent-kafka: {error.name() if error else 'delivered'}")
+    if error is None or error.code() != KafkaError._AUTHENTICATION:
+        raise SystemExit(f"expected an authentication failure, got {error}")
 
 
 if __name__ == "__main__":
