@@ -3,7 +3,7 @@
 A `ConfigKey` is one key: its name, Kafka's type, its default as the raw text a file or an
 AlterConfigs request would hold (None: no value), a parser from that text to the typed value,
 and its documentation. A `ConfigDef` is an ordered set of keys for one kind of resource, each
-name defined once, as in Kafka: the node's own config file (`server/config.py`), and the
+name defined once, as in Kafka: the node's own config file (`server/config_keys.py`), and the
 dynamic broker and topic configs the controller stores (`metadata/configs.py`). A parser raises
 `InvalidValue` with the reason; the caller writes the message around it (the node config's
 one-line errors, Kafka's ConfigException wording on the wire).

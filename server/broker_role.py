@@ -63,7 +63,8 @@ from metadata.loader import MetadataLoader
 from metadata.rpc import admin_pb2, broker_pb2
 from metadata.scram import ScramCredential, ScramMechanism, scram_credential
 from server import config_security
-from server.config import Listener, NodeConfig
+from server.config import NodeConfig
+from server.config_listeners import Listener
 
 
 def broker_listeners(config: NodeConfig) -> list[Listener]:

@@ -2,12 +2,13 @@
 hold: SASL (kafka-security.md §3), the client quotas' window (§5) and connection limits (§6),
 with Kafka's names and defaults.
 
-server/config.py registers these keys with the rest (SECURITY_KEYS) and calls `check` among
-its cross-key rules. PLAIN checks passwords against the listener's JAAS config as Kafka's
-PlainServerCallbackHandler does: `listener.name.<listener>.plain.sasl.jaas.config` with
-`user_<name>="<password>"` options (a copied Kafka config works unchanged); SCRAM checks
-against the credentials in the metadata log. SASL serves clients only: controllers, the gRPC
-listeners and replication between brokers use PLAINTEXT or SSL.
+server/config_keys.py registers these keys with the rest (SECURITY_KEYS) and
+server/config_rules.py calls `check` among its cross-key rules. PLAIN checks passwords
+against the listener's JAAS config as Kafka's PlainServerCallbackHandler does:
+`listener.name.<listener>.plain.sasl.jaas.config` with `user_<name>="<password>"` options (a
+copied Kafka config works unchanged); SCRAM checks against the credentials in the metadata
+log. SASL serves clients only: controllers, the gRPC listeners and replication between
+brokers use PLAINTEXT or SSL.
 """
 
 from __future__ import annotations

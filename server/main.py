@@ -59,7 +59,8 @@ from metadata.lifecycle_service import BrokerLifecycleServicer, add_broker_lifec
 from metadata.loader import MetadataLoader, MetadataLoadError
 from metadata.topics import METADATA_PARTITION_DIR
 from server.bootstrap_metadata import read_bootstrap_records
-from server.config import ConfigError, Listener, NodeConfig, load_config
+from server.config import ConfigError, NodeConfig, load_config
+from server.config_listeners import Listener
 from server.data_plane_faults import DataPlaneFaults
 from server.logging_setup import configure_logging, set_status_source
 from server.quorum_bootstrap import has_bootstrap_snapshot

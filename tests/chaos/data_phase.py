@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.cluster import ProcessCluster, wait_for
 from metadata.config_def import ConfigKey
-from server import config as keys
+from server import config_keys as keys
 from server.admin_client import AdminClient
 from tests.chaos.availability import DataTimes, Timeouts, check_availability
 from tests.chaos.checks import (

@@ -15,17 +15,10 @@ from kraft.properties import (
     parse_entries,
     parse_properties,
 )
-from server.config import (
-    IGNORED_KAFKA_KEYS,
-    REGISTRY,
-    REJECTED_KAFKA_KEYS,
-    ConfigError,
-    Endpoint,
-    Listener,
-    NodeConfig,
-    load_config,
-    parse_config,
-)
+from server.config import ConfigError, NodeConfig, load_config, parse_config
+from server.config_keys import REGISTRY
+from server.config_listeners import Endpoint, Listener
+from server.config_rules import IGNORED_KAFKA_KEYS, REJECTED_KAFKA_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 VOTERS = "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"
