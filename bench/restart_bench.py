@@ -4,8 +4,10 @@
 Three controllers and three brokers as `kraft-server` subprocesses on loopback, every setting
 at its default (fsync on). One topic of --partitions partitions, RF 3 (so every broker holds
 a replica of each), each seeded with --records records of 100 bytes (acks=1, then until every
-partition's high watermark is past one: every ISR member holds data). Then, --trials times, on
-brokers 4, 5, 6 in turn:
+partition's high watermark is past one: every ISR member holds data). The creation is timed
+from CreateTopics to full ISRs (the controller's view: full from the start) and to every broker
+holding its replica of every partition (its kraft_broker_partitions gauge). Then, --trials
+times, on brokers 4, 5, 6 in turn:
 
 * **kill -9 + restart**: SIGKILL, reaped, started again at once; from the start to every
   partition back in a full ISR (3 replicas), as the active controller's DescribeTopics says.
@@ -34,6 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,7 @@ CONTROLLERS = [1, 2, 3]
 TOPIC = "restart"
 SETTINGS = {"internal.test.hooks.enable": "false"}
 POLL_S = 0.1
+_PARTITIONS_GAUGE = re.compile(r"^kraft_broker_partitions (\S+)", re.MULTILINE)
 _LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
 
@@ -131,14 +135,30 @@ class Bench:
             self.cluster.start(node_id)
         self.wait(self.brokers_unfenced, 120, "three unfenced brokers")
 
-    def create(self, partitions: int) -> float:
+    def replicas_held(self, broker: int) -> int:
+        """The replicas a broker holds (its kraft_broker_partitions gauge); 0 unanswered."""
+        url = f"http://127.0.0.1:{self.cluster.nodes[broker].metrics_port}/metrics"
+        try:
+            text = urllib.request.urlopen(url, timeout=5).read().decode()
+        except OSError:
+            return 0
+        found = _PARTITIONS_GAUGE.search(text)
+        return int(float(found.group(1))) if found else 0
+
+    def create(self, partitions: int) -> tuple[float, float]:
+        """Seconds from CreateTopics to full ISRs (the controller's view: a new partition's
+        ISR is all its replicas from the start), and to every broker holding its replica of
+        every partition (its log created, fetching from the leader)."""
         started = time.monotonic()
         reply = self.admin_call("CreateTopics", apb.CreateTopicsRequest(topics=[
             apb.CreatableTopic(name=TOPIC, num_partitions=partitions, replication_factor=3)]),
             timeout_s=60)
         if reply.status.error_code or (reply.topics and reply.topics[0].error_code):
             raise ClusterError(f"CreateTopics: {reply.topics[0].error_message}")
-        return self.wait(lambda: self.full_isr(partitions), 300, "full ISRs") - started
+        full_isr = self.wait(lambda: self.full_isr(partitions), 300, "full ISRs") - started
+        held = self.wait(lambda: all(self.replicas_held(b) == partitions for b in BROKERS),
+                         300, "every replica held") - started
+        return full_isr, held
 
     def seed(self, partitions: int, records: int) -> float:
         """`records` values into every partition (acks=1), until every partition's HW is past
@@ -244,9 +264,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "records_per_partition": args.records, "started": datetime.now().isoformat()}
     try:
         bench.start()
-        result["create_full_isr_s"] = round(bench.create(args.partitions), 2)
-        print(f"created {args.partitions} partitions: full ISR in "
-              f"{result['create_full_isr_s']} s", flush=True)
+        full_isr, held = bench.create(args.partitions)
+        result["create_full_isr_s"] = round(full_isr, 2)
+        result["create_replicas_held_s"] = round(held, 2)
+        print(f"created {args.partitions} partitions: full ISR in {full_isr:.2f} s, every "
+              f"replica held by its broker in {held:.2f} s", flush=True)
         result["seed_s"] = round(bench.seed(args.partitions, args.records), 2)
         print(f"seeded in {result['seed_s']} s", flush=True)
         trials = []
@@ -364,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.json).write_text(json.dumps(figures, indent=1))
         return 0
     result = run(args)
-    summary = {k: result[k] for k in ("commit", "partitions", "kill9_restart_full_isr_s",
+    summary = {k: result[k] for k in ("commit", "partitions", "create_replicas_held_s",
+                                      "kill9_restart_full_isr_s",
                                       "sigterm_exit_s", "clean_restart_full_isr_s",
                                       "load_average_before", "load_average_after")}
     print(json.dumps(summary, indent=1))
