@@ -262,6 +262,24 @@ def test_a_fencing_explained_by_a_down_broker_or_controller_passes() -> None:
     assert not check_clock_steps([step], [], [elsewhere, _fence(21.0, 6)], 3.0, 0.3, 1)[0].ok
 
 
+def test_a_fencing_across_a_network_partition_passes() -> None:
+    """Controller 2 cut off alone fences the brokers it no longer hears (seed 1, with two test
+    files at a time): the partition explains it, not the clock step on 2."""
+    step = _record(12, "clock-jump", [5, 2], 27.8, 32.6, value=-6_466_388, active=2)
+    cut = _record(13, "partition", [2], 28.4, 32.4)
+    cut.other_side = [1, 3, 4, 5, 6]
+    fence = _fence(31.7, 6, controller=2)
+    assert check_clock_steps([step, cut], [], [fence], 3.0, 0.3, 1)[0].ok
+    # The same partition with both on one side explains nothing.
+    same_side = _record(13, "partition", [2, 6], 28.4, 32.4)
+    same_side.other_side = [1, 3, 4, 5]
+    assert not check_clock_steps([step, same_side], [], [fence], 3.0, 0.3, 1)[0].ok
+    # Nor one that had healed long before.
+    healed = _record(13, "partition", [2], 10.0, 12.0)
+    healed.other_side = [1, 3, 4, 5, 6]
+    assert not check_clock_steps([step, healed], [], [fence], 3.0, 0.3, 1)[0].ok
+
+
 def test_clock_steps_that_never_reach_the_active_controller_fail() -> None:
     step = _record(2, "clock-jump", [5], 20.0, 24.0, value=60_000)
     check, _ = check_clock_steps([step], [], [], 3.0, 0.3, 1)
