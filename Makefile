@@ -33,10 +33,10 @@ lint: $(STAMP)
 	$(PY) -m mypy
 	$(PY) tools/gen_proto.py --check
 
-# Two test files at a time (tests/conftest.py groups them: a file's tests on one worker, the
-# Spark tests together); `pytest` alone still runs everything serially.
+# Two test files at a time: a file's tests share its module fixtures (one cluster) and run in
+# order on one worker; `pytest` alone still runs everything serially.
 test: lint
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 demo: $(STAMP)
 	$(PY) tools/demo.py
