@@ -1,4 +1,5 @@
-"""ListGroups, DescribeGroups and DeleteGroups on the coordinator's groups (spec §3.9)."""
+"""ListGroups, DescribeGroups, DeleteGroups (spec §3.9) and OffsetDelete (KIP-496) on the
+coordinator's groups."""
 
 from __future__ import annotations
 
@@ -103,3 +104,59 @@ async def delete_group(coordinator: GroupCoordinator, group_id: str) -> GroupErr
         else:
             group.state = S.EMPTY
     return written
+
+
+async def delete_offsets(coordinator: GroupCoordinator, group_id: str,
+                         partitions: list[tuple[str, int]]
+                         ) -> tuple[GroupError, dict[tuple[str, int], GroupError]]:
+    """Kafka's handleDeleteOffsets: (group-level error, each partition's error). An Empty
+    group loses any asked offset; a live consumer group only those of topics no member
+    subscribes to (GROUP_SUBSCRIBED_TO_TOPIC for the others); a live group of another
+    protocol type is NON_EMPTY_GROUP. Deleting a partition without a committed offset is
+    not an error. Tombstones are replicated before the offsets go from memory; the group
+    itself goes too when an Empty group is left without offsets (cleanupGroupMetadata)."""
+    if not group_id:
+        return E.INVALID_GROUP_ID, {}
+    error = coordinator.coordinator_error(group_id)
+    if error is not None:
+        return error, {}
+    group = coordinator.groups.get(group_id)
+    if group is None or group.state is S.DEAD:
+        return E.GROUP_ID_NOT_FOUND, {}
+    results: dict[tuple[str, int], GroupError] = {}
+    if group.state is S.EMPTY:
+        eligible = list(partitions)
+    elif group.protocol_type == "consumer":
+        subscribed = group.subscribed_topics() or set()
+        eligible = [tp for tp in partitions if tp[0] not in subscribed]
+        results = {tp: E.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp[0] in subscribed}
+    else:
+        return E.NON_EMPTY_GROUP, {}
+    if any(tp in group.pending_commits for tp in eligible):
+        # That commit's record would land after our tombstone: refused whole, as DeleteGroups
+        # refuses a group with a commit in flight; the client may retry.
+        return E.NON_EMPTY_GROUP, {}
+    chosen = {tp: group.offsets[tp] for tp in dict.fromkeys(eligible) if tp in group.offsets}
+    leaves_empty = group.state is S.EMPTY and not group.pending_members \
+        and len(chosen) == len(group.offsets)
+    if chosen:
+        records = [offset_record(OffsetKey(group_id, topic, p), None) for topic, p in chosen]
+        if leaves_empty:
+            records.append(group_record(GroupKey(group_id), None))
+            group.state = S.DEAD  # as DeleteGroups: no commit slips in meanwhile
+        code = await coordinator.log.append(coordinator.partition_of(group_id), records)
+        written = append_error(code, commit=False)
+        live = coordinator.groups.get(group_id) is group
+        if leaves_empty and live and group.state is S.DEAD:
+            group.state = S.EMPTY
+        if written != E.NONE:
+            return written, {}
+        if live:
+            for tp, value in chosen.items():
+                if group.offsets.get(tp) is value:
+                    del group.offsets[tp]
+            if leaves_empty and group.is_empty and not group.offsets:
+                group.state = S.DEAD
+                del coordinator.groups[group_id]
+    results.update({tp: E.NONE for tp in eligible})
+    return E.NONE, results

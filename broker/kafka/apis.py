@@ -44,6 +44,7 @@ from broker.kafka.group_admin_api import (
     handle_delete_groups,
     handle_describe_groups,
     handle_list_groups,
+    handle_offset_delete,
 )
 from broker.kafka.group_membership_api import (
     handle_heartbeat,
@@ -196,6 +197,9 @@ class KafkaApis:
                 return handle_describe_groups(self.groups, version, body, auth)
             case ApiKey.DELETE_GROUPS:
                 return await handle_delete_groups(self.groups, version, body, auth)
+            case ApiKey.OFFSET_DELETE:
+                return await handle_offset_delete(self.groups, self._image(), version, body,
+                                                  auth)
             case ApiKey.DELETE_RECORDS:
                 return await handle_delete_records(self._data_plane, version, body, auth)
             case ApiKey.DESCRIBE_CLUSTER:

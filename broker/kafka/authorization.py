@@ -74,6 +74,8 @@ API_AUTHORIZATION: Mapping[int, str] = {
     44: "IncrementalAlterConfigs: ALTER_CONFIGS on the topic (29), group (30) or cluster (31)",
     45: "AlterPartitionReassignments: ALTER on the cluster (31)",
     46: "ListPartitionReassignments: DESCRIBE on the cluster (31)",
+    47: "OffsetDelete: DELETE on the group (30 for the request), READ on each topic (29 per "
+        "partition)",
     48: "DescribeClientQuotas: DESCRIBE_CONFIGS on the cluster (31)",
     49: "AlterClientQuotas: ALTER_CONFIGS on the cluster (31)",
     50: "DescribeUserScramCredentials: DESCRIBE on the cluster (31)",

@@ -1,9 +1,13 @@
-"""ListGroups (16, v0-5), DescribeGroups (15, v0-5), DeleteGroups (42, v0-2): spec §3.9.
-One answer per group asked, always (librdkafka aborts on fewer).
+"""ListGroups (16, v0-5), DescribeGroups (15, v0-5), DeleteGroups (42, v0-2): spec §3.9; and
+OffsetDelete (47, v0, KIP-496). One answer per group asked, always (librdkafka aborts on fewer).
 
 Authorization (Kafka): ListGroups lists every group to a caller allowed DESCRIBE on the
 cluster, else the groups it may DESCRIBE; DescribeGroups needs DESCRIBE and DeleteGroups DELETE
-on each group (GROUP_AUTHORIZATION_FAILED for that group)."""
+on each group (GROUP_AUTHORIZATION_FAILED for that group). OffsetDelete needs DELETE on the
+group (GROUP_AUTHORIZATION_FAILED for the request) and READ on each topic
+(TOPIC_AUTHORIZATION_FAILED on its partitions); a partition the metadata does not know is
+UNKNOWN_TOPIC_OR_PARTITION, as Kafka's KafkaApis.handleOffsetDeleteRequest checks before the
+coordinator."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from broker.group.admin import (
     GroupDescription,
     GroupListing,
     delete_group,
+    delete_offsets,
     describe_group,
     list_groups,
 )
@@ -28,6 +33,7 @@ from broker.kafka.reply import NO_THROTTLE, Reply
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
 from metadata.authorizer.model import AclOperation, ResourceType
+from metadata.image import MetadataImage
 
 CLASSIC = "classic"
 
@@ -98,3 +104,43 @@ async def handle_delete_groups(groups: GroupStorage | None, version: int,
                              error_code=error_code(error)))
     return Reply(build(module, "DeleteGroupsResponse", throttle_time=NO_THROTTLE,
                        results=tuple(results)))
+
+
+async def handle_offset_delete(groups: GroupStorage | None, image: MetadataImage, version: int,
+                               request: Any, auth: RequestAuthorization = ALLOW_ALL) -> Reply:
+    module = response_module(ApiKey.OFFSET_DELETE, version)
+
+    def answer(error: int, results: dict[tuple[str, int], int]) -> Reply:
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), code in results.items():
+            by_topic.setdefault(topic, []).append(build(
+                module, "OffsetDeleteResponsePartition", partition_index=partition,
+                error_code=error_code(code)))
+        return Reply(build(module, "OffsetDeleteResponse", error_code=error_code(error),
+                           throttle_time=NO_THROTTLE, topics=tuple(
+                               build(module, "OffsetDeleteResponseTopic", name=name,
+                                     partitions=tuple(parts))
+                               for name, parts in by_topic.items())))
+
+    if not auth.group(AclOperation.DELETE, request.group_id):
+        return answer(Errors.GROUP_AUTHORIZATION_FAILED, {})
+    asked = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
+    readable = {topic: auth.topic(AclOperation.READ, topic)
+                for topic in dict.fromkeys(topic for topic, _ in asked)}
+    refused: dict[tuple[str, int], int] = {}
+    for topic, partition in asked:
+        topic_image = image.topic(topic)
+        if not readable[topic]:
+            refused[(topic, partition)] = Errors.TOPIC_AUTHORIZATION_FAILED
+        elif topic_image is None or topic_image.partition(partition) is None:
+            refused[(topic, partition)] = GroupError.UNKNOWN_TOPIC_OR_PARTITION
+    valid = [tp for tp in asked if tp not in refused]
+    if groups is None:
+        return answer(GroupError.COORDINATOR_NOT_AVAILABLE, {})
+    error, results = await delete_offsets(groups.coordinator, request.group_id, valid)
+    if error != GroupError.NONE:
+        return answer(error, {})  # Kafka: only the group-level error, no topics
+    merged: dict[tuple[str, int], int] = {}
+    for tp in asked:
+        merged[tp] = refused.get(tp, results.get(tp, GroupError.NONE))
+    return answer(GroupError.NONE, merged)
