@@ -133,6 +133,13 @@ def write_controller_configs(
     return nodes
 
 
+def set_node_config(path: Path, settings: dict[str, str]) -> None:
+    """Replace or add keys in a node's config file (one key per line, as the harness writes)."""
+    lines = [line for line in path.read_text().splitlines()
+             if line.split("=", 1)[0] not in settings]
+    path.write_text("\n".join([*lines, *(f"{k}={v}" for k, v in settings.items())]) + "\n")
+
+
 def bootstrap_list(ports: list[int]) -> str:
     """controller.quorum.bootstrap.servers for controllers on these loopback ports."""
     return ",".join(f"127.0.0.1:{port}" for port in ports)

@@ -5,7 +5,9 @@ alters and describes credentials (librdkafka, v0) and kafka-python describes the
 sends AlterClientQuotas / DescribeClientQuotas (v1). Alterations reach the active controller
 through a broker and are answered once committed; every broker then describes them from its
 own metadata; the keys the controller derived from librdkafka's salted password are the ones
-RFC 5802 gives for the password; and everything is still there after every node restarts."""
+RFC 5802 gives for the password; a user created through one broker logs in with SCRAM-SHA-512 on
+the other broker's SASL_PLAINTEXT listener (and a wrong password does not); and everything is
+still there, the logins too, after every node restarts."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from harness.cluster import ProcessCluster, wait_for
+from harness.cluster import ProcessCluster, free_ports, set_node_config, wait_for
 from metadata.scram import ScramMechanism as Mechanism
 from metadata.scram import credential_from_password, scram_credential
 from metadata.topics import METADATA_PARTITION_DIR
@@ -40,6 +42,22 @@ SETTINGS = {
 BOOTSTRAP_USER = "SCRAM-SHA-512=[name=admin,password=admin-secret]"
 
 
+def add_sasl_listeners(cluster: ProcessCluster) -> dict[int, int]:
+    """A SASL_PLAINTEXT listener with SCRAM-SHA-512 beside each broker's PLAINTEXT one."""
+    ports = dict(zip(BROKERS, free_ports(len(BROKERS)), strict=True))
+    for broker, port in ports.items():
+        node = cluster.nodes[broker]
+        set_node_config(node.config_path, {
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.kafka_port},ADMIN://127.0.0.1:"
+                         f"{node.port},SASL://127.0.0.1:{port}",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+                                              "ADMIN:PLAINTEXT,SASL:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.name.sasl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        })
+    return ports
+
+
 def start(cluster: ProcessCluster) -> None:
     cluster.start_all()
     wait_for(lambda: cluster.leader(among={1}), WAIT_S, "an active controller")
@@ -51,6 +69,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
     cluster = ProcessCluster(tmp_path_factory.mktemp("kafka-scram"), 1, dict(SETTINGS))
     try:
         cluster.add_brokers(BROKERS)
+        cluster.sasl_ports = add_sasl_listeners(cluster)  # type: ignore[attr-defined]
         cluster.cluster_id = "MkU3OEVBNTcwNTJENDM2Qg"
         for node_id in cluster.nodes:
             flags = ("--add-scram", BOOTSTRAP_USER) if node_id == 1 else ()
@@ -82,6 +101,24 @@ def users(admin: AdminClient) -> dict[str, list[tuple[str, int]]] | None:
         raise
     return {user: sorted((i.mechanism.name, i.iterations) for i in d.scram_credential_infos)
             for user, d in described.items()}
+
+
+def login(cluster: ProcessCluster, broker: int, user: str, password: str) -> str:
+    """Log in with SCRAM-SHA-512 on a broker's SASL listener and ask for metadata: "ok", or
+    the first error librdkafka's error callback reports (served by poll)."""
+    from confluent_kafka import Producer
+
+    errors: list[KafkaError] = []
+    client = Producer({
+        "bootstrap.servers": f"127.0.0.1:{cluster.sasl_ports[broker]}",  # type: ignore[attr-defined]
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": user, "sasl.password": password, "error_cb": errors.append})
+    try:
+        client.list_topics(timeout=5)
+        return "ok"
+    except KafkaException:
+        wait_for(lambda: client.poll(0.1) >= 0 and errors, WAIT_S, "librdkafka's error callback")
+        return errors[0].name()
 
 
 def error_of(future: Any) -> int | None:
@@ -133,6 +170,11 @@ def test_credentials_and_quotas_through_real_clients_survive_a_restart(
     for broker in BROKERS:
         wait_for(lambda broker=broker: users(admins[broker]) == expected, WAIT_S,
                  f"broker {broker} to describe the users")
+    # Created through broker 2, alice logs in on broker 3 once its metadata has the credential
+    # (8,192 iterations, librdkafka's salt); a wrong password is an authentication failure.
+    wait_for(lambda: login(cluster, 3, "alice", "alice-secret") == "ok", WAIT_S,
+             "alice's login on broker 3")
+    assert login(cluster, 3, "alice", "not-alice-secret") == "_AUTHENTICATION"
     named = admin.describe_user_scram_credentials(["alice", "carol"])
     assert error_of(named["carol"]) == 91
     # The controller derived the keys from librdkafka's salted password as RFC 5802 does.
@@ -183,3 +225,6 @@ def test_credentials_and_quotas_through_real_clients_survive_a_restart(
                  "the quotas after the restart")
     finally:
         client.close()
+    for broker in BROKERS:  # the credentials came back from the log: a login still works
+        assert login(cluster, broker, "alice", "alice-secret") == "ok"
+        assert login(cluster, broker, "admin", "admin-secret") == "ok"

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from harness.cluster import ProcessCluster, free_ports, run_cli, wait_for
+from harness.cluster import ProcessCluster, free_ports, run_cli, set_node_config, wait_for
 from kraft.security.certs import make_test_certs
 
 WAIT_S = 60
@@ -28,13 +28,6 @@ ALICE, BOB, CAROL = ("alice", "alice-secret"), ("bob", "bob-secret"), ("carol", 
 WRONG = "Wr0ng-passw0rd"
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         f'user_{BOB[0]}="{BOB[1]}" user_{CAROL[0]}="{CAROL[1]}";')
-
-
-def set_config(path: Path, settings: dict[str, str]) -> None:
-    """Replace or add keys in a node's config file (one key per line, as the harness writes)."""
-    lines = [line for line in path.read_text().splitlines()
-             if line.split("=", 1)[0] not in settings]
-    path.write_text("\n".join([*lines, *(f"{k}={v}" for k, v in settings.items())]) + "\n")
 
 
 class SaslCluster:
@@ -76,7 +69,7 @@ def sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslCluster]:
         "internal.test.hooks.enable": "false"})
     (broker,) = cluster.add_brokers([2]).values()
     secure, plain = free_ports(2)
-    set_config(broker.config_path, {
+    set_node_config(broker.config_path, {
         "listeners": f"PLAINTEXT://127.0.0.1:{broker.kafka_port},ADMIN://127.0.0.1:"
                      f"{broker.port},SECURE://127.0.0.1:{secure},PLAINAUTH://127.0.0.1:{plain}",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
