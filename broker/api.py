@@ -22,6 +22,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 CONSUMER_REPLICA_ID = -1  # a Fetch or ListOffsets from a client, not a follower
+DEBUGGING_REPLICA_ID = -2  # ListOffsets v0 from a tool: any replica answers, unclamped
 NO_EPOCH = -1  # a leader epoch the request did not give: skip the fencing check
 
 READ_UNCOMMITTED = 0
@@ -107,6 +108,22 @@ class ListOffsetsResult:
 
 
 @dataclass(frozen=True, slots=True)
+class LegacyOffsetsPartition:
+    """ListOffsets v0: up to `max_num_offsets` offsets at or before `timestamp`."""
+
+    topic: str
+    partition: int
+    timestamp: int
+    max_num_offsets: int
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyOffsetsResult:
+    error: int = Errors.NONE
+    offsets: tuple[int, ...] = ()  # newest first
+
+
+@dataclass(frozen=True, slots=True)
 class EpochEndPartition:
     topic: str
     partition: int
@@ -174,6 +191,13 @@ class DataPlane(Protocol):
     def list_offsets(
         self, replica_id: int, isolation_level: int, partitions: Sequence[ListOffsetsPartition]
     ) -> list[ListOffsetsResult]: ...
+
+    def legacy_offsets(
+        self, replica_id: int, partitions: Sequence[LegacyOffsetsPartition]
+    ) -> list[LegacyOffsetsResult]:
+        """ListOffsets v0 (Kafka's legacyFetchOffsetsForTimestamp): segment base offsets
+        and the log end, by the segments' last-modified times."""
+        ...
 
     def end_offsets_for_epochs(
         self, replica_id: int, partitions: Sequence[EpochEndPartition]

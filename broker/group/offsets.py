@@ -23,6 +23,7 @@ class CommitPartition:
     offset: int
     leader_epoch: int = -1
     metadata: str | None = ""
+    commit_timestamp: int = -1  # OffsetCommit v1's; -1: the coordinator's clock (Kafka's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,8 @@ async def commit_offsets(
         if len(metadata.encode()) > limit:
             results.append(E.OFFSET_METADATA_TOO_LARGE)
             continue
-        value = OffsetValue(p.offset, p.leader_epoch, metadata, now, expire_timestamp)
+        committed_at = now if p.commit_timestamp == -1 else p.commit_timestamp
+        value = OffsetValue(p.offset, p.leader_epoch, metadata, committed_at, expire_timestamp)
         records.append(offset_record(OffsetKey(group_id, p.topic, p.partition), value))
         accepted.append(((p.topic, p.partition), value))
         results.append(E.NONE)

@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from broker.kafka.legacy import legacy_module, legacy_request, legacy_response
 from broker.kafka.scan import ScanError, prepare, sanitize
 
 API_VERSIONS_KEY = 18
@@ -60,11 +61,14 @@ def peek_head(frame: bytes) -> RequestHead:
 
 @functools.cache
 def request_schema(api_key: int, api_version: int) -> Any:
-    """kio's request class, or None when kio has no such version."""
+    """kio's request class (or broker/kafka/legacy's for an old version kio lacks), or None
+    when neither has such a version."""
     try:
-        schema = load_request_schema(api_key, api_version)
+        schema: Any = load_request_schema(api_key, api_version)
     except Exception:  # kio's UnknownAPIKey / UnknownEntity, or a failed dynamic import
-        return None
+        schema = legacy_request(api_key, api_version)
+        if schema is None:
+            return None
     prepare(schema)
     prepare(schema.__header_schema__)
     return schema
@@ -72,18 +76,20 @@ def request_schema(api_key: int, api_version: int) -> Any:
 
 @functools.cache
 def response_schema(api_key: int, api_version: int) -> Any:
-    return load_response_schema(api_key, api_version)
+    return legacy_response(api_key, api_version) or load_response_schema(api_key, api_version)
 
 
 @functools.cache
 def response_module(api_key: int, api_version: int) -> ModuleType:
     """The module holding a response version's nested classes (PartitionData, ...)."""
-    return load_payload_module(api_key, api_version, EntityType.response)
+    return legacy_module(api_key, api_version) or \
+        load_payload_module(api_key, api_version, EntityType.response)
 
 
 @functools.cache
 def request_module(api_key: int, api_version: int) -> ModuleType:
-    return load_payload_module(api_key, api_version, EntityType.request)
+    return legacy_module(api_key, api_version) or \
+        load_payload_module(api_key, api_version, EntityType.request)
 
 
 @functools.cache

@@ -1,6 +1,12 @@
-"""OffsetCommit (API 8, v2-9) and OffsetFetch (API 9, v1-9, batched groups from v8), spec §4.
+"""OffsetCommit (API 8, v0-9) and OffsetFetch (API 9, v0-9, batched groups from v8), spec §4.
 Partitions of topics the metadata does not know are UNKNOWN_TOPIC_OR_PARTITION before the
 coordinator sees the commit, as Kafka's broker pre-check does.
+
+v0 of both were ZooKeeper's in Kafka (3.9 in KRaft mode answers them UNSUPPORTED_VERSION);
+with no ZooKeeper here they use the coordinator like v1+: a v0 commit is a simple commit
+(no generation, no member: accepted while the group has no members), so a v0 client and a
+lag monitor on any version read the same offsets. v1's per-partition commit timestamp is
+stored as the commit's time (-1: now), as Kafka 3.9 stored it.
 
 Authorization (Kafka): OffsetCommit needs READ on the group (else GROUP_AUTHORIZATION_FAILED on
 every partition, nothing written) and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its
@@ -53,7 +59,8 @@ async def handle_offset_commit(groups: GroupStorage | None, image: MetadataImage
     asked = [(t.name, p) for t in request.topics for p in t.partitions]
     results = _commit_check(auth, image, request.group_id, asked)
     valid = [CommitPartition(topic, p.partition_index, p.committed_offset,
-                             getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+                             getattr(p, "committed_leader_epoch", -1), p.committed_metadata,
+                             getattr(p, "commit_timestamp", -1))
              for (topic, p), known in zip(asked, results, strict=True) if known is None]
     if valid:
         expire = NO_EXPIRY
@@ -64,8 +71,10 @@ async def handle_offset_commit(groups: GroupStorage | None, image: MetadataImage
             written: Iterable[int] = [GroupError.COORDINATOR_NOT_AVAILABLE] * len(valid)
         else:
             written = await commit_offsets(
-                groups.coordinator, request.group_id, request.generation_id_or_member_epoch,
-                request.member_id, getattr(request, "group_instance_id", None), valid,
+                groups.coordinator, request.group_id,
+                getattr(request, "generation_id_or_member_epoch", -1),  # v0: none
+                getattr(request, "member_id", ""), getattr(request, "group_instance_id", None),
+                valid,
                 expire_timestamp=expire,
                 group_id_not_found=version >= GROUP_ID_NOT_FOUND_VERSION)
         answers = iter(written)

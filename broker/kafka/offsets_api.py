@@ -1,4 +1,6 @@
-"""ListOffsets (API 2, v1-7) and OffsetForLeaderEpoch (API 23, v2-4).
+"""ListOffsets (API 2, v0-7) and OffsetForLeaderEpoch (API 23, v2-4). v0 is the pre-KIP-79
+form lag monitors still send (Burrow through sarama): up to max_num_offsets offsets before a
+timestamp, by segment (broker/replica/legacy_offsets.py), with no duplicate-partition check.
 
 Authorization: each topic needs DESCRIBE (OffsetForLeaderEpoch: or CLUSTER_ACTION on the
 cluster, as Kafka allows brokers), else TOPIC_AUTHORIZATION_FAILED on its partitions. A request
@@ -21,6 +23,8 @@ from broker.api import (
     DataPlane,
     EpochEndPartition,
     EpochEndResult,
+    LegacyOffsetsPartition,
+    LegacyOffsetsResult,
     ListOffsetsPartition,
     ListOffsetsResult,
 )
@@ -51,6 +55,8 @@ def handle_list_offsets(data_plane: DataPlane, version: int, request: Any,
                         auth: RequestAuthorization = ALLOW_ALL) -> Reply:
     allowed = _describable(auth, request.replica_id, (t.name for t in request.topics),
                            cluster_suffices=False)
+    if version == 0:
+        return _list_offsets_v0(data_plane, request, allowed)
     asked = [
         (topic.name, p.partition_index, p.timestamp,
          getattr(p, "current_leader_epoch", NO_EPOCH))
@@ -86,6 +92,25 @@ def handle_list_offsets(data_plane: DataPlane, version: int, request: Any,
         for name, parts in by_topic.items()
     )
     return Reply(build(module, "ListOffsetsResponse", throttle_time=NO_THROTTLE, topics=topics))
+
+
+def _list_offsets_v0(data_plane: DataPlane, request: Any, allowed: dict[str, bool]) -> Reply:
+    asked = [LegacyOffsetsPartition(topic.name, p.partition_index, p.timestamp,
+                                    p.max_num_offsets)
+             for topic in request.topics for p in topic.partitions]
+    valid = [p for p in asked if allowed[p.topic]]
+    answered = iter(data_plane.legacy_offsets(request.replica_id, valid) if valid else [])
+    module = response_module(ApiKey.LIST_OFFSETS, 0)
+    by_topic: dict[str, list[Any]] = {}
+    for p in asked:
+        result = next(answered) if allowed[p.topic] \
+            else LegacyOffsetsResult(Errors.TOPIC_AUTHORIZATION_FAILED)
+        by_topic.setdefault(p.topic, []).append(build(
+            module, "ListOffsetsPartitionResponse", partition_index=p.partition,
+            error_code=error_code(result.error), old_style_offsets=result.offsets))
+    return Reply(build(module, "ListOffsetsResponse", topics=tuple(
+        build(module, "ListOffsetsTopicResponse", name=name, partitions=tuple(parts))
+        for name, parts in by_topic.items())))
 
 
 def handle_offset_for_leader_epoch(data_plane: DataPlane, version: int, request: Any,

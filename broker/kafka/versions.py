@@ -60,7 +60,9 @@ class ApiKey(IntEnum):
 SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
     ApiKey.PRODUCE: (3, 10),
     ApiKey.FETCH: (4, 16),
-    ApiKey.LIST_OFFSETS: (1, 7),
+    # ListOffsets from v0, as Kafka 3.9 (KIP-896 cut it in 4.0): lag monitors (Burrow through
+    # sarama) still send it. Its schema is broker/kafka/legacy's, kio has none.
+    ApiKey.LIST_OFFSETS: (0, 7),
     ApiKey.METADATA: (0, 12),
     ApiKey.API_VERSIONS: (0, 4),
     # Kafka 4.0's ranges; librdkafka uses SaslHandshake v1 + SaslAuthenticate v1, kafka-python
@@ -69,10 +71,11 @@ SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
-    # Group APIs: Kafka 3.9's ranges from the oldest version kio has a schema for;
+    # Group APIs: Kafka 3.9's ranges, down to v0 (OffsetCommit v0-1 and OffsetFetch v0 with
+    # broker/kafka/legacy's schemas; docs/consumer-groups.md#old-clients-and-lag-monitors);
     # FindCoordinator stops at v4 (v5-6 add transactions' and share groups' errors).
-    ApiKey.OFFSET_COMMIT: (2, 9),
-    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.OFFSET_COMMIT: (0, 9),
+    ApiKey.OFFSET_FETCH: (0, 9),
     ApiKey.FIND_COORDINATOR: (0, 4),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),

@@ -31,6 +31,8 @@ from broker.api import (
     FetchParams,
     FetchPartition,
     FetchPartitionResult,
+    LegacyOffsetsPartition,
+    LegacyOffsetsResult,
     ListOffsetsPartition,
     ListOffsetsResult,
     ProducePartition,
@@ -43,6 +45,7 @@ from broker.log.partition_log import OffsetOutOfRange
 from broker.records import AppendError
 from broker.replica.fetcher import FetcherManager
 from broker.replica.isr import IsrUpdater
+from broker.replica.legacy_offsets import legacy_offsets
 from broker.replica.partition import NotEnoughReplicas, NotLeader, Partition
 from broker.replica.waiters import PRODUCE, Waiters
 from kraft.errors import Errors
@@ -649,6 +652,18 @@ class ReplicaManager:
             return ListOffsetsResult(leader_epoch=epoch)
         offset, found_timestamp = found
         return ListOffsetsResult(timestamp=found_timestamp, offset=offset, leader_epoch=epoch)
+
+    def legacy_offsets(
+        self, replica_id: int, partitions: Sequence[LegacyOffsetsPartition]
+    ) -> list[LegacyOffsetsResult]:
+        results = []
+        for request in partitions:
+            partition = self.partitions.get((request.topic, request.partition))
+            results.append(
+                LegacyOffsetsResult(self._missing_error(request.topic, request.partition))
+                if partition is None
+                else legacy_offsets(partition, replica_id, request, self.now_ms()))
+        return results
 
     def end_offsets_for_epochs(
         self, replica_id: int, partitions: Sequence[EpochEndPartition]

@@ -21,6 +21,8 @@ from broker.api import (
     FetchParams,
     FetchPartition,
     FetchPartitionResult,
+    LegacyOffsetsPartition,
+    LegacyOffsetsResult,
     ListOffsetsPartition,
     ListOffsetsResult,
     ProducePartition,
@@ -153,6 +155,26 @@ class InMemoryDataPlane:
                               if _MAX_TIMESTAMP.unpack_from(batch, 35)[0] >= p.timestamp), -1)
                 results.append(ListOffsetsResult(timestamp=p.timestamp if found >= 0 else -1,
                                                  offset=found, leader_epoch=log.leader_epoch))
+        return results
+
+    def legacy_offsets(
+        self, replica_id: int, partitions: Sequence[LegacyOffsetsPartition]
+    ) -> list[LegacyOffsetsResult]:
+        """ListOffsets v0 over one segment from offset 0: the log end then 0, newest first
+        (a timestamp finds the segment written before it: only 0)."""
+        self.calls.append(("legacy_offsets", (replica_id, tuple(partitions))))
+        results = []
+        for p in partitions:
+            log = self.partitions.get((p.topic, p.partition))
+            if log is None:
+                results.append(LegacyOffsetsResult(Errors.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            points = [log.log_end, 0] if log.log_end > 0 else [0]
+            if p.timestamp == EARLIEST_TIMESTAMP:
+                points = [0]
+            elif p.timestamp != LATEST_TIMESTAMP:
+                points = [0] if p.timestamp >= 0 else []
+            results.append(LegacyOffsetsResult(offsets=tuple(points[:p.max_num_offsets])))
         return results
 
     def end_offsets_for_epochs(
