@@ -9,6 +9,9 @@
       cluster|features ...   (the Admin service: see server/admin_commands.py)
   kraft-admin --bootstrap-server HOST:PORT acls --add|--remove|--list ...
       (Kafka's ACLs, shaped like kafka-acls.sh: see server/acl_commands.py)
+  kraft-admin --bootstrap-server BROKER:KAFKA_PORT groups list|describe|reset-offsets|delete|
+      delete-offsets ...   (consumer groups over Kafka's protocol, shaped like
+      kafka-consumer-groups.sh: see server/group_commands.py)
   kraft-admin --bootstrap-server HOST:PORT users|quotas --describe|--alter ...
       (SCRAM credentials and client quotas with kafka-configs.sh's options:
       server/user_commands.py, server/quota_commands.py)
@@ -206,9 +209,16 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("-d", "--controller-directory-id", required=True, metavar="UUID")
     remove.add_argument("--dry-run", action="store_true", help="print what would be sent")
     # imported here: they must not import this
-    from server import acl_commands, admin_commands, quota_commands, user_commands
+    from server import (
+        acl_commands,
+        admin_commands,
+        group_commands,
+        quota_commands,
+        user_commands,
+    )
 
     admin_commands.add_commands(groups)
+    group_commands.add_commands(groups)
     acl_commands.add_commands(groups)
     user_commands.add_commands(groups)
     quota_commands.add_commands(groups)
@@ -227,7 +237,14 @@ def _bootstrap(args: argparse.Namespace, what: str) -> str:
 
 
 def run(args: argparse.Namespace) -> str:
-    from server import acl_commands, admin_client, admin_commands, quota_commands, user_commands
+    from server import (
+        acl_commands,
+        admin_client,
+        admin_commands,
+        group_commands,
+        quota_commands,
+        user_commands,
+    )
 
     try:
         args.tls = load_client_tls(args.command_config)
@@ -235,6 +252,11 @@ def run(args: argparse.Namespace) -> str:
         raise AdminError(str(exc)) from exc
     own_groups = {acl_commands.GROUP: acl_commands.run, user_commands.GROUP: user_commands.run,
                   quota_commands.GROUP: quota_commands.run}
+    if args.group == group_commands.GROUP:  # a broker's Kafka listener, not the Admin service
+        try:
+            return group_commands.run(args)
+        except admin_client.CommandError as exc:
+            raise AdminError(str(exc)) from exc
     if args.group in admin_commands.GROUPS or args.group in own_groups:
         if args.bootstrap_controller:  # the Admin service is on the controller listener too
             args.bootstrap_server = _bootstrap(args, args.command)
