@@ -31,6 +31,7 @@ from broker.kafka.admin_log_api import LogDirs
 from broker.kafka.apis import KafkaApis
 from broker.kafka.client import KafkaClient
 from broker.kafka.connection_limits import ConnectionQuotas, RequestMemoryPool, resolve_overrides
+from broker.kafka.group_lag import GroupLag
 from broker.kafka.request_metrics import RequestMetrics
 from broker.kafka.server import KafkaServer
 from broker.kafka.tls import client_ssl_context, server_ssl_context
@@ -150,6 +151,9 @@ class BrokerRole:
         loader.install(self.replicas)
         self.groups = GroupStorage(self.replicas, group_config(config))
         self.groups.create_topic = self._create_offsets_topic
+        # Lag of the groups this broker coordinates, on its metrics port (scraped).
+        self.group_lag = GroupLag(self.groups.coordinator, self.replicas,
+                                  self._connect_to_leader, inter_broker, registry)
         self._group_admin: AdminServicer | None = None  # the combined node's own controller
         DataPlaneCollector(self.replicas, registry)
         self.request_metrics = RequestMetrics(registry, lambda: self.cache.image)
@@ -239,7 +243,8 @@ class BrokerRole:
             self.admin = self._broker_admin()
         admin = combined_admin or self.admin
         assert admin is not None
-        self.auto_create = AutoTopicCreator(admin.ops, self.config.auto_create_topics_enable)
+        self.auto_create = AutoTopicCreator(admin.ops, self.config.auto_create_topics_enable,
+                                            wait_unfenced=True)
         apis = KafkaApis(self.replicas,
                          ClientView(lambda: self.cache.image, self.replicas.fetchers.unreachable),
                          self.cluster_id, admin=admin.ops, broker_id=self.config.node_id,
@@ -357,6 +362,7 @@ class BrokerRole:
         self.logs.start()
         self.replicas.start()
         self.groups.start()
+        self.group_lag.start()
 
     async def _alter_partition(
         self, request: broker_pb2.AlterPartitionRequest
@@ -412,6 +418,8 @@ class BrokerRole:
             for server in self.kafka_servers:
                 server.accept()
         serving = state is BrokerState.RUNNING
+        if serving and self.auto_create is not None:
+            self.auto_create.unfenced.set()
         status = (health_pb2.HealthCheckResponse.SERVING if serving
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
         # Called from the lifecycle task, which must not block on health watchers.
@@ -432,6 +440,7 @@ class BrokerRole:
             await kafka.close()
         if self.auto_create is not None:
             await self.auto_create.close()
+        await self.group_lag.close()
         await self.groups.close()
         await self.replicas.close()
         await self.logs.close()

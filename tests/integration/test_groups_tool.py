@@ -3,12 +3,14 @@ controller and one broker as processes (one cluster for the module); confluent-k
 and consumes in a group, the tool's LAG is what was produced minus what was committed, a reset
 is refused while the group has a member and moves the stopped group (the next consumer reads
 from there), OffsetDelete and DeleteGroups go through the tool, and confluent-kafka's
-AdminClient (list/describe/alter/delete) sees what the tool sees and the reverse."""
+AdminClient (list/describe/alter/delete) sees what the tool sees and the reverse; the broker's
+metrics port exports the same lag."""
 
 from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -100,6 +102,13 @@ def test_lag_is_produced_minus_committed_and_a_reset_needs_a_stopped_group(
     (m,) = group["members"]
     assert m["clientId"] == "billing-client" and len(m["assignment"]) == 3
     assert {o["consumerId"] for o in group["offsets"]} == {m["consumerId"]}
+    # The coordinator's metrics port has the same lag, and the group's state.
+    scrape = urllib.request.urlopen(
+        f"http://127.0.0.1:{cluster.nodes[2].metrics_port}/metrics", timeout=5).read().decode()
+    for partition, behind in ((0, 6), (1, 3), (2, 0)):
+        assert (f'kraft_broker_group_lag{{group="billing",partition="{partition}",'
+                f'topic="{TOPIC}"}} {behind}.0') in scrape
+    assert 'kraft_broker_group_state{group="billing",state="Stable"} 1.0' in scrape
 
     code, out, _ = tool(cluster, capsys, "describe", "--group", "billing")
     header, *rows = out.strip().splitlines()
