@@ -7,7 +7,7 @@ written in worker threads). A partition's own files (`partition.metadata`, the
 and rename, no fsync, so a process crash (kill -9) keeps them exactly and a power loss leaves
 the old file or the new one, or (before any fsync) a damaged or missing file, which their
 readers handle — and fsynced later by the LogManager's background round (`fsync_paths`); see
-broker/log/partition_log.py for why that is enough.
+broker/log/partition_state.py for why that is enough.
 
 * `leader-epoch-checkpoint` (per partition): `0`, the entry count, `epoch startOffset` lines.
 * `partition.metadata` (per partition): `version: 0`, `topic_id: <id>`.

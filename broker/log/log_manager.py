@@ -10,7 +10,7 @@ loop. The per-directory checkpoint files are Kafka's (`replication-offset-checkp
 own recovery point, which recovery trusts, is kept in its directory by SegmentedLog.
 
 Creating a log (`get_or_create`) and assigning a leader epoch write their files without fsync
-on the event loop (broker/log/partition_log.py says why that is safe); the log tells the
+on the event loop (broker/log/partition_state.py says why that is safe); the log tells the
 manager (`on_metadata_unsynced`) and the background round fsyncs them in the worker thread, at
 most `METADATA_SYNC_CHUNK` logs per hop, after the logs whose flush is due by policy or awaited
 (`wait_flushed`), so that a broker creating thousands of logs does not delay an awaited flush
@@ -35,6 +35,7 @@ from broker.log.log_closer import close_logs
 from broker.log.log_files import PartitionFlushJob, remove_deleted
 from broker.log.log_loader import LogLoader
 from broker.log.partition_log import PartitionLog
+from broker.log.partition_state import PartitionLogState
 from kraft.log.base import FlushJob
 from kraft.log.segmented import LogFaults
 
@@ -150,8 +151,7 @@ class LogManager:
         parent = os.path.dirname(log.directory)
         self._counts[parent] = self._counts.get(parent, 0) + 1
         log.on_flush_due = self._flush_due
-        log.on_truncated = lambda log, end: self.cleaner.truncated((log.topic, log.partition),
-                                                                   end)
+        log.on_truncated = lambda log, end: self.cleaner.truncated((log.topic, log.partition), end)
         log.on_metadata_unsynced = self._metadata_unsynced
         log.use_faults(self.faults)
         if log.metadata_unsynced:
@@ -309,12 +309,12 @@ class LogManager:
         else:
             del self._flush_waiters[tp]
 
-    def _flush_due(self, log: PartitionLog) -> None:
+    def _flush_due(self, log: PartitionLogState) -> None:
         self._due[(log.topic, log.partition)] = None
         if self._wake is not None:
             self._wake.set()
 
-    def _metadata_unsynced(self, log: PartitionLog) -> None:
+    def _metadata_unsynced(self, log: PartitionLogState) -> None:
         tp = (log.topic, log.partition)
         if tp in self._unsynced:
             return
