@@ -3,6 +3,7 @@
   kraft-admin (--bootstrap-server | --bootstrap-controller) HOST:PORT [--command-config F]
       quorum describe --status | --replication [--human-readable]
       quorum add-controller --command-config NEW_CONTROLLER.properties [--dry-run]
+      (or --command-config NEW_CONTROLLER.properties before `quorum`, as kafka-metadata-quorum)
       quorum remove-controller --controller-id N --controller-directory-id UUID [--dry-run]
   kraft-admin quorum status --node HOST:PORT
   kraft-admin --bootstrap-server HOST:PORT topics|partitions|brokers|leaders|reassign|configs|
@@ -201,8 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     add = commands.add_parser("add-controller", help="make a running controller a voter")
     # Its own dest: a subcommand's default would overwrite the top-level --command-config.
-    add.add_argument("--command-config", dest="controller_config", required=True,
-                     metavar="FILE", help="the new controller's own config file")
+    add.add_argument("--command-config", dest="controller_config", metavar="FILE",
+                     help="the new controller's own config file (or the top-level "
+                          "--command-config, as kafka-metadata-quorum takes it)")
     add.add_argument("--dry-run", action="store_true", help="print what would be sent")
     remove = commands.add_parser("remove-controller", help="remove a voter")
     remove.add_argument("-i", "--controller-id", type=int, required=True)
@@ -246,6 +248,14 @@ def run(args: argparse.Namespace) -> str:
         user_commands,
     )
 
+    if args.group == "quorum" and args.command == "add-controller" \
+            and args.controller_config is None:
+        # kafka-metadata-quorum has one --command-config, before the command: for
+        # add-controller it is the new controller's own file, which also secures the client.
+        if args.command_config is None:
+            raise AdminError("add-controller needs the new controller's config file: "
+                             "--command-config FILE (before or after add-controller)")
+        args.controller_config, args.command_config = args.command_config, None
     try:
         args.tls = load_client_tls(args.command_config)
     except TlsConfigError as exc:

@@ -176,6 +176,20 @@ def test_add_controller_dry_run_sends_nothing(
     assert leader.quorum.received == []
 
 
+def test_add_controller_takes_the_command_config_before_the_command_as_kafka(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nodes: tuple[Node, Node]
+) -> None:
+    leader, _ = nodes
+    leader.quorum.answers["AddRaftVoter"] = [pb.VoterChangeResponse(error_code=Errors.NONE)]
+    path = new_controller(tmp_path, capsys)
+    assert ok(capsys, "--bootstrap-controller", leader.endpoint, "--command-config", str(path),
+              "quorum", "add-controller") == (
+        f"Added controller 4 with directory id {directory_id(tmp_path)} and endpoints: "
+        "CONTROLLER://c4.example:9096\n")
+    assert fails(capsys, "--bootstrap-controller", leader.endpoint, "quorum",
+                 "add-controller").startswith("add-controller needs the new controller's")
+
+
 @pytest.mark.parametrize(
     ("code", "message", "line"),
     [
