@@ -8,12 +8,17 @@ the replicated __consumer_offsets topic), and no member reads again below them."
 
 from __future__ import annotations
 
+import logging
+import re
 import shutil
+import socket
+import struct
 import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
@@ -283,6 +288,123 @@ class GroupMember(threading.Thread):
                     self.errors.append(str(exc))
         finally:
             self.consumer.close()
+
+
+def librdkafka_versions(cluster: ProcessCluster, topic: str) -> dict[str, int]:
+    """The version of each request a librdkafka consumer sends while it commits, reads its
+    commits and looks an offset up by time, from its protocol debug log."""
+    sent: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            sent.extend(re.findall(r"Sent (\w+)Request \(v(\d+)", record.getMessage()))
+
+    logger = logging.getLogger("rdkafka-protocol")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(Capture())
+    consumer = ck_consumer(cluster, f"{topic}-librdkafka", debug="protocol", logger=logger)
+    try:
+        tps = [TopicPartition(topic, p, 3) for p in range(3)]
+        consumer.assign(tps)
+        consumer.commit(offsets=tps, asynchronous=False)
+        consumer.committed(tps, timeout=WAIT_S)
+        consumer.offsets_for_times([TopicPartition(topic, 0, 0)], timeout=WAIT_S)
+        consumer.poll(0.1)  # delivers the queued log lines
+    finally:
+        consumer.close()
+    return {name: int(version) for name, version in sent}
+
+
+def kafka_call(address: str, request: Any, version: int, response_class: Any) -> Any:
+    """One request on its own connection, as a sarama Broker sends it: kafka-python's protocol
+    classes (Kafka's JSON schemas) encode and decode, no client logic in between."""
+    host, port = address.rsplit(":", 1)
+    request.with_header(correlation_id=1, client_id="burrow-lagchecker")
+    frame = bytes(request.encode(version=version, header=True, framed=True))
+    with socket.create_connection((host, int(port)), timeout=WAIT_S) as sock:
+        sock.sendall(frame)
+        stream = sock.makefile("rb")
+        (size,) = struct.unpack(">i", stream.read(4))
+        return response_class.decode(stream.read(size), version=version, header=True)
+
+
+def test_old_protocol_clients_compute_a_groups_lag(
+        cluster: ProcessCluster, admin: AdminClient) -> None:
+    """Issue 31 item 6: a lag monitor on old protocol versions (Burrow reads through sarama:
+    ListOffsets v0; kafka_exporter and friends OffsetFetch v1) finds a group's lag equal to
+    produced minus committed: kafka-python told it talks to Kafka 0.10.0, then the request
+    sequence of sarama's client and Burrow's offset poller on the raw protocol. A librdkafka
+    consumer still picks the newest versions."""
+    from kafka import KafkaConsumer, OffsetAndMetadata
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.protocol.broker_version_data import BrokerVersionData
+    from kafka.protocol.consumer import (
+        ListOffsetsRequest,
+        ListOffsetsResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+    )
+    from kafka.protocol.metadata import (
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
+        MetadataRequest,
+        MetadataResponse,
+    )
+
+    create_topic(admin, "watched", 3)
+    produce(cluster, "watched", 30, 3)  # 10 a partition
+    committed = {0: 4, 1: 10, 2: 0}
+    old = BrokerVersionData(broker_version=(0, 10, 0))
+    assert (old.api_version(ListOffsetsRequest), old.api_version(OffsetFetchRequest)) == (0, 1)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers(), group_id="watched",
+                             enable_auto_commit=False, api_version=(0, 10, 0))
+    try:
+        tps = [KTopicPartition("watched", p) for p in range(3)]
+        consumer.assign(tps)
+        consumer.commit({tp: OffsetAndMetadata(committed[tp.partition], "", -1) for tp in tps})
+        ends = consumer.end_offsets(tps)  # ListOffsets v0, latest, one offset
+        lag = {tp.partition: ends[tp] - (consumer.committed(tp) or 0) for tp in tps}
+    finally:
+        consumer.close()
+    assert lag == {0: 6, 1: 0, 2: 10}
+
+    # sarama (Burrow's kafka_cluster module): Metadata v0 for the leaders, one ListOffsets v0
+    # per leader with (OffsetNewest, maxOffsets 1) blocks; FindCoordinator v0 and OffsetFetch
+    # v1 for the group's commits.
+    bootstrap = cluster.bootstrap_servers().split(",")[0]
+    metadata = kafka_call(bootstrap, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+        name="watched")]), 0, MetadataResponse)
+    brokers = {b.node_id: f"{b.host}:{b.port}" for b in metadata.brokers}
+    (topic,) = metadata.topics
+    by_leader: dict[int, list[int]] = {}
+    for partition in topic.partitions:
+        by_leader.setdefault(partition.leader_id, []).append(partition.partition_index)
+    newest: dict[int, int] = {}
+    for leader, partitions in by_leader.items():
+        offsets = kafka_call(brokers[leader], ListOffsetsRequest(replica_id=-1, topics=[(
+            "watched", [ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=p, timestamp=-1, max_num_offsets=1) for p in partitions])]),
+            0, ListOffsetsResponse)
+        for answer in offsets.topics[0].partitions:
+            assert answer.error_code == 0 and len(answer.old_style_offsets) == 1
+            newest[answer.partition_index] = answer.old_style_offsets[0]
+    found = kafka_call(bootstrap, FindCoordinatorRequest(key="watched"), 0,
+                       FindCoordinatorResponse)
+    assert found.error_code == 0
+    fetched = kafka_call(f"{found.host}:{found.port}", OffsetFetchRequest(
+        group_id="watched", topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+            name="watched", partition_indexes=[0, 1, 2])]), 1, OffsetFetchResponse)
+    commits = {p.partition_index: p.committed_offset
+               for p in fetched.topics[0].partitions}
+    assert newest == {0: 10, 1: 10, 2: 10}
+    assert {p: newest[p] - max(commits[p], 0) for p in range(3)} == lag
+
+    # The floors moved, not the maxima: librdkafka 2.16 asks what it asked before.
+    versions = librdkafka_versions(cluster, "watched")
+    assert {name: versions.get(name) for name in ("ListOffsets", "OffsetCommit", "OffsetFetch",
+                                                  "FindCoordinator", "Metadata")} == {
+        "ListOffsets": 7, "OffsetCommit": 9, "OffsetFetch": 9, "FindCoordinator": 2,
+        "Metadata": 12}
 
 
 def test_a_group_of_three_consumes_across_a_kill_of_its_coordinator(
