@@ -243,7 +243,8 @@ class BrokerRole:
             self.admin = self._broker_admin()
         admin = combined_admin or self.admin
         assert admin is not None
-        self.auto_create = AutoTopicCreator(admin.ops, self.config.auto_create_topics_enable)
+        self.auto_create = AutoTopicCreator(admin.ops, self.config.auto_create_topics_enable,
+                                            wait_unfenced=True)
         apis = KafkaApis(self.replicas,
                          ClientView(lambda: self.cache.image, self.replicas.fetchers.unreachable),
                          self.cluster_id, admin=admin.ops, broker_id=self.config.node_id,
@@ -417,6 +418,8 @@ class BrokerRole:
             for server in self.kafka_servers:
                 server.accept()
         serving = state is BrokerState.RUNNING
+        if serving and self.auto_create is not None:
+            self.auto_create.unfenced.set()
         status = (health_pb2.HealthCheckResponse.SERVING if serving
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
         # Called from the lifecycle task, which must not block on health watchers.

@@ -8,6 +8,11 @@ at once with UNKNOWN_TOPIC_OR_PARTITION for it, as a KRaft broker does; clients 
 topic exists (its partitions then show LEADER_NOT_AVAILABLE until their leaders are known). A
 name already being created is not sent again. Internal topics are never created this way:
 their owners create them with their own settings.
+
+With `wait_unfenced` a name asked for while the broker is still fenced (it answers clients
+from RECOVERY on) is created once the broker is unfenced: in a cluster that is starting, every
+broker may still be fenced, the creation would fail (INVALID_REPLICATION_FACTOR) and the
+client would find the topic only at its next metadata refresh (librdkafka: a second later).
 """
 
 from __future__ import annotations
@@ -26,11 +31,14 @@ CREATE_TIMEOUT_MS = 30_000
 
 
 class AutoTopicCreator:
-    def __init__(self, admin: AdminBackend, enabled: bool) -> None:
+    def __init__(self, admin: AdminBackend, enabled: bool, wait_unfenced: bool = False) -> None:
         self.admin = admin
         self.enabled = enabled
         self.in_flight: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.unfenced = asyncio.Event()  # set by the broker's lifecycle when it runs
+        if not wait_unfenced:
+            self.unfenced.set()
 
     def create(self, names: Iterable[str]) -> None:
         """Start creating the names not already being created; returns at once."""
@@ -47,6 +55,7 @@ class AutoTopicCreator:
             pb.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1)
             for name in names])
         try:
+            await self.unfenced.wait()
             response = await call_controller(self.admin, "CreateTopics", request,
                                              CREATE_TIMEOUT_MS)
             if response.status.error_code != Errors.NONE:

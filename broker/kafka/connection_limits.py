@@ -245,9 +245,26 @@ class _Slot:
             self._timer.cancel()
 
 
+# Listening sockets a launcher bound before this process started serving (kraft-server --dev
+# binds the Kafka port before it imports the node: a client connecting during the start-up
+# waits in the backlog instead of being refused and backing off), by the (host, port) the
+# listener's config names.
+_INHERITED: dict[tuple[str, int], socket.socket] = {}
+
+
+def inherit_listening_socket(host: str, port: int, sock: socket.socket) -> None:
+    """Have the listener configured as host:port use `sock`, already bound and listening."""
+    _INHERITED[(host, port)] = sock
+
+
 async def listening_sockets(host: str, port: int) -> list[socket.socket]:
     """Bound, listening, non-blocking sockets for host:port, as asyncio.start_server makes
-    them (every address of the host; an empty host: every interface)."""
+    them (every address of the host; an empty host: every interface), or the one a launcher
+    handed over for it (inherit_listening_socket)."""
+    inherited = _INHERITED.pop((host, port), None)
+    if inherited is not None:
+        inherited.setblocking(False)
+        return [inherited]
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
