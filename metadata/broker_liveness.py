@@ -10,6 +10,12 @@ too (a middlebox, a conntrack flush), so the broker gets one grace window
 (`broker.liveness.grace.ms`) to open a new stream, which a live broker does at once. One that
 does not is fenced, through the same records as a session expiry.
 
+The window is cut short when the controller asks the broker's own listeners and every one
+refuses the connection (`broker.liveness.probe.enable`, metadata/liveness_probe.py): a refusal
+is the broker's kernel saying nothing listens there, which a live broker never says — its
+listeners are bound from its start to its exit. A probe that connects, or gets no answer
+(a partition, a slow network), changes nothing: the grace window runs as before.
+
 What it never does:
 * fence a broker whose stream is merely silent: a frozen, slow or overloaded broker keeps its
   TCP connection, so only the session timeout applies to it;
@@ -27,12 +33,17 @@ monotonic clock), and nothing here does I/O.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
 from metadata.image import MetadataImage
+from metadata.records import Endpoint
 
 DEFAULT_GRACE_MS = 500  # broker.liveness.grace.ms: a few reconnect attempts of a live broker
+
+# (a broker's registered listeners, timeout in seconds) -> did every one refuse a connection?
+LivenessProbe = Callable[[tuple[Endpoint, ...], float], Awaitable[bool]]
 
 
 class StreamState(Enum):
@@ -47,6 +58,7 @@ class _Stream:
     broker_epoch: int
     state: StreamState = StreamState.OPEN
     lost_at_ms: int = -1
+    refused: bool = False  # every listener of the broker refused a connection since the loss
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +109,20 @@ class BrokerLivenessTracker:
         current.lost_at_ms = now_ms
         return now_ms + self.grace_ms if self.grace_ms > 0 else None
 
+    def refused(self, stream: LivenessStream) -> bool:
+        """Every listener of the broker refused a connection after `stream` was lost: its
+        grace window ends now. False (nothing changes) when the stream is no longer the
+        broker's latest or is not lost (a new stream came first: the broker is back)."""
+        current = self._current(stream)
+        if current is None or current.state is not StreamState.LOST or self.grace_ms <= 0:
+            return False
+        current.refused = True
+        return True
+
+    def _window_over(self, stream: _Stream, now_ms: int) -> bool:
+        return stream.state is StreamState.LOST and (
+            stream.refused or stream.lost_at_ms + self.grace_ms <= now_ms)
+
     def state(self, broker_id: int) -> StreamState | None:
         stream = self._streams.get(broker_id)
         return None if stream is None else stream.state
@@ -107,7 +133,7 @@ class BrokerLivenessTracker:
             return None
         deadlines = [
             s.lost_at_ms + self.grace_ms for s in self._streams.values()
-            if s.state is StreamState.LOST and s.lost_at_ms + self.grace_ms > now_ms
+            if s.state is StreamState.LOST and not self._window_over(s, now_ms)
         ]
         return min(deadlines, default=None)
 
@@ -116,8 +142,8 @@ class BrokerLivenessTracker:
 
     def dead_brokers(self, image: MetadataImage, now_ms: int) -> list[int]:
         """Unfenced brokers, registered with the epoch of their stream, whose stream was lost
-        at least one grace window ago and not replaced; none while more than half of the
-        unfenced brokers with a stream have lost it."""
+        at least one grace window ago (or whose listeners all refused since) and not replaced;
+        none while more than half of the unfenced brokers with a stream have lost it."""
         if self.grace_ms <= 0:
             return []
         watched = {
@@ -129,7 +155,7 @@ class BrokerLivenessTracker:
         lost = sorted(b for b, s in watched.items() if s.state is StreamState.LOST)
         if len(lost) * 2 > len(watched):
             return []
-        return [b for b in lost if watched[b].lost_at_ms + self.grace_ms <= now_ms]
+        return [b for b in lost if self._window_over(watched[b], now_ms)]
 
     def held_back(self, image: MetadataImage, now_ms: int) -> list[int]:
         """Brokers past their grace window that the many-at-once rule keeps from fencing."""
@@ -137,7 +163,7 @@ class BrokerLivenessTracker:
             return []
         return sorted(
             b for b, s in self._streams.items()
-            if s.state is StreamState.LOST and s.lost_at_ms + self.grace_ms <= now_ms
+            if self._window_over(s, now_ms)
             and (registration := image.cluster.broker(b)) is not None
             and not registration.fenced and registration.epoch == s.broker_epoch
         )

@@ -31,7 +31,13 @@ from typing import Any, TypeVar
 
 from kraft.client import LeaderAndEpoch, RaftClient, RaftError
 from kraft.errors import Errors
-from metadata.broker_liveness import DEFAULT_GRACE_MS, BrokerLivenessTracker, LivenessStream
+from metadata.broker_liveness import (
+    DEFAULT_GRACE_MS,
+    BrokerLivenessTracker,
+    LivenessProbe,
+    LivenessStream,
+    StreamState,
+)
 from metadata.brokers import (
     BrokerHeartbeatManager,
     BrokerHeartbeatReply,
@@ -46,7 +52,7 @@ from metadata.errors import ControllerApiError, ControllerResult
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.loader import LoaderManifest
 from metadata.producer_ids import ProducerIdsBlock, allocate_producer_ids, check_broker_epoch
-from metadata.records import FeatureLevelRecord, NoOpRecord, Record, encode_record
+from metadata.records import Endpoint, FeatureLevelRecord, NoOpRecord, Record, encode_record
 from metadata.replication import balance_partition_leaders, elect_unclean_leaders, fence_broker
 
 log = logging.getLogger(__name__)
@@ -78,6 +84,11 @@ class NotControllerError(ControllerApiError):
         self.leader_id = leader_id
 
 
+# Between probes of a broker whose stream broke (it answered: alive, or not yet all gone).
+PROBE_FIRST_PAUSE_S = 0.01
+PROBE_MAX_PAUSE_S = 0.1
+
+
 class QuorumController:
     def __init__(
         self,
@@ -85,13 +96,16 @@ class QuorumController:
         noop_interval_ms: int = 500,
         session_timeout_ms: int = 9000,
         liveness_grace_ms: int = DEFAULT_GRACE_MS,
+        liveness_probe: LivenessProbe | None = None,
         session_clock_ms: Callable[[], int] = _monotonic_ms,
         wall_clock_ms: Callable[[], int] = _wall_ms,
         bootstrap_records: Sequence[Record] = (),
     ) -> None:
         """Install it as a publisher of the process's MetadataLoader. `liveness_grace_ms`
         (broker.liveness.grace.ms; 0 turns the fast path off): how long a broker whose
-        liveness stream broke has to open a new one before it is fenced.
+        liveness stream broke has to open a new one before it is fenced. `liveness_probe`
+        (broker.liveness.probe.enable): asked with the broker's registered listeners when its
+        stream breaks; True (every one refused a connection) ends the window at once.
 
         Broker sessions and liveness windows run on `session_clock_ms`, a monotonic clock as
         in Kafka's BrokerHeartbeatManager: a step of the wall clock must neither fence every
@@ -105,6 +119,8 @@ class QuorumController:
         self.noop_interval_ms = noop_interval_ms
         self.heartbeats = BrokerHeartbeatManager(session_timeout_ms)
         self.liveness = BrokerLivenessTracker(liveness_grace_ms)
+        self._liveness_probe = liveness_probe
+        self._probes: set[asyncio.Task[None]] = set()
         self._liveness_task: asyncio.Task[None] | None = None
         self._liveness_changed = asyncio.Event()
         self._inactive = asyncio.Event()  # set whenever this controller is not active
@@ -275,7 +291,33 @@ class QuorumController:
         if deadline is not None:
             log.info("broker %d's liveness stream broke; fencing it unless it reconnects "
                      "within %d ms", stream.broker_id, self.liveness.grace_ms)
+            registration = self._latest.cluster.broker(stream.broker_id)
+            if self._liveness_probe is not None and registration is not None:
+                probe = asyncio.ensure_future(self._probe(stream, registration.endpoints))
+                self._probes.add(probe)
+                probe.add_done_callback(self._probes.discard)
         self._liveness_changed.set()
+
+    async def _probe(self, stream: LivenessStream, endpoints: tuple[Endpoint, ...]) -> None:
+        """Ask the broker's listeners until every one refuses (its grace window ends now), the
+        window ends, or a new stream replaces this one. Asked again after an answer because a
+        dying process's sockets close one by one: its stream can break a moment before its
+        listeners go."""
+        assert self._liveness_probe is not None
+        deadline = self._session_clock() + self.liveness.grace_ms
+        pause_s = PROBE_FIRST_PAUSE_S
+        while self.liveness.state(stream.broker_id) is StreamState.LOST:
+            left_s = (deadline - self._session_clock()) / 1000
+            if left_s <= 0:
+                return
+            if await self._liveness_probe(endpoints, left_s):
+                if self.liveness.refused(stream):
+                    log.info("broker %d's listeners refuse connections: its process is gone",
+                             stream.broker_id)
+                    self._liveness_changed.set()
+                return
+            await asyncio.sleep(pause_s)
+            pause_s = min(2 * pause_s, PROBE_MAX_PAUSE_S)
 
     async def until_inactive(self) -> None:
         """Returns once this controller is not (or no longer) active."""
@@ -298,7 +340,8 @@ class QuorumController:
             if dead:
                 broker_id = dead[0]
                 log.info("fencing broker %d: its liveness stream broke and it did not "
-                         "reconnect within %d ms", broker_id, self.liveness.grace_ms)
+                         "reconnect within %d ms (or its listeners refused)", broker_id,
+                         self.liveness.grace_ms)
                 try:
                     await self.write(functools.partial(self._fence_if_dead, broker_id=broker_id))
                     continue  # look again at once: another window may have ended meanwhile
@@ -444,7 +487,7 @@ class QuorumController:
         self.liveness.reset()
         tasks = (self._noop_task, self._fencing_task, self._periodic_task, self._bootstrap_task,
                  self._liveness_task)
-        for task in tasks:
+        for task in (*tasks, *self._probes):
             if task is not None:
                 task.cancel()
         self._noop_task = self._fencing_task = self._periodic_task = self._bootstrap_task = None

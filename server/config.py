@@ -29,6 +29,7 @@ from server.config_keys import (
     AUTO_CREATE_TOPICS_ENABLE,
     BROKER_HEARTBEAT_INTERVAL_MS,
     BROKER_LIVENESS_GRACE_MS,
+    BROKER_LIVENESS_PROBE_ENABLE,
     BROKER_LIVENESS_RECONNECT_BACKOFF_MS,
     BROKER_RACK,
     BROKER_SESSION_TIMEOUT_MS,
@@ -136,6 +137,7 @@ class NodeConfig:
     broker_rack = BROKER_RACK
     grpc_listener_names = GRPC_LISTENER_NAMES
     broker_liveness_grace_ms = BROKER_LIVENESS_GRACE_MS
+    broker_liveness_probe_enable = BROKER_LIVENESS_PROBE_ENABLE
     broker_liveness_reconnect_backoff_ms = BROKER_LIVENESS_RECONNECT_BACKOFF_MS
     inter_broker_listener_name_setting = INTER_BROKER_LISTENER_NAME
     replica_lag_time_max_ms = REPLICA_LAG_TIME_MAX_MS

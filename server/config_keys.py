@@ -269,6 +269,14 @@ BROKER_LIVENESS_GRACE_MS = _define_int(
     "was not reopened within this long (its process is gone); 0 turns this off, leaving "
     "broker.session.timeout.ms alone (docs/brokers.md).",
 )
+BROKER_LIVENESS_PROBE_ENABLE = _define(
+    "broker.liveness.probe.enable", ConfigType.BOOLEAN, "true", boolean,
+    "When a broker's liveness stream breaks, the active controller connects to the broker's "
+    "registered listeners; if every one refuses (nothing listens: the process is gone), it "
+    "fences the broker at once instead of after broker.liveness.grace.ms. Turn off where a "
+    "firewall rejects the controllers' connections to brokers' listeners (docs/brokers.md).",
+    valid_values="true or false",
+)
 BROKER_LIVENESS_RECONNECT_BACKOFF_MS = _define_int(
     "broker.liveness.reconnect.backoff.ms", 100, 1,
     "After a second failed attempt to reopen its liveness stream, a broker waits this long "

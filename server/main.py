@@ -56,6 +56,7 @@ from metadata.authorizer.standard import StandardAuthorizer
 from metadata.controller import QuorumController
 from metadata.controller_metrics import ControllerCollector
 from metadata.lifecycle_service import BrokerLifecycleServicer, add_broker_lifecycle_service
+from metadata.liveness_probe import all_refused
 from metadata.loader import MetadataLoader, MetadataLoadError
 from metadata.topics import METADATA_PARTITION_DIR
 from server.bootstrap_metadata import read_bootstrap_records
@@ -259,6 +260,7 @@ class Server:
                 noop_interval_ms=config.metadata_max_idle_interval_ms,
                 session_timeout_ms=config.broker_session_timeout_ms,
                 liveness_grace_ms=config.broker_liveness_grace_ms,
+                liveness_probe=all_refused if config.broker_liveness_probe_enable else None,
                 # The node's wall clock, so an injected clock step (kraft/node/faults.py)
                 # reaches the controller too; sessions run on the monotonic clock regardless.
                 wall_clock_ms=lambda: self.node.wall_clock_ms(monotonic_ms()),

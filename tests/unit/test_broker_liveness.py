@@ -19,13 +19,19 @@ from kraft.log.meta_properties import random_uuid
 from kraft.log.quorum_state import QuorumStateStore
 from kraft.log.segmented import SegmentedLog
 from kraft.node.raft_node import RaftNode
-from metadata.broker_liveness import BrokerLivenessTracker, StreamState
+from metadata.broker_liveness import BrokerLivenessTracker, LivenessProbe, StreamState
 from metadata.brokers import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from metadata.controller import QuorumController
 from metadata.delta import MetadataDelta
 from metadata.image import EMPTY_IMAGE, MetadataImage
 from metadata.lifecycle_service import BrokerLifecycleServicer, add_broker_lifecycle_service
-from metadata.records import BrokerRegistrationChangeRecord, FencingChange, RegisterBrokerRecord
+from metadata.liveness_probe import all_refused
+from metadata.records import (
+    BrokerRegistrationChangeRecord,
+    Endpoint,
+    FencingChange,
+    RegisterBrokerRecord,
+)
 from metadata.rpc import broker_pb2 as pb
 from metadata.rpc import broker_pb2_grpc as rpc
 from tests.unit.controller_harness import attach_controller
@@ -153,6 +159,62 @@ def test_brokers_without_a_stream_and_fenced_ones_are_not_watched() -> None:
     assert tracker.dead_brokers(image, T0 + GRACE) == [1]
 
 
+def test_listeners_that_refuse_end_the_window_at_once() -> None:
+    tracker, image = BrokerLivenessTracker(GRACE), image_of(1, 2, 3)
+    streams = {b: tracker.opened(b, 10 * b) for b in (1, 2, 3)}
+    assert not tracker.refused(streams[2])  # an open stream: the probe came too early
+    tracker.lost(streams[2], T0)
+    assert tracker.refused(streams[2])
+    assert tracker.dead_brokers(image, T0) == [2]  # no grace window left to wait for
+    assert tracker.next_deadline_ms(T0) is None
+    # A stream reopened meanwhile wins over a refusal about its predecessor.
+    tracker.opened(2, 20)
+    assert not tracker.refused(streams[2])
+    assert tracker.dead_brokers(image, T0) == []
+
+
+def test_refusals_do_not_bypass_the_many_at_once_rule_or_a_zero_grace() -> None:
+    tracker, image = BrokerLivenessTracker(GRACE), image_of(1, 2, 3)
+    streams = {b: tracker.opened(b, 10 * b) for b in (1, 2, 3)}
+    for b in (1, 2):
+        tracker.lost(streams[b], T0)
+        tracker.refused(streams[b])
+    assert tracker.dead_brokers(image, T0) == []  # 2 of 3: this controller's network?
+    assert tracker.held_back(image, T0) == [1, 2]
+    off = BrokerLivenessTracker(0)
+    stream = off.opened(1, 10)
+    off.lost(stream, T0)
+    assert not off.refused(stream)
+    assert off.dead_brokers(image, T0 + 3_600_000) == []
+
+
+def test_the_probe_says_refused_only_when_nothing_listens() -> None:
+    async def scenario() -> None:
+        server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        listening = server.sockets[0].getsockname()[1]
+        closed = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        free = closed.sockets[0].getsockname()[1]
+        closed.close()
+        await closed.wait_closed()
+        try:
+            def at(*ports: int, host: str = "127.0.0.1") -> tuple[Endpoint, ...]:
+                return tuple(Endpoint(f"L{i}", host, p) for i, p in enumerate(ports))
+
+            assert await all_refused(at(free), 1.0)
+            assert await all_refused(at(free, free), 1.0)
+            assert not await all_refused(at(listening), 1.0)
+            assert not await all_refused(at(free, listening), 1.0)  # one listener answers
+            assert not await all_refused((), 1.0)  # nothing registered: no proof
+            # Unroutable registrations would ask this machine: never proof of death.
+            assert not await all_refused(at(free, host="0.0.0.0"), 1.0)
+            assert not await all_refused(at(free, host=""), 1.0)
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())
+
+
 # -- the stream against a real controller ----------------------------------------------------
 
 
@@ -176,11 +238,12 @@ class Cluster:
         self.epochs: dict[int, int] = {}
 
     @classmethod
-    async def start(cls, path: Path, grace_ms: int) -> Cluster:
+    async def start(cls, path: Path, grace_ms: int,
+                    probe: LivenessProbe | None = None) -> Cluster:
         node = RaftNode(RaftConfig("c", 1, {1: "127.0.0.1:1"}), SegmentedLog(path / "log"),
                         QuorumStateStore(path / "quorum-state"), rng=random.Random(1))
         controller = attach_controller(node, noop_interval_ms=0, session_timeout_ms=60_000,
-                                       liveness_grace_ms=grace_ms)
+                                       liveness_grace_ms=grace_ms, liveness_probe=probe)
         await node.start()
         await until(lambda: controller.is_active)
         server = grpc.aio.server()
@@ -235,6 +298,52 @@ def test_a_broken_stream_fences_the_broker_a_goodbye_does_not(tmp_path: Path) ->
             assert not cluster.fenced(1) and not cluster.fenced(3)
             far = 10**12  # long after every grace window
             assert liveness.dead_brokers(cluster.controller.committed_image, far) == []
+        finally:
+            await cluster.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_refusing_broker_is_fenced_long_before_its_grace_window_ends(
+        tmp_path: Path) -> None:
+    """A one-minute window: only the probe's answer can fence within the test's time, and a
+    probe that reached a listener fences nobody."""
+    asked: dict[int, tuple[Endpoint, ...]] = {}
+    answered = asyncio.Event()
+
+    async def probe(endpoints: tuple[Endpoint, ...], timeout_s: float) -> bool:
+        port = endpoints[0].port
+        asked[port] = endpoints
+        answered.set()
+        assert 0 < timeout_s <= 60.0  # what is left of the grace window bounds the probe
+        return port == 9002  # broker 2's listener refuses, broker 3's answers
+
+    async def scenario() -> None:
+        cluster = await Cluster.start(tmp_path, grace_ms=60_000, probe=probe)
+        try:
+            for b in (1, 2, 3):
+                cluster.epochs[b] = await cluster.controller.register_broker(
+                    BrokerRegistrationRequest(b, "c", random_uuid(),
+                                              (Endpoint("PLAINTEXT", "127.0.0.1", 9000 + b),)),
+                    "c")
+                hw = cluster.controller.client.status().high_watermark
+                await cluster.controller.broker_heartbeat(
+                    BrokerHeartbeatRequest(b, cluster.epochs[b], hw, False, False))
+            calls = {b: await cluster.open_stream(b) for b in (1, 2, 3)}
+            for call in calls.values():
+                await call.read()
+            calls[3].cancel()
+            await asyncio.wait_for(answered.wait(), 10)
+            liveness = cluster.controller.liveness
+            assert liveness.state(3) is StreamState.LOST  # its listener answered: it waits
+            assert liveness.dead_brokers(cluster.controller.committed_image,
+                                         10**12) == [3]  # ...for the window's end only
+            calls[3] = await cluster.open_stream(3)  # a live broker reconnects
+            await calls[3].read()
+            calls[2].cancel()
+            await until(lambda: cluster.fenced(2))
+            assert set(asked) == {9002, 9003}
+            assert not cluster.fenced(3) and not cluster.fenced(1)
         finally:
             await cluster.stop()
 
