@@ -369,16 +369,37 @@ class FetchSessionHandler:
         self.epoch = INITIAL_EPOCH
         self._sent: dict[tuple[str, int], FetchPartition] = {}  # the session as the broker has it
 
-    def build(self, wanted: Mapping[tuple[str, int], FetchPartition]) -> SessionRequest:
+    def build(self, wanted: Mapping[tuple[str, int], FetchPartition],
+              maybe_changed: Iterable[tuple[str, int]] | None = None) -> SessionRequest:
         """The next fetch for `wanted` (every partition to fetch now, by topic and
         partition): all of them when the session is new, else only the changed ones.
-        Passing the same FetchPartition object for an unchanged partition keeps this cheap."""
-        sent, self._sent = self._sent, dict(wanted)
+        Passing the same FetchPartition object for an unchanged partition keeps this cheap.
+
+        `maybe_changed`, when given, names every key that may differ from the last fetch
+        (added, changed or dropped from `wanted`): only those are compared, so a fetcher
+        following thousands of partitions, of which a few moved, does not walk them all at
+        every round. Without it every key is compared."""
         if self.epoch == INITIAL_EPOCH:
+            self._sent = dict(wanted)
             return SessionRequest(self.session_id, self.epoch, list(wanted.values()), ())
-        changed = [p for key, p in wanted.items()
-                   if (before := sent.get(key)) is not p and before != p]
-        forgotten = [p for key, p in sent.items() if key not in wanted]
+        if maybe_changed is None:
+            sent, self._sent = self._sent, dict(wanted)
+            changed = [p for key, p in wanted.items()
+                       if (before := sent.get(key)) is not p and before != p]
+            forgotten = [p for key, p in sent.items() if key not in wanted]
+            return SessionRequest(self.session_id, self.epoch, changed, forgotten)
+        sent = self._sent
+        changed, forgotten = [], []
+        for key in maybe_changed:
+            now, before = wanted.get(key), sent.get(key)
+            if now is None:
+                if before is not None:
+                    forgotten.append(before)
+                    del sent[key]
+            elif before is not now:
+                if before != now:
+                    changed.append(now)
+                sent[key] = now
         return SessionRequest(self.session_id, self.epoch, changed, forgotten)
 
     def handle_response(self, request: SessionRequest, response: SessionResponse) -> bool:

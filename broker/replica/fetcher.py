@@ -74,6 +74,11 @@ class LeaderClient(Protocol):
 
 Connect = Callable[[str, int], Awaitable[LeaderClient]]
 BLOCKED_POLL_S = 0.05
+# How often a fetcher looks over every partition it follows, not only those marked since its
+# last round: a log start moved by local retention is noticed this late (nothing marks it; it
+# only matters to the leader's low watermark, which DeleteRecords waits on through the
+# leader's own log start, reported back at once).
+SWEEP_S = 1.0
 # How long a closing fetcher waits for the leader's answer to its session's close (the
 # leader drops the session when the request arrives; the answer may queue behind a long poll).
 CLOSE_SESSION_WAIT_S = 0.2
@@ -208,9 +213,18 @@ class ReplicaFetcher:
         self._endpoint: tuple[str, int] | None = None
         self.session = FetchSessionHandler()
         self._names: dict[str, str] = {}  # topic id -> name, for the session's answers
-        # Partitions an answer touched: their logs may have moved, so the next round looks at
-        # them in full; the others only for a new log start (local retention moves it).
-        self._touched: set[TopicPartition] = set()
+        # What the next fetch asks for, kept from round to round: a round looks only at the
+        # partitions marked since the last one (added, removed, answered, out of their
+        # back-off) and, every SWEEP_S, at all of them. With thousands followed and a few
+        # written to, a round per leader append walking them all was a third of a busy
+        # broker's event loop (issue 28's paced producer at 3,000 partitions).
+        self._wanted: dict[TopicPartition, FetchPartition] = {}
+        self._states: dict[TopicPartition, _Fetching] = {}  # the state each was built from
+        self._marked: set[TopicPartition] = set()
+        self._backing_off: set[TopicPartition] = set()
+        self._next_sweep = 0.0
+        # The partitions of _wanted updated since the session handler last saw it (None: any).
+        self._unsent: set[TopicPartition] | None = None
         self.fetches = 0
 
     def start(self) -> None:
@@ -218,6 +232,7 @@ class ReplicaFetcher:
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
         self.partitions[tp] = _Fetching(leader_epoch)
+        self._marked.add(tp)
         if self.owner.holding:
             self.owner.held(self)
             self._wakeup.set()  # an idle fetcher starts; one in a long poll waits it out
@@ -230,7 +245,8 @@ class ReplicaFetcher:
         self._wakeup.set()
 
     def remove(self, tp: TopicPartition) -> None:
-        self.partitions.pop(tp, None)
+        if self.partitions.pop(tp, None) is not None or tp in self._wanted:
+            self._marked.add(tp)
 
     def check_endpoint(self, image: MetadataImage) -> None:
         if self._endpoint is not None and self._resolve(image) != self._endpoint:
@@ -281,10 +297,13 @@ class ReplicaFetcher:
                 await asyncio.sleep(BLOCKED_POLL_S)
                 continue
             now = loop.time()
-            ready = {tp: s for tp, s in self.partitions.items() if s.retry_at <= now}
-            if not ready:
+            self._refresh(now)
+            if not self._wanted:
                 self._wakeup.clear()
-                waits = [s.retry_at - now for s in self.partitions.values()]
+                waits = [state.retry_at - now for tp in self._backing_off
+                         if (state := self.partitions.get(tp)) is not None]
+                if self.partitions:
+                    waits.append(self._next_sweep - now)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), min(waits, default=None))
                 continue
@@ -294,7 +313,7 @@ class ReplicaFetcher:
                     await asyncio.sleep(backoff)
                     continue
                 self._restart = False
-                await self._fetch_once(client, ready)
+                await self._fetch_once(client)
                 just_failed = False
             except (ConnectionError, OSError, TimeoutError) as exc:
                 if getattr(exc, "refused", False):
@@ -327,35 +346,63 @@ class ReplicaFetcher:
             self.owner.mark_reachable(self.leader)
         return self._client
 
-    async def _fetch_once(self, client: LeaderClient, ready: dict[TopicPartition, _Fetching]
-                          ) -> None:
+    def _refresh(self, now: float) -> None:
+        """Bring the next fetch's partitions up to date: those marked since the last round,
+        or all of them once per SWEEP_S."""
+        marked, self._marked = self._marked, set()
+        for tp in [tp for tp in self._backing_off
+                   if (s := self.partitions.get(tp)) is None or s.retry_at <= now]:
+            self._backing_off.discard(tp)
+            marked.add(tp)
+        if now < self._next_sweep:
+            for tp in marked:
+                self._update(tp, self.partitions.get(tp), now)
+            return
+        self._next_sweep = now + SWEEP_S
+        self._unsent = None
+        for tp in [*self.partitions, *(tp for tp in self._wanted if tp not in self.partitions)]:
+            self._update(tp, self.partitions.get(tp), now)
+
+    def _update(self, tp: TopicPartition, state: _Fetching | None, now: float | None) -> None:
+        """What to ask for `tp`, or nothing: gone, backing off (unless `now` is None), or
+        no longer following this leader in this epoch (the leader is never this broker)."""
+        if self._unsent is not None:
+            self._unsent.add(tp)
+        partition = None
+        if state is not None and (now is None or state.retry_at <= now):
+            partition = self.owner.manager.partitions.get(tp)
+        if partition is None or state is None or partition.leader != self.leader \
+                or partition.leader_epoch != state.leader_epoch:
+            self._wanted.pop(tp, None)
+            self._states.pop(tp, None)
+            return
+        request = state.request_for(tp, partition, self.owner.config.replica_fetch_max_bytes)
+        self._wanted[tp] = request
+        self._states[tp] = state
+        if request.topic_id is not None and request.topic_id not in self._names:
+            self._names[request.topic_id] = tp[0]
+
+    async def _fetch_once(self, client: LeaderClient,
+                          ready: dict[TopicPartition, _Fetching] | None = None) -> None:
+        """One fetch: of the partitions kept up to date round by round, or of exactly
+        `ready` (tests drive single rounds so)."""
         config = self.owner.config
-        partitions = self.owner.manager.partitions
-        max_bytes, names = config.replica_fetch_max_bytes, self._names
-        touched = self._touched
-        wanted: dict[TopicPartition, FetchPartition] = {}
-        for tp, state in ready.items():
-            # The manager replaces a replica or a leader epoch by a new _Fetching, so the
-            # replica seen last round is the one to check, unless an answer touched it.
-            partition = state.partition
-            if partition is None or tp in touched:
-                partition = partitions.get(tp)
-            # Still following this leader in this epoch (the leader is never this broker).
-            if partition is None or partition.leader != self.leader \
-                    or partition.leader_epoch != state.leader_epoch:
-                continue
-            request = state.request
-            if request is None or tp in touched or partition is not state.partition \
-                    or request.log_start_offset != partition.log.start_offset:
-                request = state.request_for(tp, partition, max_bytes)
-            wanted[tp] = request
-            if request.topic_id is not None and request.topic_id not in names:
-                names[request.topic_id] = tp[0]
-        touched.difference_update(ready)
+        names = self._names
+        if ready is None:
+            self._refresh(asyncio.get_running_loop().time())
+        else:
+            self._unsent = None
+            for tp in [tp for tp in self._wanted if tp not in ready]:
+                self._update(tp, None, None)
+            for tp, state in ready.items():
+                self._update(tp, state, None)
+            self._next_sweep = 0.0  # the next round of the loop looks at every partition
+        wanted = self._wanted
         if not wanted:
             await asyncio.sleep(0)
             return
-        plan = self.session.build(wanted)
+        plan = self.session.build(wanted, self._unsent)
+        self._unsent = set()
         params = FetchParams(
             plan.partitions, max_wait_ms=config.replica_fetch_wait_max_ms, min_bytes=1,
             max_bytes=config.replica_fetch_response_max_bytes,
@@ -390,13 +437,15 @@ class ReplicaFetcher:
                          plan.session_id, self.leader, error_name(response.error))
             return
         manager = self.owner.manager
-        touched.update(response.results)
+        # Answered partitions' logs may have moved: the next round looks at them again.
+        self._marked.update(response.results)
+        states = self._states
         for tp, result in response.results.items():
-            state = ready[tp]
-            partition = state.partition
-            if self.partitions.get(tp) is not state or partition is None \
+            sent = states.get(tp)
+            partition = None if sent is None else sent.partition
+            if sent is None or self.partitions.get(tp) is not sent or partition is None \
                     or manager.follower(tp, self.leader) is not partition \
-                    or partition.leader_epoch != state.leader_epoch:
+                    or partition.leader_epoch != sent.leader_epoch:
                 continue  # metadata moved on while the fetch was out
             await self._handle(client, tp, partition, result)
 
@@ -416,7 +465,7 @@ class ReplicaFetcher:
             if result.error not in _RETRIABLE_SOON:
                 log.warning("fetching %s-%d from broker %d: %s", *tp, self.leader,
                             error_name(result.error))
-            self._back_off(state)
+            self._back_off(tp, state)
             return
         if result.records:
             try:
@@ -426,7 +475,7 @@ class ReplicaFetcher:
                           *tp, exc)
                 if isinstance(exc, AppendError) and exc.code == Errors.KAFKA_STORAGE_ERROR:
                     manager.logs.fail_dir(partition.log.directory, exc)
-                self._back_off(state)
+                self._back_off(tp, state)
                 return
             self.owner.replication_bytes_in += len(result.records)
         if result.log_start_offset > partition.log.start_offset:
@@ -434,10 +483,12 @@ class ReplicaFetcher:
                 min(result.log_start_offset, partition.log.end_offset))
         manager.on_follower_append(partition, result.high_watermark)
 
-    def _back_off(self, state: _Fetching) -> None:
+    def _back_off(self, tp: TopicPartition, state: _Fetching) -> None:
         """The partition sits out fetches for replica.fetch.backoff.ms."""
         state.retry_at = asyncio.get_running_loop().time() + \
             self.owner.config.replica_fetch_backoff_ms / 1000
+        self._backing_off.add(tp)
+        self._marked.add(tp)
 
     def _truncate_diverging(self, partition: Partition, diverging: DivergingEpoch) -> None:
         """§3.4: truncate to where our log and the leader's agree on `diverging.epoch`."""
@@ -474,7 +525,7 @@ class ReplicaFetcher:
         if latest.error != Errors.NONE:
             state = self.partitions.get(tp)
             if state is not None:
-                self._back_off(state)
+                self._back_off(tp, state)
             return
         log_ = partition.log
         if latest.offset < log_.end_offset:
