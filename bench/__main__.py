@@ -13,7 +13,7 @@ PARTS = (
     "log_bench", "core_bench", "grpc_rtt_bench", "quorum_bench", "controller_bench", "broker_bench",
     "snapshot_transfer_bench", "tls_bench", "snapshot_bench", "peers", "audit_bench",
     "loop_lag_bench", "data_plane_bench", "flush_hop_bench", "write_trace_bench",
-    "authorizer_bench", "authz_produce_bench", "sasl_bench", "group_tool_bench",
+    "authorizer_bench", "authz_produce_bench", "sasl_bench", "scale_bench", "group_tool_bench",
 )
 RESULTS = Path(__file__).resolve().parent / "results"
 

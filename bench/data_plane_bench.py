@@ -178,7 +178,8 @@ def worker_paced(spec: dict[str, Any]) -> dict[str, Any]:
     """Records paced at `rate`/s (value = sequence number, padded to 1 KiB) until `seconds`
     pass or the stop file appears; per record: scheduled send time (seq / rate after the
     start), actual send time, ack time (time.monotonic, the machine-wide clock the benchmark's
-    kill times use), offset, error. A record due while the client was stalled is sent as soon
+    kill times use), offset, error. Record seq goes to partition seq % `partitions` (default
+    1). A record due while the client was stalled is sent as soon
     as it can be, and its latency counts from when it was due (no coordinated omission)."""
     settings: dict[str, Any] = dict(spec["settings"])
     if spec.get("debug_log"):
@@ -192,6 +193,7 @@ def worker_paced(spec: dict[str, Any]) -> dict[str, Any]:
         settings["logger"] = logger
     p = _producer(spec["bootstrap"], **settings)
     topic, rate = spec["topic"], spec["rate"]
+    partitions = spec.get("partitions", 1)  # record seq goes to partition seq % partitions
     stop_file = spec.get("stop_file")
     progress_file = spec.get("progress_file")
     scheduled: list[float] = []
@@ -225,7 +227,7 @@ def worker_paced(spec: dict[str, Any]) -> dict[str, Any]:
         value = (str(seq).encode() + pad)[:VALUE_SIZE]
         scheduled.append(due)
         sent.append(time.monotonic())
-        p.produce(topic, value, partition=0, on_delivery=callback(seq))
+        p.produce(topic, value, partition=seq % partitions, on_delivery=callback(seq))
         p.poll(0)
         seq += 1
         if progress_file and now - last_progress > 0.1:
