@@ -292,7 +292,10 @@ def run_supervisor(args: argparse.Namespace, sockets: list[socket.socket]) -> in
     started = time.monotonic()
     code = 0
     try:
-        import server.main  # noqa: F401  # the node's modules: imported once, forked N times
+        # The node's modules, the broker's too (server.main loads them when a node has the
+        # broker role): imported once here, forked N times.
+        import server.broker_role  # noqa: F401
+        import server.main  # noqa: F401
 
         ports = [s.getsockname()[1] for s in sockets]
         layout = dev_layout.prepare(root, args.brokers, ports, dict(args.override))

@@ -33,7 +33,6 @@ from kraft.log.meta_properties import (
     validate_cluster_id,
     write_meta_properties,
 )
-from kraft.security.certs import make_test_certs, principal_of
 from metadata.scram import ScramMechanism
 from metadata.security_records import UserScramCredentialRecord
 from server import format_probe
@@ -299,6 +298,10 @@ def main(argv: list[str] | None = None) -> int:
         print(random_uuid())
         return 0
     if args.command == "make-test-certs":
+        # Imported here: cryptography's x509 is 0.2-0.4 s that format and info do not need
+        # (kraft-server --dev formats in its own process before the nodes start).
+        from kraft.security.certs import make_test_certs, principal_of
+
         try:
             paths = make_test_certs(args.out, args.name, args.host)
         except OSError as err:
