@@ -294,7 +294,7 @@ def run_supervisor(args: argparse.Namespace, sockets: list[socket.socket]) -> in
     try:
         # The node's modules, the broker's too (server.main loads them when a node has the
         # broker role): imported once here, forked N times.
-        import server.broker_role  # noqa: F401
+        import server.broker_role
         import server.main  # noqa: F401
 
         ports = [s.getsockname()[1] for s in sockets]
