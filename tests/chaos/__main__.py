@@ -43,6 +43,12 @@ def parse_args(argv: list[str] | None) -> tuple[Options, Path | None]:
                         help="the longest a data partition may go without an acknowledged "
                              "write while a majority of its replicas is up (derived from the "
                              "product's timeouts when absent; printed with its terms)")
+    parser.add_argument("--refault-recovering", action="store_true",
+                        help="fault a broker again (kill, pause, full disk) while it recovers "
+                             "from its previous such fault, as the schedule draws it; by "
+                             "default that fault is skipped until the broker is back in service "
+                             "(one fault, one recovery). The availability bound does not apply "
+                             "then (reported as not applicable)")
     parser.add_argument("--no-audit", action="store_true", help="skip the Spark audit")
     parser.add_argument("--work-dir", type=Path, help="cluster data and logs (a temp dir)")
     parser.add_argument("--keep", action="store_true",
@@ -62,7 +68,8 @@ def parse_args(argv: list[str] | None) -> tuple[Options, Path | None]:
                    audit=not args.no_audit, work_dir=args.work_dir, keep=args.keep,
                    kinds=kinds, snapshot_bytes=args.snapshot_bytes, producers=args.producers,
                    consumers=args.consumers, partitions=args.partitions,
-                   availability_bound_s=args.availability_bound), args.out
+                   availability_bound_s=args.availability_bound,
+                   refault_recovering=args.refault_recovering), args.out
 
 
 def main(argv: list[str] | None = None) -> int:

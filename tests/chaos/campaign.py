@@ -99,6 +99,9 @@ class Options:
     # The longest a partition may go without an acknowledgement while a majority of its
     # replicas is up; None: derived from the product's timeouts (availability.derive_bound).
     availability_bound_s: float | None = None
+    # Fault a broker again while it recovers from a fault that took it down (the old, harsher
+    # model; service.py): the availability bound does not apply then.
+    refault_recovering: bool = False
 
     def replay_command(self) -> str:
         parts = [f"{sys.executable} -m tests.chaos", f"--seed {self.seed}",
@@ -113,6 +116,8 @@ class Options:
                          f"--partitions {self.partitions}")
         if self.availability_bound_s is not None:
             parts.append(f"--availability-bound {self.availability_bound_s:g}")
+        if self.refault_recovering:
+            parts.append("--refault-recovering")
         if not self.audit:
             parts.append("--no-audit")
         return " ".join(parts)
@@ -138,11 +143,17 @@ class Campaign:
                              options.producers, options.consumers, options.partitions,
                              options.duration_s)
         derived, terms = derive_bound(campaign_timeouts(CLUSTER_CONFIG))
-        self.bound_s = derived if options.availability_bound_s is None \
+        self.bound_s: float | None = derived if options.availability_bound_s is None \
             else options.availability_bound_s
         self.bound_terms = [f"derived {derived:g} s = the sum of:", *terms]
         if options.availability_bound_s is not None:
-            self.bound_terms.insert(0, f"given {self.bound_s:g} s (--availability-bound)")
+            self.bound_terms.insert(0, f"given {options.availability_bound_s:g} s "
+                                       "(--availability-bound)")
+        elif options.refault_recovering:
+            self.bound_s = None  # its premise, one fault then one recovery, does not hold
+            self.bound_terms.insert(0, "not applicable: --refault-recovering faults brokers "
+                                       "again while they recover, a harsher model than the "
+                                       "bound's")
         self.files = FaultFiles(add_fault_dirs(self.cluster))
         self.writes: list[Write] = []
         self.checks: list[Check] = []
@@ -181,7 +192,8 @@ class Campaign:
                                   self.brokers, lanes=self.o.lanes, kinds=self.o.kinds)
         self.say(f"chaos: seed {self.o.seed}, {len(schedule)} faults scheduled over "
                  f"{self.o.duration_s:g} s, work dir {self.root}")
-        self.say(f"availability bound {self.bound_s:g} s: " + "; ".join(self.bound_terms))
+        bound = "not applicable" if self.bound_s is None else f"{self.bound_s:g} s"
+        self.say(f"availability bound {bound}: " + "; ".join(self.bound_terms))
         injector: Injector | None = None
         data: HealedData | None = None
         crashes: list[dict[str, object]] = []
@@ -199,7 +211,7 @@ class Campaign:
                 write.end_s = (write.end_s or 0.0) - (t0 - self.t0)
             self.t0 = t0
             injector = Injector(self.cluster, self.controllers, self.files, schedule, t0,
-                                self.say)
+                                self.say, refault_recovering=self.o.refault_recovering)
             writers = [Writer(k, self.prefix, self.servers(), t0, stop, self.o.pace_s)
                        for k in range(self.o.writers)]
             injector.start()

@@ -200,7 +200,7 @@ class DataPart:
                             attempted)]
 
     def availability(self, outages: list[Outage], faults: list[FaultRecord],
-                     events: list[NodeEvent], bound_s: float,
+                     events: list[NodeEvent], bound_s: float | None,
                      terms: list[str]) -> tuple[Check, dict[str, object]]:
         acks: dict[int, list[float]] = {p: [] for p in range(self.partitions)}
         for producer in self.producers:

@@ -26,6 +26,8 @@ from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from tests.chaos.node_events import last_line_time
 from tests.chaos.schedule import KILL_KINDS, PAUSE_KINDS, PROCESS_KINDS, Fault
+from tests.chaos.served import unfenced_brokers
+from tests.chaos.service import DOWN_KINDS, Service
 
 LEADER_WAIT_S = 3.0
 PAUSE_CONFIRM_S = 2.0  # SIGSTOP takes effect at once; /proc shows it within microseconds
@@ -292,13 +294,19 @@ def stopped_by_injected_disk_full(run: str) -> bool:
 
 
 class Injector:
-    """Walks the schedule in a thread; `heal()` undoes everything that is still active."""
+    """Walks the schedule in a thread; `heal()` undoes everything that is still active. A
+    fault that would take down a broker not yet back in service after its previous one is
+    skipped (service.py), unless `refault_recovering`."""
 
     def __init__(self, cluster: ProcessCluster, controllers: list[int], files: FaultFiles,
-                 schedule: list[Fault], t0: float, say: Callable[[str], None]) -> None:
+                 schedule: list[Fault], t0: float, say: Callable[[str], None],
+                 refault_recovering: bool = False) -> None:
         self.cluster = cluster
         self.say = say
         self.controllers = controllers
+        self.refault_recovering = refault_recovering
+        self.service = Service({n: node.log_path for n, node in cluster.nodes.items()
+                                if n not in controllers}, self._unfenced)
         self.files = files
         self.t0 = t0
         # The wall clock at t0: the nodes stamp their confirmations with time.time().
@@ -381,6 +389,10 @@ class Injector:
         if fault.kind in PROCESS_KINDS and self._busy(targets[0]):
             record.skipped = f"node {targets[0]} already down"
             return
+        if fault.kind in DOWN_KINDS and (why := self._not_back(targets[0])) is not None:
+            record.skipped = why
+            self.say(f"{self.now():8.2f} s  skip  {fault.kind} on {targets}: {why}")
+            return
         if fault.kind == "clock-jump":
             # The step also reaches the active controller, whose broker sessions must not see
             # it (they run on the monotonic clock); none is aimed at while an election runs.
@@ -389,6 +401,8 @@ class Injector:
                 targets.append(record.active_controller)
         record.targets, record.other_side = targets, other
         record.started_s = self.now()
+        if fault.kind in DOWN_KINDS and targets[0] in self.service.log_paths:
+            self.service.faulted(targets[0], fault.index, fault.kind, record.started_s)
         if fault.kind in KILL_KINDS:
             self._kill(record, targets[0])
         elif fault.kind in PAUSE_KINDS:
@@ -447,7 +461,25 @@ class Injector:
                     self._start(node)
                     self.stopped_by_disk.discard(node)
         record.ended_s = self.now()
+        self.service.fault_ended(node_id, fault.index)
         self.say(f"{record.ended_s:8.2f} s  end   {fault.kind} on {record.targets}")
+
+    def _not_back(self, node_id: int) -> str | None:
+        """Why a fault that takes `node_id` down must wait (a broker recovering from its
+        previous one), None when it may go ahead."""
+        if self.refault_recovering or node_id not in self.service.log_paths:
+            return None
+        running = self.cluster.nodes[node_id].alive and not self._busy(node_id)
+        return self.service.not_back(node_id, running, self.run_started.get(node_id))
+
+    def _unfenced(self) -> set[int] | None:
+        leader = find_leader(self.cluster, self.controllers)
+        if leader is None:
+            return None
+        try:
+            return unfenced_brokers(self.cluster.nodes[leader].endpoint)
+        except (grpc.RpcError, AssertionError):
+            return None
 
     def _start(self, node_id: int) -> None:
         """Start a node again, after writing the campaign's marker into its log (so its next

@@ -16,11 +16,14 @@ from tests.chaos import faults as faults_module
 from tests.chaos.availability import (
     DataTimes,
     check_availability,
+    committed_isrs,
     derive_bound,
     gaps,
     intersect,
+    last_isr_down,
     majority_up,
     measure,
+    subtract,
     union,
 )
 from tests.chaos.campaign import CLUSTER_CONFIG
@@ -29,6 +32,7 @@ from tests.chaos.clock_steps import check_clock_steps
 from tests.chaos.data_phase import campaign_timeouts
 from tests.chaos.faults import FaultFiles, FaultRecord, Injector, Outage
 from tests.chaos.node_events import NodeEvent, line_time, parse_line, read_events
+from tests.chaos.report import availability_lines
 from tests.chaos.schedule import Fault
 from tests.chaos.test_disk_stops import DISK_STOP, _ExitedCluster
 
@@ -355,3 +359,63 @@ def test_steps_after_the_partitions_last_change_are_told_in_order() -> None:
         "fault in effect: kill-broker": 4.925, "fencing": 0.3, "restart issued": 2.09,
         RESTART_STEP: 18.19, "restart: log loading": 1.46,
         "restart: registration": 0.3, CLIENT_STEP: 0.78}
+
+
+def _isr(at: float, isr: str, node: int = 4, p: int = 0) -> NodeEvent:
+    return NodeEvent(at, node, "isr", f"{TOPIC}-{p}",
+                     f"ISR of {TOPIC}-{p} is now {isr} (partition epoch 7)")
+
+
+def test_time_waiting_for_the_last_in_sync_replica_does_not_count() -> None:
+    """Seed 418577's shape: the ISR shrinks to [4] at 10 s, broker 4 is killed at 20 s and
+    started again at 40 s; 5 and 6 (a majority) are up, but with unclean election off only 4
+    may lead: the 20 s it was down are the design, reported apart; its restart counts."""
+    acks = [i * 0.1 for i in range(200)] + [52.0 + i * 0.1 for i in range(50)]
+    outages = [Outage(4, 20.0, 40.0, "killed")]
+    events = [_isr(10.0, "[4]")]
+    check, report = check_availability(_data(acks), outages, [], events, 17.5, [])
+    assert check.ok, check.summary
+    rows = report["partitions"]
+    assert isinstance(rows, list) and len(rows) == 1
+    row = rows[0]
+    assert row["longestS"] == pytest.approx(12.1)
+    assert row["waitingForLastIsrS"] == pytest.approx(20.0)
+    assert row["longest"]["waitingForLastIsrS"] == pytest.approx(20.0)
+    assert "20.0 s waiting for the last in-sync replica" in check.summary
+    # The same kill with the ISR still [4, 5] (5 could lead), or only proposed to shrink, or a
+    # stale leader's view of an older epoch: every second counts, and it fails.
+    proposed = NodeEvent(10.0, 4, "isr", f"{TOPIC}-0", f"shrinking the ISR of {TOPIC}-0 from "
+                         "[4, 5] to [4]: replica(s) [5] not caught up")
+    stale = NodeEvent(15.0, 4, "leader", f"{TOPIC}-0", f"leading {TOPIC}-0 in epoch 2 from "
+                      "offset 5 (ISR [4])")
+    newer = NodeEvent(12.0, 5, "leader", f"{TOPIC}-0", f"leading {TOPIC}-0 in epoch 3 from "
+                      "offset 9 (ISR [5, 4])")
+    for other in ([_isr(10.0, "[4, 5]")], [proposed], [newer, stale]):
+        check, report = check_availability(_data(acks), outages, [], other, 17.5, [])
+        assert not check.ok, other
+        assert report["partitions"][0]["longestS"] == pytest.approx(32.1)  # type: ignore[index]
+
+
+def test_committed_isrs_and_the_spans_without_a_member_up() -> None:
+    events = [_isr(5.0, "[4, 5]"), _isr(6.0, "[6]", p=1),
+              NodeEvent(8.0, 5, "leader", f"{TOPIC}-0", f"leading {TOPIC}-0 in epoch 4 from "
+                        "offset 3 (ISR [5])")]
+    isrs = committed_isrs(f"{TOPIC}-0", events)
+    assert isrs == [(5.0, [4, 5]), (8.0, [5])]
+    outages = [Outage(5, 9.0, 12.0, "paused"), Outage(4, 1.0, 20.0, "killed"),
+               Outage(5, 15.0, None, "killed")]
+    # Before 5 s the full ISR (6 up); [4, 5] both down from 9 s... but [5] from 8 s.
+    assert last_isr_down([4, 5, 6], isrs, outages, 0.0, 30.0) == [(9.0, 12.0), (15.0, 30.0)]
+    assert subtract([(0, 10), (12, 20)], [(2, 3), (9, 13), (19, 25)]) == [
+        (0, 2), (3, 9), (13, 19)]
+
+
+def test_without_a_bound_windows_are_reported_and_nothing_fails_on_them() -> None:
+    acks = [i * 0.1 for i in range(200)] + [80.0]
+    check, report = check_availability(_data(acks), [], [], [], None, ["not applicable"])
+    assert check.ok and "bound not applicable" in check.summary
+    assert report["boundS"] is None
+    lines = availability_lines(report)
+    assert lines[0].startswith("availability: bound not applicable")
+    assert not any("OVER THE BOUND" in line for line in lines)
+    assert not check_availability(_data([]), [], [], [], None, [])[0].ok  # never acknowledged

@@ -1,0 +1,83 @@
+"""The fault model's rule for brokers, without processes: one fault, one recovery. A fault
+that would take down a broker still recovering from its previous one (not running, not
+registered again since its restart, or fenced) is skipped with the reason; once the broker is
+back in service, or with `--refault-recovering`, it goes ahead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.chaos.faults import Injector
+from tests.chaos.schedule import Fault
+from tests.chaos.service import Service
+from tests.chaos.test_disk_stops import DISK_STOP, _ExitedCluster, _injector
+
+REGISTERED = "INFO [node=4] broker.lifecycle: registered broker 4 with epoch 77 (incarnation x)\n"
+
+
+def _stopped_then_due_again(tmp_path: Path, refault: bool = False) -> tuple[Injector,
+                                                                               _ExitedCluster]:
+    """Broker 4's disk filled (#0): it stops (exit 3) and is started again when #0 ends; then
+    #1, another full disk of 4, comes due."""
+    cluster = _ExitedCluster(tmp_path, 3, DISK_STOP)
+    injector = _injector(tmp_path, cluster, [Fault(0, "disk-full", 0, 1, [4]),
+                                             Fault(1, "disk-full", 2, 3, [4])])
+    injector.refault_recovering = refault
+    first = injector.records[0]
+    injector._begin(first)
+    injector.check_crashes()
+    assert injector.stopped_by_disk == {4}
+    injector._end(first)
+    assert cluster.started == [4] and cluster.nodes[4].alive
+    return injector, cluster
+
+
+def test_a_broker_is_not_taken_down_again_before_it_is_back_in_service(
+        tmp_path: Path) -> None:
+    injector, cluster = _stopped_then_due_again(tmp_path)
+    unfenced: set[int] = set()
+    injector.service.unfenced = lambda: unfenced
+    second = injector.records[1]
+    injector._begin(second)
+    assert second.started_s is None
+    assert second.skipped == "broker 4 not back in service after #0 disk-full: started again, " \
+                             "not registered yet"
+    with cluster.log_path.open("a") as file:  # the new run registers, still fenced
+        file.write(REGISTERED)
+    second.skipped = ""
+    injector._begin(second)
+    assert second.skipped.endswith(": fenced") and second.started_s is None
+    unfenced.add(4)  # the active controller lists it unfenced: back in service
+    second.skipped = ""
+    injector._begin(second)
+    assert not second.skipped and second.started_s is not None
+    assert (tmp_path / "4" / "disk-full").exists()
+
+
+def test_refault_recovering_takes_a_recovering_broker_down_again(tmp_path: Path) -> None:
+    injector, _ = _stopped_then_due_again(tmp_path, refault=True)
+    injector.service.unfenced = lambda: set()
+    second = injector.records[1]
+    injector._begin(second)
+    assert not second.skipped and second.started_s is not None
+
+
+def test_a_registration_before_the_fault_does_not_count(tmp_path: Path) -> None:
+    """The old run's registration line is no proof the new run registered; a paused broker
+    (never restarted) needs only to run unfenced; a fault still in effect holds it."""
+    log = tmp_path / "node-4.log"
+    log.write_text(REGISTERED)
+    unfenced = {4}
+    service = Service({4: log}, lambda: unfenced)
+    service.faulted(4, 3, "kill-broker", 10.0)
+    assert service.not_back(4, False, None) == \
+        "broker 4 not back in service after #3 kill-broker: the fault is still in effect"
+    service.fault_ended(4, 3)
+    assert service.not_back(4, False, None) is not None and "not running" in str(
+        service.not_back(4, False, None))
+    assert "not registered yet" in str(service.not_back(4, True, 12.0))
+    service.faulted(4, 5, "pause-broker", 20.0)
+    service.fault_ended(4, 5)
+    assert service.not_back(4, True, 12.0) is None  # continued, unfenced: back
+    assert 4 not in service.recovering
+    assert service.not_back(4, True, 12.0) is None
