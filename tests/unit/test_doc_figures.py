@@ -91,6 +91,59 @@ def test_a_figure_with_no_source_fails(tmp_path: Path) -> None:
     assert check(docs_with(tmp_path, "bench/loop_lag_bench.py wakes every 50 ms.\n")) == []
 
 
+SUMMARY_HEAD = "# How fast is it now\n\n| what | figure | run | record |\n|---|---|---|---|\n"
+QUIET_ROW = "| failover | median 0.745 s, max 1.58 s | 2026-11-25, 5ab96aa | {link} |\n"
+QUIET_LINK = "[run](benchmarks.md#quiet-run)"
+
+
+def summary_with(tmp_path: Path, rows: str) -> Path:
+    """docs/results.md (the current summary) holding these table rows, from line 5 on."""
+    (tmp_path / "benchmarks.md").write_text(BENCHMARKS)
+    (tmp_path / "results.md").write_text(SUMMARY_HEAD + rows)
+    return tmp_path
+
+
+def test_each_summary_row_links_its_run_and_names_its_date_and_commit(tmp_path: Path) -> None:
+    check = tool().check
+    assert check(summary_with(tmp_path, QUIET_ROW.format(link=QUIET_LINK))) == []
+    [unlinked] = check(summary_with(tmp_path, QUIET_ROW.format(link="—")))
+    assert unlinked.startswith("results.md:5: quotes 0.745, 1.58 from a benchmark but links no")
+    wrong = QUIET_ROW.format(link=QUIET_LINK).replace("0.745", "0.71")
+    assert check(summary_with(tmp_path, wrong)) == [
+        "results.md:5: 0.71 not in benchmarks.md#quiet-run"]
+    unnamed = QUIET_ROW.format(link=QUIET_LINK).replace("2026-11-25, 5ab96aa", "quiet")
+    assert check(summary_with(tmp_path, unnamed)) == [
+        "results.md:5: names no date of its run", "results.md:5: names no commit of its run"]
+    other_day = QUIET_ROW.format(link=QUIET_LINK).replace("11-25, 5ab96aa", "11-26, 5ab96ab")
+    assert check(summary_with(tmp_path, other_day)) == [
+        "results.md:5: date 2026-11-26 not in benchmarks.md#quiet-run",
+        "results.md:5: commit 5ab96ab not in benchmarks.md#quiet-run"]
+    # A row with no figure (a goal not measured yet) says so without a run.
+    assert check(summary_with(tmp_path, "| KIP-848 join | no run yet | — | — |\n")) == []
+
+
+def test_a_table_row_that_links_a_run_is_checked_in_any_doc(tmp_path: Path) -> None:
+    check = tool().check
+    table = "| figure | value |\n|---|---|\n| failover | {value} {link} |\n"
+    linked = table.format(value="median 0.71 s", link="([run](benchmarks.md#quiet-run))")
+    assert check(docs_with(tmp_path, linked)) == [
+        "data-plane.md:7: 0.71 not in benchmarks.md#quiet-run"]
+    # Outside the summary a row needs no date or commit of its own, and a row that links
+    # nothing is the doc's own table, as before.
+    passing = table.format(value="median 0.745 s", link="([run](benchmarks.md#quiet-run))")
+    assert check(docs_with(tmp_path, passing)) == []
+    assert check(docs_with(tmp_path, table.format(value="median 0.71 s", link=""))) == []
+
+
+def test_a_commit_is_found_across_a_line_break_and_as_a_build() -> None:
+    module = tool()
+    for text in ("On 2026-11-25, commit\n5ab96aa: `python -m bench.x`.",
+                 "**Builds:** *after* = 326d0b4, 2026-11-24, `python -m bench.x`."):
+        assert module.provenance_gaps(module.Section("s", 2, text)) == []
+    assert module.provenance_gaps(module.Section("s", 2, "2026-11-24 `make bench`")) == [
+        "a commit"]
+
+
 def test_the_old_failover_quote_fails_against_the_real_benchmarks(tmp_path: Path) -> None:
     real = (ROOT / "docs" / "benchmarks.md").read_text()
     [finding] = tool().check(docs_with(tmp_path, OLD_FAILOVER, real))
@@ -105,6 +158,7 @@ def test_the_docs_quote_only_recorded_runs() -> None:
     findings = tool().check(ROOT / "docs")
     new = [f for f in findings if re.sub(r":\d+:", ":", f, count=1) not in KNOWN]
     assert new == [], new
-    assert not any(f.startswith("data-plane.md") for f in findings)
+    assert not any(f.startswith(("data-plane.md", "results.md")) for f in findings)
+    assert (ROOT / "docs" / "results.md").exists()
     done = subprocess.run([sys.executable, str(TOOL)], capture_output=True, text=True)
     assert done.returncode == (1 if findings else 0) and done.stdout.splitlines() == findings
