@@ -27,7 +27,9 @@ goal names:
 The load average is taken before and after each phase (the machine is shared); the CPU% of
 every server process per phase says which one was the bottleneck. `--py-spy PATH` records the
 leader of partition 0 with py-spy (`--format raw`) through the steady phase, and `--seed-spy
-PATH` through the first seeding round (diagnosis, not measurements).
+PATH` through the first seeding round (diagnosis, not measurements). `--probe SECONDS` adds
+short paced runs (500 and 50 records/s over 200 partitions, 500 over 1, and without
+idempotence) with the brokers' own Produce latency beside the client's (see `probe`).
 """
 
 from __future__ import annotations
@@ -295,6 +297,58 @@ def paced(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------
+# Where a paced record's time goes (--probe).
+
+PROBES = [(500, 200, PACED_SETTINGS), (50, 200, PACED_SETTINGS), (500, 1, PACED_SETTINGS),
+          (500, 200, {"acks": "all"})]
+_PRODUCE = 'kraft_broker_request_latency_seconds_{}{{api="Produce"{}}}'
+
+
+def produce_latency(bench: Bench) -> dict[str, float]:
+    """The brokers' Produce request latency histogram (decode to answer), summed."""
+    out = {"count": 0.0, "sum": 0.0, "le_0.025": 0.0, "le_0.05": 0.0, "le_0.1": 0.0}
+    for broker in BROKERS:
+        metrics = bench.cluster.scrape(broker)
+        out["count"] += metrics.get(_PRODUCE.format("count", ""), 0.0)
+        out["sum"] += metrics.get(_PRODUCE.format("sum", ""), 0.0)
+        for le in ("0.025", "0.05", "0.1"):
+            out[f"le_{le}"] += metrics.get(_PRODUCE.format("bucket", f',le="{le}"'), 0.0)
+    return out
+
+
+def probe(bench: Bench, seconds: float) -> list[dict[str, Any]]:
+    """Paced runs of `seconds` at a few rates and partition counts, each with the client's
+    latency from the scheduled send and the brokers' own Produce latency over the run: the
+    client's share is what librdkafka queues (it sends one partition per ProduceRequest, at
+    most 5 in flight per broker with idempotence)."""
+    from bench.data_plane_targets import paced_figures
+    out = []
+    for rate, partitions, settings in PROBES:
+        before, load = produce_latency(bench), os.getloadavg()
+        r = run_worker("paced", {"bootstrap": bench.bootstrap, "topic": TOPIC, "rate": rate,
+                                 "partitions": partitions, "seconds": seconds,
+                                 "settings": settings})
+        after = produce_latency(bench)
+        delta = {k: after[k] - before[k] for k in after}
+        requests = max(delta["count"], 1.0)
+        row = {"rate": rate, "partitions": partitions, "settings": settings,
+               "client": paced_figures(r), "load_average": load,
+               "broker_produce_requests": int(delta["count"]),
+               "broker_produce_mean_ms": round(1000 * delta["sum"] / requests, 1),
+               "broker_produce_within_ms": {le: round(delta[f"le_{le}"] / requests, 3)
+                                            for le in ("0.025", "0.05", "0.1")},
+               "records_per_request": round(len(r["acked"]) / requests, 2)}
+        out.append(row)
+        print(f"  probe {rate} rec/s over {partitions} partition(s) {settings}: client p50 "
+              f"{row['client']['p50_ms']} ms, p99 {row['client']['p99_ms']} ms; brokers' "
+              f"Produce {row['broker_produce_requests']} requests, mean "
+              f"{row['broker_produce_mean_ms']} ms, share within 25/50/100 ms "
+              f"{row['broker_produce_within_ms']}, {row['records_per_request']} records per "
+              f"request; load average {load}", flush=True)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
 
 
 WORKERS = {"seed": worker_seed}
@@ -351,6 +405,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               f"{result['create_replicas_held_s']} s", flush=True)
         if args.seed_rounds:
             result["seeding"] = seeding(bench, args)
+        if args.probe:
+            result["probe"] = probe(bench, args.probe)
         if not args.no_paced:
             result["paced"] = paced(bench, args)
         result["load_average_after"] = os.getloadavg()
@@ -381,7 +437,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paced-partitions", type=int, default=200)
     parser.add_argument("--before-seconds", type=float, default=30)
     parser.add_argument("--after-seconds", type=float, default=15)
-    parser.add_argument("--no-paced", action="store_true", help="seeding only")
+    parser.add_argument("--no-paced", action="store_true", help="no paced run with a kill")
+    parser.add_argument("--probe", type=float, default=0, metavar="SECONDS",
+                        help="paced runs of SECONDS at a few rates and partition counts, with "
+                        "the brokers' Produce latency (where a record's time goes)")
     parser.add_argument("--py-spy", metavar="PATH", help="py-spy of partition 0's leader "
                         "through the steady paced phase (raw format)")
     parser.add_argument("--seed-spy", metavar="PATH", help="py-spy of broker 4 through the "
