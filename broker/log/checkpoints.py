@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 
-from kraft.log._common import fsync_dir
+from kraft.log._common import fsync_dir, read_file
 
 VERSION = 0
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
@@ -84,8 +84,7 @@ def fsync_paths(files: Iterable[str], directories: Iterable[str]) -> int:
 
 def _read_lines(path: str) -> list[str] | None:
     try:
-        with open(path, "rb") as file:  # bytes: a text wrapper costs thousands of logs time
-            data = file.read()
+        data = read_file(path)  # no file object: thousands of logs read these at start
     except FileNotFoundError:
         return None
     try:

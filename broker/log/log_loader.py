@@ -11,7 +11,9 @@ Per log dir, before any log in it is opened (`plan_dir`):
   fdatasync of every segment and metadata file of every log. Each log then recovers from its
   recovery point: only batches at or past it are CRC-checked and a torn tail is cut. Where
   syncfs is unavailable each log syncs its own files, as before.
-Then every partition directory is opened in the dir's thread pool (`open_partition`). A log
+Then every partition directory is opened in the dir's thread pool (`open_partition`), in
+chunks of up to OPEN_CHUNK logs per hand-off (a future, a wake-up of the event loop and a
+switch of the GIL per log cost as much as a small log's open), each file read once. A log
 whose files are damaged where they should not be (below its recovery point, a
 partition.metadata that does not parse) is `Damaged`: the LogManager keeps that partition
 offline and the broker serves the others (Kafka would fail the whole log dir).
@@ -42,6 +44,8 @@ from kraft.log.base import CorruptRecordError
 logger = logging.getLogger(__name__)
 
 METADATA_LOG_DIR = "__cluster_metadata-0"
+# Logs opened per thread-pool hand-off (fewer when the dirs hold fewer per thread).
+OPEN_CHUNK = 32
 
 
 @dataclass
@@ -86,22 +90,25 @@ def plan_dir(directory: str) -> DirPlan:
     synced = clean or durability.sync_filesystem(directory)
     plan = DirPlan(directory, clean, synced, high_watermarks=high_watermarks,
                    start_offsets=start_offsets)
-    for name in sorted(os.listdir(directory)):
+    with os.scandir(directory) as scan:  # the entries' types come with the names: no stat
+        listed = sorted((entry.name, entry.is_dir()) for entry in scan)
+    for name, is_dir in listed:
         path = os.path.join(directory, name)
-        if name.endswith(DELETED_SUFFIX) and os.path.isdir(path):
+        if name.endswith(DELETED_SUFFIX) and is_dir:
             plan.tombstones.append(path)  # deleted before a crash: finish the job
             continue
         parsed = parse_partition_dir(name)
-        if name == METADATA_LOG_DIR or parsed is None or not os.path.isdir(path):
+        if name == METADATA_LOG_DIR or parsed is None or not is_dir:
             continue
         plan.partitions.append((parsed, path))
     return plan
 
 
-def open_partition(plan: DirPlan, tp: TopicPartition, path: str) -> PartitionLog | None:
-    """Open one partition directory of `plan` (blocking: a recovery thread). None for a
-    directory to skip (never synced, no partition.metadata); Damaged for a log to keep
-    offline; OSError fails the dir."""
+def open_partition(plan: DirPlan, tp: TopicPartition, path: str,
+                   listing: list[str] | None = None) -> PartitionLog | None:
+    """Open one partition directory of `plan` (blocking: a recovery thread), whose names are
+    `listing` when the caller listed it. None for a directory to skip (never synced, no
+    partition.metadata); Damaged for a log to keep offline; OSError fails the dir."""
     try:
         topic_id = checkpoints.read_partition_metadata(path)
     except checkpoints.CheckpointError as exc:
@@ -117,20 +124,17 @@ def open_partition(plan: DirPlan, tp: TopicPartition, path: str) -> PartitionLog
     try:
         return PartitionLog.open(path, topic_id, LogConfig(), plan.start_offsets.get(tp),
                                  clean_shutdown=plan.clean, synced=plan.synced,
-                                 metadata_read=True)
+                                 metadata_read=True, listing=listing)
     except (CorruptRecordError, PartitionMetadataError, checkpoints.CheckpointError) as exc:
         raise Damaged(tp, path, str(exc)) from exc
 
 
-def segments_to_recover(plan: DirPlan, path: str) -> int:
-    """The segments recovery checks in one log: from the one holding its recovery point on
-    (none after a clean shutdown). Segment files are named by their base offset."""
+def segments_to_recover(plan: DirPlan, path: str, names: list[str]) -> int:
+    """The segments recovery checks in one log whose directory holds `names`: from the one
+    holding its recovery point on (none after a clean shutdown). Segment files are named by
+    their base offset."""
     if plan.clean:
         return 0
-    try:
-        names = os.listdir(path)
-    except OSError:
-        return 0  # the open reports it
     bases = sorted(int(name[:-4]) for name in names
                    if name.endswith(".log") and name[:-4].isdigit())
     point = recovery_point(path)
@@ -193,10 +197,9 @@ class LogLoader:
                                 "log-recovery") as pool:
             plans = list(pool.map(plan_dir, self._directories))
             self._planned(plans)
-            work = [(plan, tp, path) for plan in plans for tp, path in plan.partitions]
-            for item, outcome in zip(work, pool.map(lambda item: self._open(*item), work),
-                                     strict=True):
-                self._loaded(*item, outcome)
+            for opened in pool.map(self._open_chunk, self._chunks(plans)):
+                for item in opened:
+                    self._loaded(*item)
 
     async def load(self) -> None:
         """Load off the event loop (Kafka's LogManager.startup); each log is attached as it
@@ -208,10 +211,11 @@ class LogLoader:
             plans = await asyncio.gather(*(loop.run_in_executor(pool, plan_dir, directory)
                                            for directory in self._directories))
             self._planned(plans)
-            opens = [loop.run_in_executor(pool, self._open_item, (plan, tp, path))
-                     for plan in plans for tp, path in plan.partitions]
-            for next_done in asyncio.as_completed(opens):  # one callback a log, not a scan
-                self._loaded(*await next_done)
+            opens = [loop.run_in_executor(pool, self._open_chunk, chunk)
+                     for chunk in self._chunks(plans)]
+            for next_done in asyncio.as_completed(opens):  # one callback a chunk, not a scan
+                for item in await next_done:
+                    self._loaded(*item)
         finally:
             # Cancelled (a stop during the load): queued opens are dropped; one running
             # finishes in its thread and is never attached, as if the process had crashed
@@ -227,17 +231,24 @@ class LogLoader:
             if not plan.partitions:
                 self._dir_loaded(plan)
 
-    def _open_item(self, item: tuple[DirPlan, TopicPartition, str]
-                   ) -> tuple[DirPlan, TopicPartition, str, Outcome]:
-        return (*item, self._open(*item))
+    def _chunks(self, plans: list[DirPlan]) -> list[list[tuple[DirPlan, TopicPartition, str]]]:
+        """The partition directories in chunks of up to OPEN_CHUNK, at least one a thread."""
+        work = [(plan, tp, path) for plan in plans for tp, path in plan.partitions]
+        size = max(1, min(OPEN_CHUNK, -(-len(work) // (self._threads * len(plans) or 1))))
+        return [work[start:start + size] for start in range(0, len(work), size)]
+
+    def _open_chunk(self, chunk: list[tuple[DirPlan, TopicPartition, str]]
+                    ) -> list[tuple[DirPlan, TopicPartition, str, Outcome]]:
+        return [(*item, self._open(*item)) for item in chunk]
 
     def _open(self, plan: DirPlan, tp: TopicPartition, path: str) -> Outcome:
         if self._abandoned:
             return _ABANDONED
+        names = os.listdir(path)  # OSError fails the dir, as the open would
         key = (plan.directory, tp)
-        self._recovering[key] = segments_to_recover(plan, path)
+        self._recovering[key] = segments_to_recover(plan, path, names)
         try:
-            return open_partition(plan, tp, path)
+            return open_partition(plan, tp, path, names)
         except Damaged as exc:
             return exc
         finally:

@@ -54,7 +54,9 @@ class SegmentTimes:
 
     def __init__(self, first_ms: int, created_ms: int) -> None:
         self.first_ms = first_ms  # the first batch's max timestamp, -1 if none (roll by time)
-        self.created_ms = created_ms  # when the first batch came (the file's mtime on open)
+        # When the first batch came: -1 for a segment opened from disk until the roll rule
+        # asks (the file's mtime then: a stat per segment of thousands of logs at start).
+        self.created_ms = created_ms
         self.empty = True
         self.max_ms = -1  # the largest batch max timestamp (retention by time)
         self.max_ms_batch = -1  # base offset of the first batch with that timestamp
@@ -238,9 +240,8 @@ def restore_loaded(loaded: LoadingFormat, log: SegmentedLog, start_offset: int
     loaded.producers.remove_before(start_offset)
     times = {}
     for view in log.segments():
-        entry = loaded.times.get(view.path) or SegmentTimes(-1, -1)
-        entry.created_ms = file_mtime_ms(view.path)
-        times[view.base_offset] = entry
+        # created_ms stays -1: the file's mtime is read if the roll rule needs it.
+        times[view.base_offset] = loaded.times.get(view.path) or SegmentTimes(-1, -1)
     return loaded.producers, times, loaded.replayed
 
 

@@ -94,6 +94,7 @@ class PartitionLog(LogReads, LogRetention):
         clean_shutdown: bool = False,
         synced: bool = False,
         metadata_read: bool = False,
+        listing: list[str] | None = None,
     ) -> PartitionLog:
         """Create or recover the partition directory `directory` (named
         `<topic>-<partition>`): recovery CRC-checks from the recovery point (after a
@@ -103,10 +104,11 @@ class PartitionLog(LogReads, LogRetention):
         log-start-offset checkpoint's value, if any. `synced`: the caller made the files of
         the log dir durable (a clean shutdown, a syncfs), so none is synced again
         (broker/log/log_files.py); `metadata_read`: `topic_id` is what the directory's
-        partition.metadata holds (the loader read it)."""
+        partition.metadata holds (the loader read it); `listing`: the directory's names (the
+        loader listed it)."""
         return open_log(cls, directory, topic_id, config, log_start_offset, now_ms,
                         clean_shutdown=clean_shutdown, synced=synced,
-                        metadata_read=metadata_read)
+                        metadata_read=metadata_read, listing=listing)
 
     # -- appends ---------------------------------------------------------------------------
 
@@ -211,6 +213,8 @@ class PartitionLog(LogReads, LogRetention):
         if times is None:
             return
         has_timestamp = times.first_ms >= 0
+        if not has_timestamp and times.created_ms < 0:  # opened from disk (SegmentTimes)
+            times.created_ms = self._segment_mtime(self._segment_path(active))
         waited = incoming_ms - times.first_ms if has_timestamp else now_ms - times.created_ms
         if waited > self._config.segment_ms:
             self._log.roll()

@@ -14,9 +14,8 @@ from broker.log import producer_snapshots as snapshots
 from broker.log.config import LogConfig
 from broker.log.log_files import (
     TRUST_ALL,
-    never_synced,
     open_segments,
-    recovery_point,
+    read_recovery_state,
     write_recovery_point_zero,
 )
 from broker.log.log_state import LoadingFormat
@@ -45,8 +44,11 @@ def open_log(
     clean_shutdown: bool,
     synced: bool,
     metadata_read: bool,
+    listing: list[str] | None = None,
 ) -> Log:
-    """PartitionLog.open (its docstring), for `log_class`."""
+    """PartitionLog.open (its docstring), for `log_class`. Every file of an existing
+    directory is read once (the listing, the recovery point: thousands of logs open at a
+    broker's start)."""
     directory = os.path.abspath(directory)
     parsed = parse_partition_dir(os.path.basename(directory))
     if parsed is None:
@@ -54,7 +56,11 @@ def open_log(
     topic, partition = parsed
     unsynced_files: list[str] = []
     unsynced_dirs: list[str] = []
-    existed = os.path.isdir(directory)
+    # A directory the loader listed, or whose partition.metadata it read, exists.
+    existed = listing is not None or metadata_read or os.path.isdir(directory)
+    # The recovery-point file says both whether the log was ever synced and where recovery
+    # starts; nothing below changes it before it is used (a new one holds 0).
+    unsynced_ever, point = read_recovery_state(directory) if existed else (True, 0)
     if not existed:
         os.makedirs(directory)  # fsynced by the first flush job (partition_state.py)
         unsynced_dirs += [directory, os.path.dirname(directory)]
@@ -62,7 +68,7 @@ def open_log(
         stored = None if not existed else topic_id if metadata_read else (
             checkpoints.read_partition_metadata(directory))
     except checkpoints.CheckpointError as exc:
-        if not never_synced(directory):
+        if not unsynced_ever:
             raise PartitionMetadataError(str(exc)) from None
         # Written without fsync and never synced: a power loss damaged it.
         logger.warning("%s; the log was never synced: writing it again", exc)
@@ -75,7 +81,7 @@ def open_log(
             f"{directory} holds topic id {stored}, not {topic_id}: a topic of the same "
             "name was deleted and created again; delete the directory to start over"
         )
-    if not existed or never_synced(directory):
+    if not existed or unsynced_ever:
         # A new log, or one whose creation a power loss undid before any fsync: nothing in
         # it was ever durable (broker/log/partition_state.py). Without this file
         # SegmentedLog would write it durably, on this thread.
@@ -89,22 +95,22 @@ def open_log(
         unsynced_dirs = [directory, os.path.dirname(directory)]
     elif existed and unsynced_files:
         unsynced_dirs = [directory]
-    names = os.listdir(directory) if existed else []
-    if existed:
-        cleaner_swap.recover(directory, names)  # a cleaner swap a crash interrupted
+    names = listing if listing is not None else os.listdir(directory) if existed else []
+    if existed and cleaner_swap.recover(directory, names):  # a swap a crash interrupted
+        names = os.listdir(directory)  # segments were replaced
     offsets = snapshots.list_snapshots(directory, names)
     found = snapshots.read_latest(directory, offsets, TRUST_ALL) if offsets else None
     producers = ProducerState()
     if found is not None:
         producers.restore(found[1])
-    loading = LoadingFormat(TRUST_ALL if clean_shutdown else recovery_point(directory),
-                            producers, found[0] if found else 0, log_start_offset or 0)
+    loading = LoadingFormat(TRUST_ALL if clean_shutdown else point, producers,
+                            found[0] if found else 0, log_start_offset or 0)
     log = open_segments(directory, config, loading, synced)
     try:
         now = _now_ms() if now_ms is None else now_ms
-        opened = log_class(directory, topic, partition, topic_id, config, log, log_start_offset,
-                     now, new_directory=not existed, loaded=loading,
-                     snapshot_offsets=offsets)
+        opened = log_class(directory, topic, partition, topic_id, config, log,
+                           log_start_offset, now, new_directory=not existed, loaded=loading,
+                           snapshot_offsets=offsets)
     except BaseException:
         log.close()
         raise

@@ -1,6 +1,6 @@
 """Rules the log implementations share: which batches a read returns, what a follower may
-append (kept here so MemoryLog and SegmentedLog cannot drift apart), and the directory fsync
-the segment and snapshot files both need."""
+append (kept here so MemoryLog and SegmentedLog cannot drift apart), the directory fsync
+the segment and snapshot files both need, and the read of a small file."""
 
 from __future__ import annotations
 
@@ -75,5 +75,24 @@ def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_file(path: str, limit: int = -1) -> bytes:
+    """The bytes of a small file (at most `limit` when it is not negative), read without a
+    buffered file object, which costs a broker reading a few files of each of thousands of
+    logs at start more than the reads do. OSError as open() raises it."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        left = limit
+        while left != 0:
+            chunk = os.read(fd, 65536 if left < 0 else min(left, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk) if left > 0 else 0
+        return b"".join(chunks)
     finally:
         os.close(fd)

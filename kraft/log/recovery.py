@@ -24,6 +24,7 @@ import logging
 import os
 from collections.abc import Callable
 
+from kraft.log._common import read_file
 from kraft.log.codec import ByteSource, is_torn_tail
 
 logger = logging.getLogger(__name__)
@@ -76,8 +77,7 @@ def read_recovery_point(directory: str) -> int | None:
     refuse more and cut less, never the other way round."""
     path = recovery_point_path(directory)
     try:
-        with open(path, "rb") as file:
-            raw = file.read(256)
+        raw = read_file(path, 256)
     except FileNotFoundError:
         return None
     except OSError as exc:

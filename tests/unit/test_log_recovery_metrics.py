@@ -4,6 +4,7 @@ from a registry while a recovery thread is held inside a log's open."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,7 @@ def test_segments_from_the_recovery_point_on(tmp_path: Path) -> None:
     (log / "00000000000000000010.index").touch()  # not a segment
     for point, expected in ((0, 4), (10, 3), (15, 3), (30, 1), (99, 1)):
         (log / RECOVERY_POINT_FILE).write_text(f"0\n{point}\n")
-        assert log_loader.segments_to_recover(plan, str(log)) == expected, point
+        names = os.listdir(log)
+        assert log_loader.segments_to_recover(plan, str(log), names) == expected, point
     assert log_loader.segments_to_recover(
-        log_loader.DirPlan(str(tmp_path), clean=True, synced=True), str(log)) == 0
+        log_loader.DirPlan(str(tmp_path), clean=True, synced=True), str(log), names) == 0
