@@ -76,10 +76,11 @@ def command_to_ack(brokers: int, env: dict[str, str]) -> dict[str, float]:
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert client.stdin is not None and client.stdout is not None
     assert client.stdout.readline().strip() == "ready"
+    errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115  # closed below
     started = time.monotonic()
     server = subprocess.Popen([_kraft_server(), "--dev", "--brokers", str(brokers),
                                "--port", str(port)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env)
+                              stderr=errors, text=True, env=env)
     assert server.stdout is not None
     bootstrap = server.stdout.readline().strip().removeprefix("bootstrap.servers=")
     client.stdin.write(f"go {bootstrap}\n")
@@ -87,14 +88,19 @@ def command_to_ack(brokers: int, env: dict[str, str]) -> dict[str, float]:
     report = json.loads(client.stdout.readline())
     client.wait(10)
     ready_line = server.stdout.readline()
-    if report["error"] is not None:
+    if report["error"] is not None or server.poll() is not None:
         server.kill()
-        raise RuntimeError(f"the client got {report['error']}: {server.communicate()}")
+        server.wait()
+        errors.seek(0)
+        raise RuntimeError(f"the client got {report['error']}: {errors.read()[-2000:]}")
     ready_s = float(ready_line.split()[2]) if ready_line.startswith("ready in") else -1.0
     stopping = time.monotonic()
     server.send_signal(signal.SIGINT)
-    _, err = server.communicate(timeout=60)
+    server.communicate(timeout=60)
     stopped = time.monotonic()
+    errors.seek(0)
+    err = errors.read()
+    errors.close()
     assert server.returncode == 0 and "removed" in err, err
     return {"ack_s": report["acked_at"] - started, "ready_s": ready_s,
             "stop_s": stopped - stopping}
@@ -183,14 +189,20 @@ def main(argv: list[str] | None = None) -> int:
         command_to_ack(1, env)  # warms the bytecode cache (and the page cache): not counted
         runs: dict[str, list[dict[str, float]]] = {"one node": [], "three brokers": []}
         fixture: list[float] = []
+        failures: list[str] = []
         for _ in range(args.trials):  # interleaved, so a load change touches every shape
-            runs["one node"].append(command_to_ack(1, env))
-            runs["three brokers"].append(command_to_ack(3, env))
+            for shape, brokers in (("one node", 1), ("three brokers", 3)):
+                try:
+                    runs[shape].append(command_to_ack(brokers, env))
+                except RuntimeError as exc:  # recorded, and the trial not counted
+                    failures.append(f"{shape}: {exc}")
+                    print(f"failed trial, {shape}: {exc}", file=sys.stderr)
             fixture.append(fixture_cost(env))
         rss = idle_rss(env)
     results: dict[str, Any] = {"machine": machine(), "bytecode": args.bytecode,
                                "trials": args.trials, "load_before": load_before,
-                               "load_after": os.getloadavg(), "idle": rss}
+                               "load_after": os.getloadavg(), "idle": rss,
+                               "failures": failures}
     for shape, trials in runs.items():
         results[shape] = {key: spread([t[key] for t in trials]) for key in trials[0]}
     results["fixture"] = {"start_stop_s": spread(fixture)}
@@ -202,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({ack['min']}-{ack['max']}), goal {GOALS_S[shape]} s; ready "
               f"{results[shape]['ready_s']['median']} s; Ctrl-C -> exited "
               f"{results[shape]['stop_s']['median']} s")
+    print(f"failed trials: {len(failures)}")
     cost = results["fixture"]["start_stop_s"]
     print(f"fixture (function scope) start + stop median {cost['median']} s "
           f"({cost['min']}-{cost['max']}), goal {GOALS_S['fixture']} s")
