@@ -405,10 +405,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               f"{result['create_replicas_held_s']} s", flush=True)
         if args.seed_rounds:
             result["seeding"] = seeding(bench, args)
-        if args.probe:
-            result["probe"] = probe(bench, args.probe)
         if not args.no_paced:
             result["paced"] = paced(bench, args)
+        if args.probe:  # after the paced run's read-back: it writes the same partitions
+            result["probe"] = probe(bench, args.probe)
         result["load_average_after"] = os.getloadavg()
     except Exception:
         for node_id in bench.cluster.nodes:
