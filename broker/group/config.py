@@ -21,3 +21,8 @@ class GroupConfig:
     max_session_timeout_ms: int = 1800000
     max_size: int = INT_MAX
     new_member_join_timeout_ms: int = 300000  # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
+    # KIP-848's consumer groups (Kafka 4.0's group.consumer.* broker keys)
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    consumer_max_size: int = INT_MAX

@@ -29,6 +29,12 @@ class GroupError(IntEnum):
     GROUP_MAX_SIZE_REACHED = 81
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     FENCED_INSTANCE_ID = 82
+    # KIP-848's consumer protocol
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
 
 
 # Append errors as the coordinator reports them (Kafka's GroupMetadataManager, spec §2.3).

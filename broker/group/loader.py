@@ -1,13 +1,18 @@
 """Replay of a `__consumer_offsets` partition into groups (spec §2.2): records in log order,
 the last record per key wins (a null value deletes), undecodable records are skipped. A group
 with members comes back Stable at its persisted generation with a fresh session per member;
-one without members (or with offsets only: a simple group) comes back Empty."""
+one without members (or with offsets only: a simple group) comes back Empty. A KIP-848
+consumer group's records (key types 3-8) are consumer_protocol/replay.py's; such a group
+comes back with its members, epochs and assignments (their sessions start when the partition
+is served: ConsumerGroupManager.start_sessions)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
 
+from broker.group.consumer_protocol import records as consumer_records
+from broker.group.consumer_protocol.replay import ConsumerReplay
 from broker.group.model import Group, GroupState, Member
 from broker.group.records import (
     GroupKey,
@@ -29,8 +34,13 @@ def replay(records: Iterable[tuple[bytes, bytes | None]], now_ms: int,
     offsets: dict[str, dict[tuple[str, int], OffsetValue]] = {}
     values: dict[str, GroupValue | None] = {}
     skipped = 0
+    consumer = ConsumerReplay()
     for key_bytes, value_bytes in records:
         try:
+            consumer_key = consumer_records.decode_key(key_bytes)
+            if consumer_key is not None:
+                consumer.apply(consumer_key, value_bytes)
+                continue
             key = decode_key(key_bytes)
             if isinstance(key, OffsetKey):
                 group_offsets = offsets.setdefault(key.group, {})
@@ -44,13 +54,19 @@ def replay(records: Iterable[tuple[bytes, bytes | None]], now_ms: int,
         except RecordFormatError as exc:
             skipped += 1
             log.warning("skipping an undecodable record of %s: %s", where, exc)
+    consumer_groups = consumer.finished()
     groups = {}
-    for group_id in set(offsets) | set(values):
+    for group_id in set(offsets) | set(values) | set(consumer_groups):
         value = values.get(group_id)
         group_offsets = offsets.get(group_id, {})
-        if value is None and not group_offsets:
+        state = consumer_groups.get(group_id)
+        if value is None and not group_offsets and state is None:
             continue  # deleted
-        group = restore(group_id, value, now_ms)
+        group = restore(group_id, None if state is not None else value, now_ms)
+        if state is not None:
+            group.consumer = state
+            group.protocol_type = "consumer"
+            group.state = GroupState.STABLE if state.members else GroupState.EMPTY
         group.offsets = group_offsets
         groups[group_id] = group
     return groups, skipped

@@ -8,8 +8,12 @@ import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from broker.group.records import GroupValue, MemberValue, OffsetValue
+
+if TYPE_CHECKING:  # consumer_protocol builds on this module
+    from broker.group.consumer_protocol.model import ConsumerGroupState
 
 
 class GroupState(Enum):
@@ -109,6 +113,8 @@ class Group:
     in_initial_delay: bool = False  # the join phase that started from Empty (KIP-134)
     initial_rebalance_budget_ms: int = 0  # what the initial delay may still extend
     new_member_added: bool = False  # during the initial delay window
+    # A KIP-848 consumer group's state (broker/group/consumer_protocol); None: a classic group.
+    consumer: ConsumerGroupState | None = None
 
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
@@ -151,6 +157,9 @@ class Group:
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics of a consumer group's members' subscriptions; None if unknown."""
+        if self.consumer is not None:
+            return self.consumer.subscribed_topic_names() | {
+                t.name for t in self.consumer.subscribed.values()}
         if self.protocol_type != "consumer" or self.protocol_name is None:
             return None
         topics: set[str] = set()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from broker.group.consumer_protocol.describe import commit_error, fetch_error
 from broker.group.coordinator import GroupCoordinator
 from broker.group.errors import GroupError, append_error
 from broker.group.model import Group, GroupState
@@ -104,6 +105,8 @@ def _check_commit(coordinator: GroupCoordinator, group_id: str, generation: int,
         return E.GROUP_ID_NOT_FOUND if group_id_not_found else E.ILLEGAL_GENERATION
     if group.state is S.DEAD:
         return E.COORDINATOR_NOT_AVAILABLE
+    if group.consumer is not None:  # KIP-848: by member epoch (v9+: GROUP_ID_NOT_FOUND's)
+        return commit_error(group, generation, member_id, group_id_not_found)
     if generation < 0 and group.state is S.EMPTY and not member_id and instance_id is None:
         return None  # admin tools and assign-only consumers
     if generation >= 0 or member_id or instance_id is not None:
@@ -121,15 +124,21 @@ def _check_commit(coordinator: GroupCoordinator, group_id: str, generation: int,
 def fetch_offsets(
     coordinator: GroupCoordinator, group_id: str | None,
     partitions: list[tuple[str, int]] | None,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[GroupError, list[FetchedOffset]]:
     """(group-level error, offsets); `partitions` None = every committed offset of the group.
-    A partition without a commit (or an unknown group) is offset -1, not an error."""
+    A partition without a commit (or an unknown group) is offset -1, not an error. `member`:
+    OffsetFetch v9's member id and epoch, checked against a consumer-protocol group."""
     if group_id is None:
         return E.INVALID_GROUP_ID, []
     error = coordinator.coordinator_error(group_id)
     if error is not None:
         return error, []
     group = coordinator.groups.get(group_id)
+    if group is not None and group.consumer is not None:
+        error = fetch_error(group, *member)
+        if error is not None:
+            return error, []
     offsets = group.offsets if group is not None else {}
     if partitions is None:
         partitions = sorted(offsets)

@@ -13,13 +13,18 @@ log, so group state survives a broker like any record does.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 
 from broker.api import ProducePartition
 from broker.group.config import GroupConfig
+from broker.group.consumer_protocol.manager import ConsumerGroupManager
+from broker.group.consumer_protocol.records import TopicMetadata
 from broker.group.coordinator import NEVER, GroupCoordinator
 from broker.group.placement import OFFSETS_TOPIC
 from broker.group.records import Records
@@ -48,6 +53,9 @@ class GroupStorage:
         self.config = config
         self.coordinator = GroupCoordinator(config, self, now_ms)
         self.coordinator.on_deadline_set = self._wake
+        # KIP-848's consumer groups live in the same coordinator's groups.
+        self.consumer = ConsumerGroupManager(self.coordinator, self._topic_metadata,
+                                             lambda: list(self.replicas.image.topics.by_name))
         self.create_topic: CreateTopic | None = None  # set once the broker can reach a controller
         self._now_ms = now_ms
         self._loads: dict[int, asyncio.Task[None]] = {}
@@ -111,6 +119,9 @@ class GroupStorage:
             if self._loads.get(partition) is asyncio.current_task():
                 del self._loads[partition]
         self.coordinator.finish_loading(partition, records)
+        self.consumer.start_sessions(
+            group for group_id, group in list(self.coordinator.groups.items())
+            if self.coordinator.partition_of(group_id) == partition)
         log.info("__consumer_offsets-%d (leader epoch %d): %d record(s) replayed in %.3f s",
                  partition, epoch, len(records), time.monotonic() - started)
 
@@ -141,6 +152,18 @@ class GroupStorage:
             await asyncio.sleep(0)  # serve requests between chunks
         return out
 
+    def _topic_metadata(self, name: str) -> TopicMetadata | None:
+        """A topic as the consumer protocol's assignors see it (the data plane's image)."""
+        topic = self.replicas.image.topic(name)
+        if topic is None:
+            return None
+        try:
+            raw = base64.urlsafe_b64decode(topic.topic_id + "==")
+            topic_id = uuid.UUID(bytes=raw)
+        except (binascii.Error, ValueError):
+            return None
+        return TopicMetadata(topic_id, name, len(topic.partitions))
+
     # ---- timers -----------------------------------------------------------------------------
 
     def _wake(self) -> None:
@@ -150,9 +173,10 @@ class GroupStorage:
         while True:
             try:
                 self.coordinator.tick()
+                self.consumer.tick()
             except Exception:  # a bug must not stop every group's timers for good
                 log.exception("the group coordinator's timers failed; trying again")
-            deadline = self.coordinator.next_deadline()
+            deadline = min(self.coordinator.next_deadline(), self.consumer.next_deadline())
             wait_s = 1.0 if deadline >= NEVER else max(0.0, (deadline - self._now_ms()) / 1000)
             self._wakeup.clear()
             with contextlib.suppress(TimeoutError):

@@ -38,6 +38,10 @@ from broker.kafka.admin_topics_api import (
 from broker.kafka.api_versions_api import handle_api_versions
 from broker.kafka.authorization import RequestAuthorization
 from broker.kafka.codec import DecodedRequest
+from broker.kafka.consumer_group_api import (
+    handle_consumer_group_describe,
+    handle_consumer_group_heartbeat,
+)
 from broker.kafka.coordinator_api import handle_find_coordinator
 from broker.kafka.fetch_api import handle_fetch, replica_of
 from broker.kafka.group_admin_api import (
@@ -200,6 +204,12 @@ class KafkaApis:
             case ApiKey.OFFSET_DELETE:
                 return await handle_offset_delete(self.groups, self._image(), version, body,
                                                   auth)
+            case ApiKey.CONSUMER_GROUP_HEARTBEAT:
+                return await handle_consumer_group_heartbeat(self.groups, context, version,
+                                                             body, auth)
+            case ApiKey.CONSUMER_GROUP_DESCRIBE:
+                return handle_consumer_group_describe(self.groups, self._image(), version, body,
+                                                      auth)
             case ApiKey.DELETE_RECORDS:
                 return await handle_delete_records(self._data_plane, version, body, auth)
             case ApiKey.DESCRIBE_CLUSTER:

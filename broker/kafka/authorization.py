@@ -81,6 +81,10 @@ API_AUTHORIZATION: Mapping[int, str] = {
     50: "DescribeUserScramCredentials: DESCRIBE on the cluster (31)",
     51: "AlterUserScramCredentials: ALTER on the cluster (31)",
     60: "DescribeCluster: none (its operations bitfield needs DESCRIBE on the cluster)",
+    68: "ConsumerGroupHeartbeat: READ on the group (30), DESCRIBE on each subscribed topic "
+        "(29 for the request)",
+    69: "ConsumerGroupDescribe: DESCRIBE on each group (30), DESCRIBE on its members' topics "
+        "(29 for that group)",
 }
 
 

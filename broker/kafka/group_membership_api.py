@@ -40,6 +40,10 @@ async def handle_join_group(groups: GroupStorage | None, context: Request, versi
         result = JoinResult(Errors.GROUP_AUTHORIZATION_FAILED, member_id=request.member_id)
     elif groups is None:
         result = JoinResult(GroupError.COORDINATOR_NOT_AVAILABLE, member_id=request.member_id)
+    elif (refused := await groups.consumer.drop_empty(request.group_id)) != GroupError.NONE:
+        # A KIP-848 group with members admits no classic member here (Kafka would make it a
+        # mixed group); an Empty one became classic again.
+        result = JoinResult(refused, member_id=request.member_id)
     else:
         rebalance = getattr(request, "rebalance_timeout", None)
         result = await groups.coordinator.join_group(

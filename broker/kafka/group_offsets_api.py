@@ -91,13 +91,14 @@ async def handle_offset_commit(groups: GroupStorage | None, image: MetadataImage
 
 
 def _fetch(groups: GroupStorage | None, group_id: str | None, topics: Any,
-           auth: RequestAuthorization) -> tuple[int, list[FetchedOffset]]:
+           auth: RequestAuthorization, member: tuple[str | None, int] = (None, -1)
+           ) -> tuple[int, list[FetchedOffset]]:
     if not auth.group(AclOperation.DESCRIBE, group_id or ""):
         return Errors.GROUP_AUTHORIZATION_FAILED, []
     if groups is None:
         return GroupError.COORDINATOR_NOT_AVAILABLE, []
     if topics is None:  # every committed offset, of the topics the caller may see
-        error, offsets = fetch_offsets(groups.coordinator, group_id, None)
+        error, offsets = fetch_offsets(groups.coordinator, group_id, None, member)
         seen = {topic: auth.topic(AclOperation.DESCRIBE, topic, log_if_denied=False)
                 for topic in dict.fromkeys(o.topic for o in offsets)}
         return error, [o for o in offsets if seen[o.topic]]
@@ -106,7 +107,7 @@ def _fetch(groups: GroupStorage | None, group_id: str | None, topics: Any,
                   if describable[t.name]]
     refused = [FetchedOffset(t.name, index, error=Errors.TOPIC_AUTHORIZATION_FAILED)
                for t in topics for index in t.partition_indexes if not describable[t.name]]
-    error, offsets = fetch_offsets(groups.coordinator, group_id, partitions)
+    error, offsets = fetch_offsets(groups.coordinator, group_id, partitions, member)
     return error, (offsets + refused if error == GroupError.NONE else [])
 
 
@@ -128,7 +129,8 @@ def handle_offset_fetch(groups: GroupStorage | None, version: int, request: Any,
     if version >= BATCHED_FETCH_VERSION:
         answers = []
         for group in request.groups:
-            error, offsets = _fetch(groups, group.group_id, group.topics, auth)
+            member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
+            error, offsets = _fetch(groups, group.group_id, group.topics, auth, member)
             answers.append(build(
                 module, "OffsetFetchResponseGroup", group_id=group.group_id,
                 error_code=error_code(error),

@@ -35,6 +35,8 @@ class ApiKey(IntEnum):
     LIST_GROUPS = 16
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848 (broker/kafka/consumer_group_api.py)
+    CONSUMER_GROUP_DESCRIBE = 69
     # Admin APIs (broker/kafka/admin_*.py).
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -85,6 +87,9 @@ SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),  # Kafka 3.9's and 4.0's range (KIP-496)
+    # KIP-848, Kafka 4.0's ranges: librdkafka's group.protocol=consumer needs heartbeat v1.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     # Admin APIs: Kafka 3.9's ranges from the oldest version kio has a schema for (KIP-896's
     # 4.0 floor or above); every version the tested clients pick is in them.
     ApiKey.CREATE_TOPICS: (2, 7),

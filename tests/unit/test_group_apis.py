@@ -14,6 +14,7 @@ import pytest
 
 from broker.api import Request
 from broker.group.config import GroupConfig
+from broker.group.consumer_protocol.manager import ConsumerGroupManager
 from broker.group.coordinator import GroupCoordinator
 from broker.kafka.apis import KafkaApis
 from broker.kafka.codec import (
@@ -58,6 +59,8 @@ class Groups:
             FakeLog(), self.clock)
         self.coordinator.begin_loading(0)
         self.coordinator.finish_loading(0, [])
+        self.config = self.coordinator.config
+        self.consumer = ConsumerGroupManager(self.coordinator, lambda name: None, list)
         self.topic_requests = 0
 
     def ensure_topic(self) -> None:
