@@ -90,7 +90,11 @@ def group_config(config: NodeConfig) -> GroupConfig:
         initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
         min_session_timeout_ms=config.group_min_session_timeout_ms,
         max_session_timeout_ms=config.group_max_session_timeout_ms,
-        max_size=config.group_max_size)
+        max_size=config.group_max_size,
+        consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+        consumer_assignors=config.group_consumer_assignors,
+        consumer_max_size=config.group_consumer_max_size)
 
 
 class BrokerRole:

@@ -34,6 +34,10 @@ from server.config_keys import (
     BROKER_RACK,
     BROKER_SESSION_TIMEOUT_MS,
     FETCH_MAX_BYTES,
+    GROUP_CONSUMER_ASSIGNORS,
+    GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
+    GROUP_CONSUMER_MAX_SIZE,
+    GROUP_CONSUMER_SESSION_TIMEOUT_MS,
     GROUP_INITIAL_REBALANCE_DELAY_MS,
     GROUP_MAX_SESSION_TIMEOUT_MS,
     GROUP_MAX_SIZE,
@@ -160,6 +164,10 @@ class NodeConfig:
     group_min_session_timeout_ms = GROUP_MIN_SESSION_TIMEOUT_MS
     group_max_session_timeout_ms = GROUP_MAX_SESSION_TIMEOUT_MS
     group_max_size = GROUP_MAX_SIZE
+    group_consumer_session_timeout_ms = GROUP_CONSUMER_SESSION_TIMEOUT_MS
+    group_consumer_heartbeat_interval_ms = GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS
+    group_consumer_assignors = GROUP_CONSUMER_ASSIGNORS
+    group_consumer_max_size = GROUP_CONSUMER_MAX_SIZE
     log_retention_check_interval_ms = LOG_RETENTION_CHECK_INTERVAL_MS
     log_cleaner_enable = LOG_CLEANER_ENABLE
     log_cleaner_threads = LOG_CLEANER_THREADS

@@ -390,6 +390,37 @@ GROUP_MAX_SIZE = _define_int(
     "group.max.size", 2147483647, 1,
     "Most members a group may have; one more gets GROUP_MAX_SIZE_REACHED.",
 )
+
+
+def _parse_assignors(raw: str) -> tuple[str, ...]:
+    from broker.group.consumer_protocol.assignors import assignor_name
+
+    names = tuple(assignor_name(entry) for entry in split_entries(raw))
+    if not names:
+        raise ValueError("must name at least one assignor ('uniform', 'range')")
+    return names
+
+
+GROUP_CONSUMER_SESSION_TIMEOUT_MS = _define_int(
+    "group.consumer.session.timeout.ms", 45000, 1,
+    "A consumer-protocol (KIP-848) member that sends no heartbeat for this long is removed "
+    "and its partitions go to the others.",
+)
+GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS = _define_int(
+    "group.consumer.heartbeat.interval.ms", 5000, 1,
+    "How often consumer-protocol members heartbeat (the coordinator tells them); a partition "
+    "released by one member reaches the next on its next heartbeat.",
+)
+GROUP_CONSUMER_ASSIGNORS = _define(
+    "group.consumer.assignors", ConfigType.LIST, "uniform,range", _parse_assignors,
+    "The server-side assignors of consumer-protocol groups, the first the default "
+    "(a member may ask for another by group.remote.assignor).",
+    valid_values="uniform, range, or their Kafka class names",
+)
+GROUP_CONSUMER_MAX_SIZE = _define_int(
+    "group.consumer.max.size", 2147483647, 1,
+    "Most members a consumer-protocol group may have; one more gets GROUP_MAX_SIZE_REACHED.",
+)
 LOG_RETENTION_CHECK_INTERVAL_MS = _define_int(
     "log.retention.check.interval.ms", 300000, 1,
     "How often a broker deletes partition log segments past retention.ms or retention.bytes.",
