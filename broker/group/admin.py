@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.group.consumer_protocol.heartbeat_request import group_tombstones
 from broker.group.coordinator import GroupCoordinator, PartitionStatus
 from broker.group.errors import GroupError, append_error
 from broker.group.model import GroupState
@@ -19,6 +20,7 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"  # "consumer": a KIP-848 group
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +52,11 @@ def list_groups(coordinator: GroupCoordinator,
     for group_id, group in sorted(coordinator.groups.items()):
         if group.state is S.DEAD:
             continue
-        if states and group.state.value.lower() not in states:
+        state = group.consumer.state_name() if group.consumer is not None else group.state.value
+        if states and state.lower() not in states:
             continue
-        out.append(GroupListing(group_id, group.protocol_type or "", group.state.value))
+        out.append(GroupListing(group_id, group.protocol_type or "", state,
+                                "classic" if group.consumer is None else "consumer"))
     return (E.COORDINATOR_LOAD_IN_PROGRESS if loading else E.NONE), out
 
 
@@ -95,6 +99,8 @@ async def delete_group(coordinator: GroupCoordinator, group_id: str) -> GroupErr
     records = [group_record(GroupKey(group_id), None)]
     records += [offset_record(OffsetKey(group_id, topic, partition), None)
                 for topic, partition in sorted(group.offsets)]
+    if group.consumer is not None:  # a KIP-848 group's records go too, its epoch last
+        records += group_tombstones(group_id, group.consumer)
     group.state = S.DEAD  # no commit may slip in while the tombstones are written
     code = await coordinator.log.append(coordinator.partition_of(group_id), records)
     written = append_error(code, commit=False)
@@ -143,6 +149,8 @@ async def delete_offsets(coordinator: GroupCoordinator, group_id: str,
         records = [offset_record(OffsetKey(group_id, topic, p), None) for topic, p in chosen]
         if leaves_empty:
             records.append(group_record(GroupKey(group_id), None))
+            if group.consumer is not None:
+                records += group_tombstones(group_id, group.consumer)
             group.state = S.DEAD  # as DeleteGroups: no commit slips in meanwhile
         code = await coordinator.log.append(coordinator.partition_of(group_id), records)
         written = append_error(code, commit=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from broker.group.consumer_protocol.heartbeat_request import group_tombstones
 from broker.group.coordinator import GroupCoordinator, PartitionStatus
 from broker.group.errors import GroupError
 from broker.group.model import Group, GroupState
@@ -75,6 +76,8 @@ async def _remove(coordinator: GroupCoordinator,
         records = [offset_record(OffsetKey(group_id, topic, p), None) for topic, p in chosen]
         if leaves_empty:
             records.append(group_record(GroupKey(group_id), None))
+            if group.consumer is not None:  # a KIP-848 group's records go too
+                records += group_tombstones(group_id, group.consumer)
             group.state = GroupState.DEAD  # as DeleteGroups: no commit slips in meanwhile
         code = await coordinator.log.append(partition, records)
         if coordinator.groups.get(group_id) is not group:

@@ -35,8 +35,6 @@ from kraft.errors import Errors
 from metadata.authorizer.model import AclOperation, ResourceType
 from metadata.image import MetadataImage
 
-CLASSIC = "classic"
-
 
 def handle_list_groups(groups: GroupStorage | None, version: int, request: Any,
                        auth: RequestAuthorization = ALLOW_ALL) -> Reply:
@@ -45,10 +43,10 @@ def handle_list_groups(groups: GroupStorage | None, version: int, request: Any,
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     error = GroupError.COORDINATOR_NOT_AVAILABLE
     listed: list[GroupListing] = []
-    if groups is not None and types and CLASSIC not in types:
-        error = GroupError.NONE  # every group here is a classic one
-    elif groups is not None:
+    if groups is not None:
         error, listed = list_groups(groups.coordinator, states or None)
+        if types:
+            listed = [g for g in listed if g.group_type in types]
         if not auth.cluster(AclOperation.DESCRIBE, log_if_denied=False):
             listed = [g for g in listed if auth.group(AclOperation.DESCRIBE, g.group_id,
                                                       log_if_denied=False)]
@@ -56,7 +54,7 @@ def handle_list_groups(groups: GroupStorage | None, version: int, request: Any,
         module, "ListGroupsResponse", throttle_time=NO_THROTTLE, error_code=error_code(error),
         groups=tuple(build(module, "ListedGroup", group_id=g.group_id,
                            protocol_type=g.protocol_type, group_state=g.state,
-                           group_type=CLASSIC) for g in listed)))
+                           group_type=g.group_type) for g in listed)))
 
 
 def handle_describe_groups(groups: GroupStorage | None, version: int, request: Any,

@@ -348,3 +348,26 @@ def test_a_v0_member_gets_its_id_from_the_coordinator(version: int) -> None:
             assert joined.error_code == 42
 
     run(body)
+
+
+def test_listed_as_consumer_groups_and_deleted_with_their_records() -> None:
+    async def body() -> None:
+        log = FakeLog()
+        front = Front(Groups(log))
+        await front.heartbeat("a", 0)
+        listed = await front.call(ApiKey.LIST_GROUPS, 5, "ListGroupsRequest",
+                                  states_filter=(), types_filter=("consumer",))
+        assert [(g.group_id, g.protocol_type, g.group_state, g.group_type)
+                for g in listed.groups] == [("g", "consumer", "Stable", "consumer")]
+        deleted = await front.call(ApiKey.DELETE_GROUPS, 2, "DeleteGroupsRequest",
+                                   groups_names=("g",))
+        assert deleted.results[0].error_code == 68  # NON_EMPTY_GROUP: it has a member
+        await front.heartbeat("a", -1)
+        deleted = await front.call(ApiKey.DELETE_GROUPS, 2, "DeleteGroupsRequest",
+                                   groups_names=("g",))
+        assert deleted.results[0].error_code == 0
+        reloaded = Front(Groups(records=log.records[0]))
+        assert (await reloaded.describe("g")).groups[0].error_code == 69, \
+            "the tombstones removed the group for the next coordinator too"
+
+    run(body)
