@@ -43,7 +43,11 @@ ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"  # how Kafka prints a static voter's (absen
 
 
 class AdminError(Exception):
-    """A one-line failure for the user."""
+    """A one-line failure for the user; `facts`, when given, also go to stdout with --json."""
+
+    def __init__(self, message: str, facts: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.facts = facts
 
 
 @dataclass(frozen=True)
@@ -279,7 +283,7 @@ def run(args: argparse.Namespace) -> str:
     try:
         return _quorum(args)
     except QuorumError as exc:
-        raise AdminError(str(exc)) from exc
+        raise AdminError(str(exc), getattr(exc, "facts", None)) from exc
 
 
 def _quorum(args: argparse.Namespace) -> str:
@@ -331,6 +335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         print(run(args))
     except AdminError as exc:
+        if exc.facts is not None and getattr(args, "json", False):
+            print(json.dumps({"error": str(exc), **exc.facts}))
         print(f"kraft-admin: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -3,12 +3,15 @@
 DescribeQuorum and the KIP-853 voter changes are answered by the leader only: any other node
 answers NOT_LEADER_OR_FOLLOWER with the leader's endpoint when it knows one, and the client
 follows it (a few hops). While no leader is known, or the node is unreachable, the call is
-retried for a bounded time. Every failure is a QuorumError whose str() is one line.
+retried for a bounded time; DescribeQuorum stops early, with the asked node's view, when that
+node shows that a majority of the voters is gone (server/quorum_view.py). Every failure is a
+QuorumError whose str() is one line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -19,6 +22,7 @@ from kraft.errors import Errors, error_name
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.tls import TlsConfig, sync_channel
+from server.quorum_view import NodeView
 
 RPC_TIMEOUT_S = 5.0
 # A voter change is answered once it commits, after the leader's own checks (its
@@ -26,6 +30,11 @@ RPC_TIMEOUT_S = 5.0
 CHANGE_TIMEOUT_S = 15.0
 RETRY_FOR_S = 15.0
 MAX_LEADER_HOPS = 3
+# Only this long after the first failure does a node's view of unreachable voters end the wait
+# for a leader: a node whose leader just died asks every voter within ~50 ms (its pre-votes),
+# and its answers replace any older failure it remembers.
+SETTLE_S = 0.5
+STATUS_TIMEOUT_S = 1.0
 
 R = TypeVar("R")
 
@@ -40,6 +49,14 @@ class Retryable(Exception):
 
 class GaveUp(QuorumError):
     """No leader answered within the retry bound: nothing was done."""
+
+
+class NoLeader(QuorumError):
+    """No leader answers; `facts` is what the asked node knows (NodeView.facts)."""
+
+    def __init__(self, message: str, facts: dict[str, object]) -> None:
+        super().__init__(message)
+        self.facts = facts
 
 
 class Unanswered(QuorumError):
@@ -142,7 +159,37 @@ def describe_quorum(
 
     wait_s = RETRY_FOR_S if retry_for_s is None else retry_for_s
     servers = Bootstrap(bootstrap)
-    return retrying(lambda: at_leader(servers, send, redirect), wait_s)
+    started = time.monotonic()
+
+    def attempt() -> pb.DescribeQuorumResponse:
+        try:
+            return at_leader(servers, send, redirect)
+        except Retryable:
+            if time.monotonic() - started >= SETTLE_S:
+                view = node_view(servers.servers, tls)
+                if view is not None and view.majority_lost:
+                    raise NoLeader(f"no leader answers: {view.text()}", view.facts()) from None
+            raise
+
+    try:
+        return retrying(attempt, wait_s)
+    except GaveUp as exc:
+        view = node_view(servers.servers, tls)
+        if view is None:
+            raise
+        raise NoLeader(f"{exc}; {view.text()}", view.facts()) from exc
+
+
+def node_view(servers: Sequence[str], tls: TlsConfig | None) -> NodeView | None:
+    """The first of `servers` to answer NodeStatus, quickly; None if none does."""
+    for server in servers:
+        try:
+            status = call(server, "NodeStatus", pb.NodeStatusRequest(), tls, STATUS_TIMEOUT_S)
+        except (QuorumError, Retryable):  # unreachable, or not a node of this release
+            continue
+        assert isinstance(status, pb.NodeStatusResponse)
+        return NodeView(server, status)
+    return None
 
 
 def node_status(node: str, tls: TlsConfig | None = None) -> pb.NodeStatusResponse:

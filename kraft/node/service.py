@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,7 +18,7 @@ from kraft.core.messages import (
     Request,
 )
 from kraft.node.raft_node import NodeStoppedError, RaftNode
-from kraft.node.transport import sender_of
+from kraft.node.transport import PeerContact, sender_of
 from kraft.rpc import convert
 from kraft.rpc import raft_pb2 as pb
 from kraft.rpc import raft_pb2_grpc as rpc
@@ -35,6 +36,7 @@ class RaftServicer(rpc.RaftServicer):
             remaining = context.time_remaining()
             await asyncio.sleep(remaining if remaining is not None else 1.0)
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "dropped by a test fault")
+        self.node.transport.heard_from(sender_of(request))
         try:
             response = await self.node.handle_request(request)
         except NodeStoppedError as exc:
@@ -68,6 +70,7 @@ class RaftServicer(rpc.RaftServicer):
                 # A partition drops the request: the follower times out and cancels the
                 # stream, which cancels this wait.
                 await asyncio.Future()
+            self.node.transport.heard_from(sender_of(request))
             yield convert.response_to_pb(await self.node.handle_request(request))
 
     async def FetchSnapshot(
@@ -131,7 +134,24 @@ class QuorumServicer(rpc.QuorumServicer):
             log_end_offset=s.log_end_offset, last_epoch=s.last_epoch, is_voter=s.is_voter,
             cluster_id=self.cluster_id, leader_endpoint=self.node.leader_endpoint(),
             directory_id=s.directory_id, kraft_version=s.kraft_version,
+            voters=self._voter_contacts(s.node_id),
         )
+
+    def _voter_contacts(self, node_id: int | None) -> list[pb.VoterContact]:
+        now = time.monotonic()
+
+        def ago(at: float | None) -> int:
+            return -1 if at is None else int((now - at) * 1000)
+
+        contacts = []
+        for voter_id, endpoint in sorted(self.node.voter_endpoints().items()):
+            if voter_id == node_id:
+                continue
+            seen = self.node.transport.contacts.get(voter_id, PeerContact())
+            contacts.append(pb.VoterContact(
+                voter_id=voter_id, endpoint=endpoint, heard_ms_ago=ago(seen.heard_at),
+                failed_ms_ago=ago(seen.failed_at), failure=seen.failure))
+        return contacts
 
     # KIP-853 membership changes: the leader answers (Add and Remove once committed).
     async def AddRaftVoter(

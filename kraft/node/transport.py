@@ -12,6 +12,9 @@ Fetch travels on one long-lived stream per endpoint (`FetchStream`); its deadlin
 here per request, and a request that misses it cancels the stream, so a late answer can never
 be taken for the next request's.
 
+`contacts` keeps, per peer, when it was last heard from and when a request to it last failed,
+for operators only (NodeStatus: which voters a node cannot reach); the core never reads it.
+
 The fault hook (`blocked`) drops traffic to and from chosen nodes, like a network partition:
 the caller sees a timeout, never a refusal. It is off unless a test turns it on.
 """
@@ -21,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import TypeAlias, cast
 
 import grpc
@@ -139,6 +144,16 @@ def sender_of(request: object) -> int:
     return -1
 
 
+@dataclass
+class PeerContact:
+    """Monotonic seconds (None: never) of a peer's last answer or request to this node, and of
+    this node's last request to it that failed, with how it failed."""
+
+    heard_at: float | None = None
+    failed_at: float | None = None
+    failure: str = ""
+
+
 class RaftTransport:
     def __init__(
         self,
@@ -153,6 +168,16 @@ class RaftTransport:
         self._fetch_streams: dict[str, FetchStream] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.blocked: frozenset[int] = frozenset()
+        self.contacts: dict[int, PeerContact] = {}
+
+    def heard_from(self, node_id: int) -> None:
+        if node_id >= 0:  # bootstrap servers of unknown id are negative
+            self.contacts.setdefault(node_id, PeerContact()).heard_at = time.monotonic()
+
+    def _failed(self, node_id: int, failure: str) -> None:
+        if node_id >= 0:
+            contact = self.contacts.setdefault(node_id, PeerContact())
+            contact.failed_at, contact.failure = time.monotonic(), failure
 
     def send(self, request: OutboundRequest) -> None:
         task = asyncio.create_task(self._call(request))
@@ -163,6 +188,7 @@ class RaftTransport:
         timeout = out.timeout_ms / 1000
         if out.destination in self.blocked:
             await asyncio.sleep(timeout)
+            self._failed(out.destination, f"no answer within {timeout:g} s")
             self._on_failure(out.correlation_id, False, True)
             return
         stub = self._stub(out.endpoint)
@@ -191,15 +217,20 @@ class RaftTransport:
             log.debug("%s to %s failed%s: %s %s", type(out.request).__name__, out.endpoint,
                       " (unreachable)" if unreachable else "", exc.code().name, exc.details())
             timed_out = exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            self._failed(out.destination, "connection refused or reset" if unreachable
+                         else f"no answer within {timeout:g} s" if timed_out
+                         else exc.code().name)
             self._on_failure(out.correlation_id, unreachable, timed_out)
             return
         except TimeoutError:
             log.debug("Fetch to %s timed out after %.3f s", out.endpoint, timeout)
+            self._failed(out.destination, f"no answer within {timeout:g} s")
             self._on_failure(out.correlation_id, False, True)
             return
         if out.destination in self.blocked:
             self._on_failure(out.correlation_id, False, False)  # cut while in flight: lost
             return
+        self.heard_from(out.destination)
         self._on_response(out.correlation_id, convert.response_from_pb(reply))
 
     def _stub(self, endpoint: str) -> rpc.RaftStub:

@@ -272,7 +272,7 @@ class NodeStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeStatusResponse(_message.Message):
-    __slots__ = ("node_id", "state", "epoch", "leader_id", "voted_id", "high_watermark", "log_end_offset", "last_epoch", "is_voter", "cluster_id", "leader_endpoint", "directory_id", "kraft_version")
+    __slots__ = ("node_id", "state", "epoch", "leader_id", "voted_id", "high_watermark", "log_end_offset", "last_epoch", "is_voter", "cluster_id", "leader_endpoint", "directory_id", "kraft_version", "voters")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +286,7 @@ class NodeStatusResponse(_message.Message):
     LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     DIRECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     KRAFT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VOTERS_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     state: str
     epoch: int
@@ -299,7 +300,22 @@ class NodeStatusResponse(_message.Message):
     leader_endpoint: str
     directory_id: str
     kraft_version: int
-    def __init__(self, node_id: _Optional[int] = ..., state: _Optional[str] = ..., epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., voted_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_epoch: _Optional[int] = ..., is_voter: _Optional[bool] = ..., cluster_id: _Optional[str] = ..., leader_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ..., kraft_version: _Optional[int] = ...) -> None: ...
+    voters: _containers.RepeatedCompositeFieldContainer[VoterContact]
+    def __init__(self, node_id: _Optional[int] = ..., state: _Optional[str] = ..., epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., voted_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_epoch: _Optional[int] = ..., is_voter: _Optional[bool] = ..., cluster_id: _Optional[str] = ..., leader_endpoint: _Optional[str] = ..., directory_id: _Optional[str] = ..., kraft_version: _Optional[int] = ..., voters: _Optional[_Iterable[_Union[VoterContact, _Mapping]]] = ...) -> None: ...
+
+class VoterContact(_message.Message):
+    __slots__ = ("voter_id", "endpoint", "heard_ms_ago", "failed_ms_ago", "failure")
+    VOTER_ID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    HEARD_MS_AGO_FIELD_NUMBER: _ClassVar[int]
+    FAILED_MS_AGO_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    voter_id: int
+    endpoint: str
+    heard_ms_ago: int
+    failed_ms_ago: int
+    failure: str
+    def __init__(self, voter_id: _Optional[int] = ..., endpoint: _Optional[str] = ..., heard_ms_ago: _Optional[int] = ..., failed_ms_ago: _Optional[int] = ..., failure: _Optional[str] = ...) -> None: ...
 
 class RaftEndpoint(_message.Message):
     __slots__ = ("name", "host", "port")

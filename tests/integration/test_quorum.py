@@ -10,12 +10,14 @@ import urllib.request
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from harness.cluster import ProcessCluster, run_cli, wait_for
 from kraft.core.errors import Errors
 from kraft.log.segmented import SegmentedLog
 from metadata.topics import METADATA_PARTITION_DIR
+from server import admin_cli
 
 ELECTION_WAIT_S = 15
 
@@ -45,7 +47,10 @@ def flushed_ends(cluster: ProcessCluster, leader: int) -> dict[int, int]:
     return {r.replica_id: r.log_end_offset for r in cluster.describe(leader).current_voters}
 
 
-def test_three_voters_elect_one_leader_and_every_node_describes_it(make_cluster) -> None:
+def test_three_voters_elect_one_leader_and_every_node_describes_it(
+    make_cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """... and with two of them killed, the survivor says what it knows."""
     cluster = make_cluster()
     cluster_id = cluster.format()
     cluster.start_all()
@@ -86,6 +91,29 @@ def test_three_voters_elect_one_leader_and_every_node_describes_it(make_cluster)
                      cluster.nodes[3].endpoint, "--json")
     own = json.loads(status.stdout)
     assert own["nodeId"] == 3 and own["leaderId"] == leader and own["epoch"] == epoch
+
+    # With the majority gone (issue 31 item 5), the survivor's view at once, not a 15-s wait
+    # ending in the dead leader's address.
+    survivor = max(set(cluster.nodes) - {leader})
+    gone = sorted(set(cluster.nodes) - {survivor})
+    for node_id in gone:
+        cluster.kill(node_id)
+    started = time.monotonic()  # in this process: the bound is the tool's, not the interpreter's
+    code = admin_cli.main(["--bootstrap-server", cluster.nodes[survivor].endpoint,
+                           "quorum", "describe", "--status", "--json"])
+    took = time.monotonic() - started
+    out, err = capsys.readouterr()
+    print(f"describe with voters {gone} killed: exit {code} after {took:.2f} s\n{err}")
+    assert code == 1 and took < 5, (took, err)
+    (line,) = err.splitlines()
+    assert line.startswith(f"kraft-admin: no leader answers: node {survivor} at "), line
+    assert f"last leader {leader} at {cluster.nodes[leader].endpoint}" in line
+    assert f"in epoch {epoch}," in line and "1 of 3 voters reachable" in line
+    facts = json.loads(out)
+    assert (facts["nodeId"], facts["epoch"], facts["lastLeaderId"]) == (survivor, epoch, leader)
+    assert facts["state"] in ("Follower", "Prospective", "Unattached"), facts
+    assert [(v["id"], v["endpoint"]) for v in facts["unreachableVoters"]] == [
+        (n, cluster.nodes[n].endpoint) for n in gone]
 
 
 def test_kill9_of_the_leader_elects_a_successor_and_the_old_node_rejoins(make_cluster) -> None:

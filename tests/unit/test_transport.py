@@ -283,11 +283,16 @@ async def test_a_peer_that_comes_back_is_reached_by_the_next_request() -> None:
         for i in range(1, 5):
             transport.send(vote(i, endpoint))
             assert await outcomes.get(i) == "unreachable"
+        # What NodeStatus tells operators: node 1 was never heard from, its last try refused.
+        contact = transport.contacts[1]
+        assert (contact.heard_at, contact.failure) == (None, "connection refused or reset")
         rpc.add_RaftServicer_to_server(FakeLeader(), server)
         assert server.add_insecure_port(endpoint) == port
         await server.start()
         transport.send(fetch(5, endpoint, offset=50))
         assert high_watermark(await outcomes.get(5)) == 50
+        assert contact.heard_at is not None and contact.failed_at is not None
+        assert contact.heard_at > contact.failed_at
     finally:
         await transport.close()
         await server.stop(None)
@@ -448,6 +453,7 @@ async def test_a_blocked_peer_looks_like_a_timeout() -> None:
         w.transport.send(fetch(1, w.endpoint, offset=10, timeout_ms=50))
         assert await w.outcomes.get(1) == "timed out"
         assert w.leader.streams == 0
+        assert w.transport.contacts[1].failure == "no answer within 0.05 s"
 
 
 @in_loop
