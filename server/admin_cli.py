@@ -260,17 +260,17 @@ def run(args: argparse.Namespace) -> str:
             raise AdminError("add-controller needs the new controller's config file: "
                              "--command-config FILE (before or after add-controller)")
         args.controller_config, args.command_config = args.command_config, None
+    if args.group == group_commands.GROUP:  # a broker's Kafka listener, not the Admin service
+        try:  # its --command-config is a Kafka client's (SASL too): group_tool reads it
+            return group_commands.run(args)
+        except admin_client.CommandError as exc:
+            raise AdminError(str(exc)) from exc
     try:
         args.tls = load_client_tls(args.command_config)
     except TlsConfigError as exc:
         raise AdminError(str(exc)) from exc
     own_groups = {acl_commands.GROUP: acl_commands.run, user_commands.GROUP: user_commands.run,
                   quota_commands.GROUP: quota_commands.run}
-    if args.group == group_commands.GROUP:  # a broker's Kafka listener, not the Admin service
-        try:
-            return group_commands.run(args)
-        except admin_client.CommandError as exc:
-            raise AdminError(str(exc)) from exc
     if args.group in admin_commands.GROUPS or args.group in own_groups:
         if args.bootstrap_controller:  # the Admin service is on the controller listener too
             args.bootstrap_server = _bootstrap(args, args.command)

@@ -14,7 +14,7 @@ import asyncio
 import ssl
 import struct
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from broker.api import ListOffsetsPartition
 from broker.kafka.client import KafkaClient, KafkaClientError
 from broker.kafka.codec import build, request_module
+from broker.kafka.sasl.client import SaslClient
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
 
@@ -100,9 +101,11 @@ class GroupAdmin:
     """One tool run's connections (by address), closed by `close()`."""
 
     def __init__(self, bootstrap: Sequence[str], ssl_context: ssl.SSLContext | None = None,
-                 retry_for_s: float = RETRY_FOR_S) -> None:
+                 retry_for_s: float = RETRY_FOR_S,
+                 sasl: Callable[[], SaslClient] | None = None) -> None:
         self.bootstrap = list(bootstrap)
         self.ssl_context = ssl_context
+        self.sasl = sasl  # a SASL login on every connection (KafkaClient's)
         self.retry_for_s = retry_for_s
         self._clients: dict[tuple[str, int], KafkaClient] = {}
         self.cluster = Cluster()
@@ -116,7 +119,7 @@ class GroupAdmin:
         if client is not None and client.connected:
             return client
         client = KafkaClient(host, port, self.ssl_context, client_id="kraft-admin-groups",
-                             request_timeout_s=self.retry_for_s)
+                             request_timeout_s=self.retry_for_s, sasl=self.sasl)
         await client.connect()
         self._clients[(host, port)] = client
         return client
@@ -128,6 +131,8 @@ class GroupAdmin:
             try:
                 return await self._client(host.strip("[]"), int(port))
             except KafkaClientError as exc:
+                if exc.authentication:  # the next broker would refuse the same login
+                    raise GroupCommandError(str(exc)) from None
                 errors.append(str(exc))
         raise GroupCommandError(f"no bootstrap server answered: {'; '.join(errors)}")
 

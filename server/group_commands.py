@@ -32,7 +32,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", default=argparse.SUPPRESS,
                         help="HOST:PORT[,...] of any broker's Kafka listener")
     parser.add_argument("--command-config", default=argparse.SUPPRESS, metavar="FILE",
-                        help="client properties (security.protocol=SSL, ssl.*)")
+                        help="client properties: security.protocol=SSL|SASL_PLAINTEXT|"
+                             "SASL_SSL, ssl.*, sasl.mechanism, sasl.username/sasl.password or "
+                             "sasl.jaas.config (docs/admin.md#groups)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 

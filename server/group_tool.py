@@ -13,7 +13,6 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker.kafka.tls import client_ssl_context
 from server.admin_client import CommandError, parse_servers
 from server.group_client import (
     EARLIEST,
@@ -24,6 +23,7 @@ from server.group_client import (
     TopicPartition,
     error_text,
 )
+from server.kafka_client_config import KafkaClientConfigError, load_kafka_client_config
 
 MISSING = "-"
 INACTIVE = ("Empty", "Dead")
@@ -32,8 +32,11 @@ _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)
 
 def run(args: argparse.Namespace) -> str:
     servers = parse_servers(getattr(args, "bootstrap_server", None))
-    tls = getattr(args, "tls", None)
-    admin = GroupAdmin(servers, None if tls is None else client_ssl_context(tls))
+    try:
+        config = load_kafka_client_config(getattr(args, "command_config", None))
+    except KafkaClientConfigError as exc:
+        raise CommandError(str(exc)) from None
+    admin = GroupAdmin(servers, config.ssl_context, sasl=config.sasl_exchange)
     handler = _HANDLERS[args.command]
 
     async def main() -> str:

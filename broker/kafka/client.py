@@ -1,5 +1,7 @@
 """KafkaClient: an asyncio Kafka-protocol client for broker-to-broker calls (the replica
-fetcher asks partition leaders for data, log end offsets and epoch end offsets).
+fetcher asks partition leaders for data, log end offsets and epoch end offsets) and for
+`kraft-admin groups` (server/group_client.py), which may log in with SASL: after ApiVersions,
+SaslHandshake v1 and SaslAuthenticate rounds carrying a broker/kafka/sasl/client.py exchange.
 
 One connection, requests pipelined (each waits for its own correlation id), versions chosen
 from the peer's ApiVersions answer. Every transport failure (connect, a closed connection, a
@@ -15,8 +17,10 @@ import datetime
 import itertools
 import ssl
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from broker.api import (
     DivergingEpoch,
@@ -29,6 +33,7 @@ from broker.api import (
     ListOffsetsResult,
 )
 from broker.kafka.codec import FrameError, build, decode_response, encode_request, request_module
+from broker.kafka.sasl.client import SaslClient, SaslClientError
 from broker.kafka.topic_ids import from_wire, to_wire
 from broker.kafka.versions import ApiKey
 from broker.replica.fetch_sessions import FINAL_EPOCH, INVALID_SESSION_ID, SessionResponse
@@ -50,11 +55,14 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 class KafkaClientError(ConnectionError):
     """The connection to a broker failed, closed, timed out or sent something unreadable.
-    `refused`: the connect was refused — nothing listens there (the process is gone)."""
+    `refused`: the connect was refused — nothing listens there (the process is gone).
+    `authentication`: the SASL login failed (another broker would refuse it too)."""
 
-    def __init__(self, message: str, refused: bool = False) -> None:
+    def __init__(self, message: str, refused: bool = False,
+                 authentication: bool = False) -> None:
         super().__init__(message)
         self.refused = refused
+        self.authentication = authentication
 
 
 class KafkaClient:
@@ -67,6 +75,7 @@ class KafkaClient:
         *,
         request_timeout_s: float = 30.0,
         connect_timeout_s: float = 10.0,
+        sasl: Callable[[], SaslClient] | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -79,6 +88,7 @@ class KafkaClient:
         self._pending: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
         self._correlation = itertools.count(1)
         self._versions: dict[int, tuple[int, int]] = {}
+        self._sasl = sasl  # a fresh exchange per connection
 
     @property
     def connected(self) -> bool:
@@ -110,6 +120,46 @@ class KafkaClient:
         self._versions = {
             int(k.api_key): (int(k.min_version), int(k.max_version)) for k in versions.api_keys
         }
+        if self._sasl is not None:
+            await self._authenticate(self._sasl())
+
+    async def _authenticate(self, exchange: SaslClient) -> None:
+        """SaslHandshake v1 for the mechanism, then SaslAuthenticate until it completes."""
+        where = f"{self.host}:{self.port}"
+        try:
+            if self.version(ApiKey.SASL_HANDSHAKE, 1) < 1:
+                raise KafkaClientError(f"{where} serves no SaslHandshake v1: is it a SASL "
+                                       "listener?")
+            handshake = await self.request(build(
+                request_module(ApiKey.SASL_HANDSHAKE, 1), "SaslHandshakeRequest",
+                mechanism=exchange.mechanism))
+            code = int(handshake.error_code)
+            if code == ErrorCode.unsupported_sasl_mechanism:
+                raise KafkaClientError(
+                    f"{where} does not accept SASL mechanism {exchange.mechanism} (enabled: "
+                    f"{', '.join(handshake.mechanisms) or 'none'})", authentication=True)
+            if code != Errors.NONE:
+                raise KafkaClientError(f"{where} refused the SASL handshake: "
+                                       f"{_error_name(code)}", authentication=True)
+            module = request_module(ApiKey.SASL_AUTHENTICATE,
+                                    self.version(ApiKey.SASL_AUTHENTICATE, 2))
+            token: bytes | None = exchange.initial_response()
+            while token is not None:
+                answer = await self.request(build(module, "SaslAuthenticateRequest",
+                                                  auth_bytes=token))
+                if int(answer.error_code) != Errors.NONE:
+                    raise KafkaClientError(
+                        f"SASL authentication ({exchange.mechanism}) failed at {where}: "
+                        f"{answer.error_message or _error_name(int(answer.error_code))}",
+                        authentication=True)
+                token = exchange.evaluate(bytes(answer.auth_bytes or b""))
+        except SaslClientError as exc:
+            await self.close()
+            raise KafkaClientError(f"SASL authentication ({exchange.mechanism}) with {where}: "
+                                   f"{exc}", authentication=True) from None
+        except KafkaClientError:
+            await self.close()
+            raise
 
     async def close(self) -> None:
         writer, task = self._writer, self._reader_task
@@ -325,6 +375,13 @@ class KafkaClient:
         return [answers.get((p.topic, p.partition),
                             EpochEndResult(error=Errors.UNKNOWN_SERVER_ERROR))
                 for p in partitions]
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return f"error {code}"
 
 
 def _fetch_result(data: Any) -> FetchPartitionResult:

@@ -11,6 +11,7 @@ password is refused with each client's own authentication error."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -35,6 +36,7 @@ class SaslCluster:
         self.cluster = cluster
         self.ports = ports
         self.ca = ca
+        self.committed: list[tuple[str, str]] = []  # (topic, group): 20 records read, committed
 
     def confluent(self, listener: str, user: tuple[str, str], **extra: Any) -> dict[str, Any]:
         secure = listener == "SECURE"
@@ -125,6 +127,7 @@ def confluent_round_trip(sasl: SaslCluster, listener: str, user: tuple[str, str]
     consumer.commit(asynchronous=False)  # the group's coordinator, as this user
     assert consumer.assignment()  # joined the group and was assigned the partition
     consumer.close()
+    sasl.committed.append((topic, group))
 
 
 def kafka_python_round_trip(sasl: SaslCluster, listener: str, user: tuple[str, str]) -> None:
@@ -200,3 +203,46 @@ def test_the_sasl_principal_is_what_the_acls_judge(sasl: SaslCluster) -> None:
     assert outcomes and outcomes[0] is not None
     assert outcomes[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, outcomes
     assert "Principal = User:carol is Denied operation" in sasl.cluster.logs(2)
+
+
+def test_kraft_admin_groups_logs_in_with_scram_and_plain(
+        sasl: SaslCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--command-config with Kafka's sasl.jaas.config (SCRAM-SHA-512 over SASL_SSL) and
+    librdkafka's sasl.username/password (PLAIN over SASL_PLAINTEXT) (issue 31)."""
+    from server import admin_cli
+
+    if not sasl.committed:
+        confluent_round_trip(sasl, "SECURE", ALICE)
+    topic, group = sasl.committed[0]
+
+    def groups(listener: str, config: str, *command: str) -> tuple[int, str, str]:
+        path = tmp_path / f"{listener}.properties"
+        path.write_text(config)
+        code = admin_cli.main(["--bootstrap-server", f"127.0.0.1:{sasl.ports[listener]}",
+                               "--command-config", str(path), "groups", *command])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    scram = ("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+             f"ssl.truststore.location={sasl.ca}\n"
+             "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+             f'required username="{ALICE[0]}" password="{ALICE[1]}";\n')
+    code, out, err = groups("SECURE", scram, "describe", "--group", group, "--json")
+    assert (code, err) == (0, ""), err
+    (row,) = json.loads(out)[0]["offsets"]
+    assert (row["topic"], row["currentOffset"], row["logEndOffset"], row["lag"]) == (
+        topic, 20, 20, 0)
+
+    plain = (f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+             f"sasl.username={BOB[0]}\nsasl.password={BOB[1]}\n")
+    code, out, err = groups("PLAINAUTH", plain, "list")
+    assert (code, err) == (0, "") and group in out.split(), err
+
+    code, out, err = groups("PLAINAUTH", plain.replace(BOB[1], WRONG), "list")
+    assert (code, out) == (1, "")
+    assert err == (f"kraft-admin: SASL authentication (PLAIN) failed at 127.0.0.1:"
+                   f"{sasl.ports['PLAINAUTH']}: Authentication failed: Invalid username or "
+                   "password\n")
+    code, out, err = groups("PLAINAUTH", scram.replace("SASL_SSL", "SASL_PLAINTEXT"), "list")
+    assert err == (f"kraft-admin: 127.0.0.1:{sasl.ports['PLAINAUTH']} does not accept SASL "
+                   "mechanism SCRAM-SHA-512 (enabled: PLAIN)\n")
