@@ -11,7 +11,8 @@ and fetch handlers count their records' bytes per topic."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from broker.api import DataPlane, Request
 from broker.group.storage import GroupStorage
@@ -68,9 +69,15 @@ from broker.kafka.scram_api import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
 )
+from broker.kafka.txn_api import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_end_txn,
+)
 from broker.kafka.versions import ApiKey
 from broker.quotas import ClientQuotas, RequestQuotas
 from broker.replica.incremental_fetch import FetchSessions
+from broker.txn.storage import TxnStorage
 from kraft.security.authorizer import RequestAuthorizer
 from metadata.image import MetadataImage
 
@@ -107,6 +114,9 @@ class KafkaApis:
         # The group coordinator, set by the broker role; without it the group APIs answer
         # COORDINATOR_NOT_AVAILABLE.
         self.groups: GroupStorage | None = None
+        # The transaction coordinator, set by the broker role; without it the transaction
+        # APIs answer COORDINATOR_NOT_AVAILABLE.
+        self.txns: TxnStorage | None = None
         self._admin = admin
         self._broker_id = broker_id
         self._log_dirs = log_dirs
@@ -152,6 +162,30 @@ class KafkaApis:
             return reply
         return throttled(reply, throttle)
 
+    async def _metadata(self, context: Request, version: int, body: Any,
+                        auth: RequestAuthorization) -> Reply:
+        """Metadata; an answer that started auto-creating topics waits (briefly) for their
+        leaders and is built again, so the client can produce at once (admin_auto_create)."""
+        creator = self._auto_create
+        started: list[str] = []
+
+        def create(names: Sequence[str]) -> None:
+            assert creator is not None
+            creator.create(names)
+            started.extend(names)
+
+        def answer() -> Reply:
+            enabled = creator is not None and creator.enabled
+            return handle_metadata(self._image(), self._cluster_id, context.listener, version,
+                                   body, create if enabled else None, auth,
+                                   broker_id=self._broker_id)
+
+        reply = answer()
+        if not started or creator is None:
+            return reply
+        await creator.wait_created(started)
+        return answer()
+
     async def _handle(self, request: DecodedRequest, context: Request,
                       quotas: RequestQuotas | None) -> Reply:
         version, body = request.api_version, request.body
@@ -168,20 +202,28 @@ class KafkaApis:
             case ApiKey.LIST_OFFSETS:
                 return handle_list_offsets(self._data_plane, version, body, auth)
             case ApiKey.METADATA:
-                creator = self._auto_create
-                return handle_metadata(
-                    self._image(), self._cluster_id, context.listener, version, body,
-                    creator.create if creator is not None and creator.enabled else None, auth,
-                    broker_id=self._broker_id)
+                return await self._metadata(context, version, body, auth)
             case ApiKey.API_VERSIONS:
                 return handle_api_versions(version, body)
             case ApiKey.INIT_PRODUCER_ID:
-                return await handle_init_producer_id(self._data_plane, version, body, auth)
+                return await handle_init_producer_id(self._data_plane, version, body, auth,
+                                                     self.txns)
+            case ApiKey.ADD_PARTITIONS_TO_TXN:
+                return await handle_add_partitions_to_txn(self.txns, self._image(), version,
+                                                          body, auth)
+            case ApiKey.ADD_OFFSETS_TO_TXN:
+                groups = self.groups
+                return await handle_add_offsets_to_txn(
+                    self.txns, groups.config.offsets_topic_num_partitions
+                    if groups is not None else 50, version, body, auth)
+            case ApiKey.END_TXN:
+                return await handle_end_txn(self.txns, version, body, auth)
             case ApiKey.OFFSET_FOR_LEADER_EPOCH:
                 return handle_offset_for_leader_epoch(self._data_plane, version, body, auth)
             case ApiKey.FIND_COORDINATOR:
                 return handle_find_coordinator(
-                    self.groups, self._image(), context.listener, version, body, auth)
+                    self.groups, self._image(), context.listener, version, body, auth,
+                    self.txns)
             case ApiKey.JOIN_GROUP:
                 return await handle_join_group(self.groups, context, version, body, auth)
             case ApiKey.SYNC_GROUP:

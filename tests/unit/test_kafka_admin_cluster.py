@@ -5,11 +5,13 @@ admin_auto_create.py), against a live controller's admin operations."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from broker.kafka import admin_auto_create
 from broker.kafka.codec import build
 from broker.kafka.versions import ApiKey
 from kraft.errors import Errors
@@ -232,6 +234,57 @@ def test_a_missing_topic_is_created_with_the_cluster_defaults(tmp_path: Path,
         assert len(created.partitions[0].replicas) == 1  # default.replication.factor
         (then,) = (await metadata(front, version, ["fresh"])).topics
         assert then.error_code == Errors.NONE and len(then.partitions) == 1
+
+    run(tmp_path, scenario, auto_create=True)
+
+
+def leaders_of(front: AdminFront) -> Any:
+    """A broker's `topics_led` over the controller's committed image (polled: a test's view)."""
+    async def topics_led(names: Any, timeout_s: float) -> None:
+        def led() -> bool:
+            topics = [front.image.topic(name) for name in names]
+            return all(t is not None and all(p.has_leader for p in t.partitions.values())
+                       for t in topics)
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(until(led), timeout_s)
+
+    return topics_led
+
+
+@pytest.mark.parametrize("version", [3, 12])
+def test_the_request_that_starts_a_creation_is_answered_with_the_new_leaders(
+        tmp_path: Path, version: int) -> None:
+    """Held until the topic is led, the first answer already lets the client produce."""
+    async def scenario(front: AdminFront) -> None:
+        front.creator._topics_led = leaders_of(front)
+        (first,) = (await metadata(front, version, ["fresh"])).topics
+        assert first.error_code == Errors.NONE
+        assert [p.leader_id for p in first.partitions] == [
+            front.image.topic("fresh").partitions[0].leader]  # type: ignore[union-attr]
+        assert first.partitions[0].leader_id >= 0
+
+    run(tmp_path, scenario, auto_create=True)
+
+
+def test_the_hold_for_a_creation_is_bounded(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A creation that fails (or is slow) delays the answer by the hold at most, then the
+    answer is Kafka's: the topic is unknown."""
+    monkeypatch.setattr(admin_auto_create, "AUTO_CREATE_HOLD_S", 0.05)
+
+    async def scenario(front: AdminFront) -> None:
+        front.creator._topics_led = leaders_of(front)
+
+        async def never(method: str, request: Any, *, from_peer: bool = False) -> Any:
+            await asyncio.Event().wait()
+
+        front.creator.admin = type("Stuck", (), {"call": staticmethod(never)})()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        (first,) = (await metadata(front, 12, ["stuck"])).topics
+        assert first.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+        assert 0.05 <= loop.time() - started < 5
 
     run(tmp_path, scenario, auto_create=True)
 
