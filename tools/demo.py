@@ -2,28 +2,29 @@
 controller failover and a broker's controlled shutdown, with a real Kafka client producing to
 and consuming from the brokers.
 
-Formats ./demo-data for config/controller-{1,2,3}.properties and config/broker-{4,5,6}.properties,
-starts them as real processes, shows `kraft-admin quorum describe`, writes a cluster config and
-creates a topic (6 partitions, RF 3) through the Admin API, produces and consumes it with
-confluent-kafka (librdkafka) over the brokers' Kafka listeners, freezes broker 6 (SIGSTOP)
-so the ISRs it follows shrink by replica lag and grow back after SIGCONT, kills the active
-controller with
-SIGKILL, shows the new leader, how long the election took and that it holds the metadata,
-restarts the old leader, stops broker 5 with SIGTERM (controlled shutdown: its leaderships move
-first), restarts it and restores the preferred leaders, runs a consumer group of two librdkafka
-consumers over the topic while the broker coordinating the group is killed (SIGKILL) and
-restarted (the group keeps reading, its committed offsets survive in __consumer_offsets),
-inspects a controller's metadata log and snapshots with `kraft-snapshot`, and stops everything
-with SIGTERM. Then a dynamic quorum (KIP-853) from config/dynamic-controller-{1,2,3}.properties,
-bootstrap servers only: controller 1 formatted --standalone, 2 and 3 with
---no-initial-controllers, grown 1 -> 3 with `kraft-admin quorum add-controller`, its leader
-removed with `remove-controller` (3 -> 2) and added back (2 -> 3), a metadata write made on the
-one-voter quorum read back at the end. Last, security (tools/security_demo.py): a node with mutual
-TLS and Kafka's StandardAuthorizer refuses a produce by a client with no ACL
-(TOPIC_AUTHORIZATION_FAILED), and accepts it once `kraft-admin acls --add` grants WRITE; a
-user added with `kraft-admin users` logs in with SCRAM-SHA-512 over SASL_SSL and produces, and a
-wrong password is refused. The demo fails unless every node exits 0. Node logs are
-in ./demo-data/logs.
+Formats ./demo-data for config/controller-{1,2,3}.properties and
+config/broker-{4,5,6}.properties, starts them as real processes, shows `kraft-admin quorum
+describe`, writes a cluster config and creates a topic (6 partitions, RF 3) through the Admin
+API, produces and consumes it with confluent-kafka (librdkafka) over the brokers' Kafka
+listeners, freezes broker 6 (SIGSTOP) so the ISRs it follows shrink by replica lag and grow back
+after SIGCONT, kills the active controller with SIGKILL, shows the new leader, how long the
+election took and that it holds the metadata, restarts the old leader, stops broker 5 with
+SIGTERM (controlled shutdown: its leaderships move first), restarts it and restores the
+preferred leaders, runs a consumer group of two librdkafka consumers over the topic while the
+broker coordinating the group is killed (SIGKILL) and restarted (the group keeps reading, its
+committed offsets survive in __consumer_offsets), shows the stopped group's lag with
+`kraft-admin groups describe` and resets its offsets to the earliest with `groups
+reset-offsets`, inspects a controller's metadata log and snapshots with `kraft-snapshot`, and
+stops everything with SIGTERM. Then a dynamic quorum (KIP-853) from
+config/dynamic-controller-{1,2,3}.properties, bootstrap servers only: controller 1 formatted
+--standalone, 2 and 3 with --no-initial-controllers, grown 1 -> 3 with `kraft-admin quorum
+add-controller`, its leader removed with `remove-controller` (3 -> 2) and added back (2 -> 3), a
+metadata write made on the one-voter quorum read back at the end. Last, security
+(tools/security_demo.py): a node with mutual TLS and Kafka's StandardAuthorizer refuses a
+produce by a client with no ACL (TOPIC_AUTHORIZATION_FAILED), and accepts it once `kraft-admin
+acls --add` grants WRITE; a user added with `kraft-admin users` logs in with SCRAM-SHA-512 over
+SASL_SSL and produces, and a wrong password is refused. The demo fails unless every node exits
+0. Node logs are in ./demo-data/logs.
 """
 
 from __future__ import annotations
@@ -184,6 +185,24 @@ def group_demo(start: object, processes: dict[int, subprocess.Popen[bytes]],
     offsets = {tp.partition: tp.offset for tp in committed.topic_partitions}
     print(f"committed offsets per partition: {offsets} (sum {sum(offsets.values())}: "
           f"every record read and committed)")
+    group_lag_and_reset(group, topic, end=total + 1200)
+
+
+def group_lag_and_reset(group: str, topic: str, end: int) -> None:
+    """`kraft-admin groups` on the stopped group: its lag, then its offsets reset."""
+    more = 300
+    produce(topic, more, start=end)
+    banner(f"kraft-admin groups describe: the stopped group is {more} records behind")
+    groups = ("--bootstrap-server", KAFKA_BOOTSTRAP, "groups")
+    admin(*groups, "describe", "--group", group)
+    banner("kraft-admin groups reset-offsets --to-earliest --execute: it will read it all again")
+    admin(*groups, "reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
+          "--execute")
+    admin(*groups, "describe", "--group", group)
+    (described,) = admin_json(*groups, "describe", "--group", group)  # type: ignore[misc]
+    lag = sum(row["lag"] for row in described["offsets"])
+    if lag != end + more:
+        raise SystemExit(f"after the reset the group's lag is {lag}, not {end + more}")
 
 
 def consume_counts(topic: str, partitions: int) -> dict[int, int]:
