@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import socket
 import time
 from collections.abc import Sequence
@@ -53,6 +54,7 @@ from broker.replica.metrics import DataPlaneCollector
 from broker.rpc import broker_metadata_pb2_grpc
 from broker.service import BrokerAdminServicer, BrokerMetadataServicer, ServingGate
 from broker.state import BrokerState
+from broker.txn.storage import TXN_TOPIC, TxnStorage
 from kraft.node.raft_node import RaftNode
 from kraft.node.service import QuorumServicer
 from kraft.rpc import raft_pb2_grpc
@@ -67,6 +69,7 @@ from metadata.scram import ScramCredential, ScramMechanism, scram_credential
 from server import config_security
 from server.config import NodeConfig
 from server.config_listeners import Listener
+from server.config_txn import txn_config
 
 
 def broker_listeners(config: NodeConfig) -> list[Listener]:
@@ -155,7 +158,13 @@ class BrokerRole:
             allocate_producer_id=self.producer_ids.next_producer_id)
         loader.install(self.replicas)
         self.groups = GroupStorage(self.replicas, group_config(config))
-        self.groups.create_topic = self._create_offsets_topic
+        self.groups.create_topic = functools.partial(self._create_internal_topic, OFFSETS_TOPIC)
+        # The transaction coordinator; its marker sender talks to partition leaders as the
+        # replica fetchers do (the inter-broker listener).
+        self.txns = TxnStorage(self.replicas, txn_config(config),
+                               self.producer_ids.next_producer_id, self._connect_to_leader,
+                               inter_broker)
+        self.txns.create_topic = functools.partial(self._create_internal_topic, TXN_TOPIC)
         # Lag of the groups this broker coordinates, on its metrics port (scraped).
         self.group_lag = GroupLag(self.groups.coordinator, self.replicas,
                                   self._connect_to_leader, inter_broker, registry)
@@ -259,6 +268,7 @@ class BrokerRole:
                              self.config.max_incremental_fetch_session_cache_slots)),
                          quotas=self.client_quotas, metrics=self.request_metrics)
         apis.groups = self.groups
+        apis.txns = self.txns
         self._group_admin = combined_admin
         config = self.config
         # Shared by the Kafka listeners: max.connections counts them all (replication exempt).
@@ -377,6 +387,7 @@ class BrokerRole:
         self.logs.start()
         self.replicas.start()
         self.groups.start()
+        self.txns.start()
         self.group_lag.start()
 
     async def _alter_partition(
@@ -386,15 +397,16 @@ class BrokerRole:
             raise RuntimeError("the broker lifecycle has not started")
         return await self.lifecycle.alter_partition(request)
 
-    async def _create_offsets_topic(self, partitions: int, replication_factor: int,
-                                    configs: dict[str, str]) -> tuple[int, str]:
-        """(error code, message) of asking the active controller for __consumer_offsets."""
+    async def _create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                                     configs: dict[str, str]) -> tuple[int, str]:
+        """(error code, message) of asking the active controller for __consumer_offsets or
+        __transaction_state."""
         admin = self._group_admin or self.admin
         if admin is None:  # no gRPC listener: an Admin servicer of our own, to forward with
             admin = self.admin = self._broker_admin()
         response = await admin.ops.call("CreateTopics", admin_pb2.CreateTopicsRequest(topics=[
             admin_pb2.CreatableTopic(
-                name=OFFSETS_TOPIC, num_partitions=partitions,
+                name=name, num_partitions=partitions,
                 replication_factor=replication_factor,
                 configs=[admin_pb2.ConfigValue(name=k, value=v) for k, v in configs.items()])]))
         if response.status.error_code:
@@ -457,6 +469,7 @@ class BrokerRole:
             await self.auto_create.close()
         await self.group_lag.close()
         await self.groups.close()
+        await self.txns.close()
         await self.replicas.close()
         await self.logs.close()
         if self.server is not None:

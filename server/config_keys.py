@@ -33,6 +33,7 @@ from server.config_listeners import (
     split_entries,
 )
 from server.config_security import SECURITY_KEYS
+from server.config_txn import TXN_KEYS
 
 ROLE_BROKER = "broker"
 ROLE_CONTROLLER = "controller"
@@ -570,7 +571,8 @@ ALLOW_EVERYONE_IF_NO_ACL_FOUND = _define(
     valid_values="true or false",
 )
 
-# The Kafka listeners' SASL and connection-limit keys (server/config_security.py).
-for _key in SECURITY_KEYS.values():
+# The Kafka listeners' SASL and connection-limit keys (server/config_security.py) and the
+# transaction coordinator's (server/config_txn.py).
+for _key in (*SECURITY_KEYS.values(), *TXN_KEYS.values()):
     REGISTRY.define(_key.name, _key.type, _key.default, _key.parse, _key.doc,
                     valid_values=_key.valid_values)

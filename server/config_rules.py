@@ -56,8 +56,6 @@ IGNORED_KAFKA_KEYS: Mapping[str, str] = MappingProxyType({
     "share.coordinator.state.topic.replication.factor": "",
     "socket.receive.buffer.bytes": "",
     "socket.send.buffer.bytes": "",
-    "transaction.state.log.min.isr": "",
-    "transaction.state.log.replication.factor": "",
 })
 IGNORED_KAFKA_PREFIXES: tuple[str, ...] = ("ssl.", "sasl.", "listener.name.")
 

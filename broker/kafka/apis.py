@@ -69,9 +69,15 @@ from broker.kafka.scram_api import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
 )
+from broker.kafka.txn_api import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_end_txn,
+)
 from broker.kafka.versions import ApiKey
 from broker.quotas import ClientQuotas, RequestQuotas
 from broker.replica.incremental_fetch import FetchSessions
+from broker.txn.storage import TxnStorage
 from kraft.security.authorizer import RequestAuthorizer
 from metadata.image import MetadataImage
 
@@ -108,6 +114,9 @@ class KafkaApis:
         # The group coordinator, set by the broker role; without it the group APIs answer
         # COORDINATOR_NOT_AVAILABLE.
         self.groups: GroupStorage | None = None
+        # The transaction coordinator, set by the broker role; without it the transaction
+        # APIs answer COORDINATOR_NOT_AVAILABLE.
+        self.txns: TxnStorage | None = None
         self._admin = admin
         self._broker_id = broker_id
         self._log_dirs = log_dirs
@@ -197,12 +206,24 @@ class KafkaApis:
             case ApiKey.API_VERSIONS:
                 return handle_api_versions(version, body)
             case ApiKey.INIT_PRODUCER_ID:
-                return await handle_init_producer_id(self._data_plane, version, body, auth)
+                return await handle_init_producer_id(self._data_plane, version, body, auth,
+                                                     self.txns)
+            case ApiKey.ADD_PARTITIONS_TO_TXN:
+                return await handle_add_partitions_to_txn(self.txns, self._image(), version,
+                                                          body, auth)
+            case ApiKey.ADD_OFFSETS_TO_TXN:
+                groups = self.groups
+                return await handle_add_offsets_to_txn(
+                    self.txns, groups.config.offsets_topic_num_partitions
+                    if groups is not None else 50, version, body, auth)
+            case ApiKey.END_TXN:
+                return await handle_end_txn(self.txns, version, body, auth)
             case ApiKey.OFFSET_FOR_LEADER_EPOCH:
                 return handle_offset_for_leader_epoch(self._data_plane, version, body, auth)
             case ApiKey.FIND_COORDINATOR:
                 return handle_find_coordinator(
-                    self.groups, self._image(), context.listener, version, body, auth)
+                    self.groups, self._image(), context.listener, version, body, auth,
+                    self.txns)
             case ApiKey.JOIN_GROUP:
                 return await handle_join_group(self.groups, context, version, body, auth)
             case ApiKey.SYNC_GROUP:

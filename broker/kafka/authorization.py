@@ -61,6 +61,10 @@ API_AUTHORIZATION: Mapping[int, str] = {
         "IDEMPOTENT_WRITE on the cluster or WRITE on any topic (31)",
     23: "OffsetForLeaderEpoch: CLUSTER_ACTION on the cluster or DESCRIBE on each topic (29); "
         "replica_id >= 0 needs CLUSTER_ACTION",
+    24: "AddPartitionsToTxn: WRITE on the transactional id (53 on all), WRITE on each topic "
+        "(29 for its partitions, 55 on the others)",
+    25: "AddOffsetsToTxn: WRITE on the transactional id (53), READ on the group (30)",
+    26: "EndTxn: WRITE on the transactional id (53)",
     29: "DescribeAcls: DESCRIBE on the cluster (31)",
     30: "CreateAcls: ALTER on the cluster (31)",
     31: "DeleteAcls: ALTER on the cluster (31)",

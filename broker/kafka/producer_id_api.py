@@ -1,5 +1,6 @@
 """InitProducerId (API 22, v0-4): a new producer id for idempotent producers (kafka-python's
-default producer cannot start without it).
+default producer cannot start without it); with a transactional id, the transaction
+coordinator's id and bumped epoch (broker/kafka/txn_api.py, broker/txn).
 
 Authorization (Kafka): a transactional id needs WRITE on it
 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IDEMPOTENT_WRITE on the
@@ -17,7 +18,9 @@ from broker.kafka.authorization import (
 )
 from broker.kafka.codec import build, error_code, response_module
 from broker.kafka.reply import NO_THROTTLE, Reply
+from broker.kafka.txn_api import init_transactional_producer
 from broker.kafka.versions import ApiKey
+from broker.txn.storage import TxnStorage
 from kraft.errors import Errors
 from metadata.authorizer.model import AclOperation, ResourceType
 
@@ -39,10 +42,13 @@ def refusal(auth: RequestAuthorization, transactional_id: str | None) -> int | N
 
 
 async def handle_init_producer_id(data_plane: DataPlane, version: int, request: Any,
-                                  auth: RequestAuthorization = ALLOW_ALL) -> Reply:
+                                  auth: RequestAuthorization = ALLOW_ALL,
+                                  txns: TxnStorage | None = None) -> Reply:
     refused = refusal(auth, request.transactional_id)
     if refused is not None:
         result = ProducerIdAndEpoch(error=refused, producer_id=NO_PRODUCER_ID, producer_epoch=-1)
+    elif request.transactional_id is not None:
+        result = await init_transactional_producer(txns, version, request)
     else:
         result = await data_plane.init_producer_id(request.transactional_id)
     module = response_module(ApiKey.INIT_PRODUCER_ID, version)

@@ -23,6 +23,10 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    # The transaction coordinator's APIs (broker/kafka/txn_api.py).
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
     # The group coordinator's APIs (broker/kafka/group_*_api.py, coordinator_api.py).
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
@@ -73,6 +77,11 @@ SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    # Transactions, the client path (v4+ of AddPartitionsToTxn is broker-to-broker; EndTxn v4
+    # adds TRANSACTION_ABORTABLE and v5 transaction version 2, which no tested client speaks).
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
     # Group APIs: Kafka 3.9's ranges, down to v0 (OffsetCommit v0-1 and OffsetFetch v0 with
     # broker/kafka/legacy's schemas; docs/consumer-groups.md#old-clients-and-lag-monitors);
     # FindCoordinator stops at v4 (v5-6 add transactions' and share groups' errors).

@@ -212,7 +212,9 @@ def test_find_coordinator_before_the_topic_exists_asks_for_it() -> None:
             [("a", 15, -1), ("b", 15, -1)]
         assert front.groups.topic_requests == 2
         txn = await front.call(ApiKey.FIND_COORDINATOR, 2, key="tx", key_type=1)
-        assert txn.error_code == 42  # INVALID_REQUEST: no transaction coordinator
+        assert txn.error_code == 15  # no transaction coordinator on this front
+        share = await front.call(ApiKey.FIND_COORDINATOR, 2, key="s", key_type=2)
+        assert share.error_code == 42  # INVALID_REQUEST: share groups are not served
     asyncio.run(body())
 
 

@@ -1,0 +1,376 @@
+"""The transaction coordinator's rules (Kafka's TransactionCoordinator, transaction version
+0): InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn (a partition
+like any other here), EndTxn, the abort of timed-out transactions and the expiry of idle
+transactional ids. No I/O of its own: every state change is one record appended through
+`TxnLog` (acks=all) and taken only once it is written; markers go out through `MarkerSink`,
+which calls `markers_written` when every partition has its marker.
+
+A transactional id lives on partition abs(String.hashCode(id)) % partitions of
+`__transaction_state`; this broker coordinates it while it leads that partition and has
+loaded it (COORDINATOR_LOAD_IN_PROGRESS while loading, NOT_COORDINATOR otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from broker.group.errors import append_error
+from broker.group.placement import partition_for
+from broker.txn.config import TxnConfig
+from broker.txn.errors import TxnError
+from broker.txn.model import (
+    COMPLETED,
+    EPOCH_EXHAUSTED,
+    MAX_EPOCH,
+    NO_EPOCH,
+    PREPARED,
+    MarkerJob,
+    TopicPartition,
+    TxnMetadata,
+    replay,
+)
+from broker.txn.records import NO_PRODUCER_ID, TxnLogValue, TxnState, encode_key, encode_value
+
+log = logging.getLogger(__name__)
+E = TxnError
+COMPLETE_RETRY_S = 0.5  # a failed Complete* write is tried again after this
+
+
+class TxnLog(Protocol):
+    async def append(self, partition: int, key: bytes, value: bytes | None) -> int:
+        """Append one record (acks=all); the Kafka error code of the append."""
+        ...
+
+
+class MarkerSink(Protocol):
+    def send(self, job: MarkerJob) -> None: ...
+
+    def cancel(self, coordinator_partition: int) -> None: ...
+
+
+class PartitionStatus(Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+
+
+@dataclass(slots=True)
+class _Partition:
+    status: PartitionStatus
+    epoch: int  # the leader epoch of the __transaction_state partition: the coordinator epoch
+
+
+@dataclass(frozen=True, slots=True)
+class InitResult:
+    error: TxnError
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_EPOCH
+
+
+class TransactionCoordinator:
+    def __init__(self, config: TxnConfig, txn_log: TxnLog,
+                 allocate_producer_id: Callable[[], Awaitable[int]],
+                 now_ms: Callable[[], int]) -> None:
+        self.config = config
+        self.log = txn_log
+        self.markers: MarkerSink | None = None
+        self._allocate = allocate_producer_id
+        self._now = now_ms
+        self.partitions: dict[int, _Partition] = {}
+        self.txns: dict[str, TxnMetadata] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ---- where an id lives ---------------------------------------------------------------
+
+    def partition_of(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.state_log_num_partitions)
+
+    def coordinator_error(self, transactional_id: str) -> TxnError | None:
+        """NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, or None: this broker serves it."""
+        partition = self.partitions.get(self.partition_of(transactional_id))
+        if partition is None:
+            return E.NOT_COORDINATOR
+        if partition.status is PartitionStatus.LOADING:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    def begin_loading(self, partition: int, epoch: int) -> None:
+        self._drop(partition)
+        self.partitions[partition] = _Partition(PartitionStatus.LOADING, epoch)
+
+    def finish_loading(self, partition: int, epoch: int,
+                       records: Iterable[tuple[bytes, bytes | None]]) -> int:
+        """Take the replayed partition; prepared transactions get their markers again (the
+        previous coordinator may have died before sending them). Records loaded."""
+        current = self.partitions.get(partition)
+        if current is None or current.status is not PartitionStatus.LOADING \
+                or current.epoch != epoch:
+            return 0
+        txns, _ = replay(records, f"__transaction_state-{partition}")
+        for txn_id, meta in txns.items():
+            if self.partition_of(txn_id) == partition:
+                self.txns[txn_id] = meta
+        current.status = PartitionStatus.ACTIVE
+        for meta in txns.values():
+            if meta.state in PREPARED:
+                self._send_markers(meta)
+        return len(txns)
+
+    def unload(self, partition: int) -> None:
+        self._drop(partition)
+        self.partitions.pop(partition, None)
+
+    def _drop(self, partition: int) -> None:
+        for txn_id in [t for t in self.txns if self.partition_of(t) == partition]:
+            del self.txns[txn_id]
+        if self.markers is not None:
+            self.markers.cancel(partition)
+
+    # ---- InitProducerId ------------------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected_id: int = NO_PRODUCER_ID,
+                               expected_epoch: int = NO_EPOCH) -> InitResult:
+        """A producer id and a bumped epoch for `transactional_id`, fencing its earlier
+        producers; an open transaction is aborted first (CONCURRENT_TRANSACTIONS meanwhile).
+        `expected_*` (InitProducerId v3+, KIP-360): the producer's current id and epoch."""
+        error = self.coordinator_error(transactional_id)
+        if error is not None:
+            return InitResult(error)
+        if not 0 < timeout_ms <= self.config.max_timeout_ms:
+            return InitResult(E.INVALID_TRANSACTION_TIMEOUT)
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            producer_id = await self._new_producer_id()
+            if producer_id is None:
+                return InitResult(E.COORDINATOR_NOT_AVAILABLE)
+            error = self.coordinator_error(transactional_id)  # it may have moved meanwhile
+            if error is not None:
+                return InitResult(error)
+            meta = self.txns.setdefault(transactional_id, TxnMetadata(
+                transactional_id, producer_id, NO_EPOCH, timeout_ms,
+                last_update_ms=self._now()))
+        if meta.pending is not None:
+            return InitResult(E.CONCURRENT_TRANSACTIONS)
+        if expected_id != NO_PRODUCER_ID and not (
+                meta.producer_epoch == NO_EPOCH or expected_id == meta.producer_id
+                or (expected_id == meta.previous_producer_id
+                    and expected_epoch >= EPOCH_EXHAUSTED)):
+            return InitResult(E.PRODUCER_FENCED)
+        if meta.state in PREPARED:
+            return InitResult(E.CONCURRENT_TRANSACTIONS)
+        if meta.state is TxnState.ONGOING:
+            # Fence the producer of the open transaction and abort it; the client retries.
+            await self._end(meta, commit=False, epoch=min(meta.producer_epoch + 1, MAX_EPOCH))
+            return InitResult(E.CONCURRENT_TRANSACTIONS)
+        return await self._bump(meta, timeout_ms, expected_id, expected_epoch)
+
+    async def _bump(self, meta: TxnMetadata, timeout_ms: int, expected_id: int,
+                    expected_epoch: int) -> InitResult:
+        given = expected_id != NO_PRODUCER_ID
+        producer_id = meta.producer_id
+        if meta.producer_epoch >= EPOCH_EXHAUSTED and (
+                not given or expected_epoch == meta.producer_epoch):
+            new_id = await self._new_producer_id()  # epochs used up: a new id at epoch 0
+            if new_id is None:
+                return InitResult(E.COORDINATOR_NOT_AVAILABLE)
+            if meta.pending is not None or self.txns.get(meta.transactional_id) is not meta:
+                return InitResult(E.CONCURRENT_TRANSACTIONS)
+            producer_id, epoch = new_id, 0
+        elif not given or meta.producer_epoch == NO_EPOCH \
+                or expected_epoch == meta.producer_epoch:
+            epoch = meta.producer_epoch + 1
+        elif expected_epoch == meta.last_producer_epoch:
+            epoch = meta.producer_epoch  # a retry of a bump whose answer was lost
+        else:
+            return InitResult(E.PRODUCER_FENCED)
+        value = meta.value(TxnState.EMPTY, self._now(), producer_id=producer_id, epoch=epoch,
+                           partitions=(), start_ms=-1, timeout_ms=timeout_ms)
+        error = await self._write(meta, value, TxnState.EMPTY)
+        if error is not E.NONE:
+            return InitResult(error)
+        return InitResult(E.NONE, meta.producer_id, meta.producer_epoch)
+
+    async def _new_producer_id(self) -> int | None:
+        try:
+            return await self._allocate()
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            log.warning("cannot allocate a producer id for a transactional id: %s", exc)
+            return None
+
+    # ---- AddPartitionsToTxn, AddOffsetsToTxn ---------------------------------------------
+
+    def _check_producer(self, transactional_id: str, producer_id: int,
+                        epoch: int) -> TxnMetadata | TxnError:
+        error = self.coordinator_error(transactional_id)
+        if error is not None:
+            return error
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if meta.producer_epoch != epoch:
+            return E.PRODUCER_FENCED
+        if meta.pending is not None:
+            return E.CONCURRENT_TRANSACTIONS
+        return meta
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                             partitions: Sequence[TopicPartition]) -> TxnError:
+        meta = self._check_producer(transactional_id, producer_id, epoch)
+        if isinstance(meta, TxnError):
+            return meta
+        if meta.state in PREPARED or meta.state is TxnState.DEAD:
+            return E.CONCURRENT_TRANSACTIONS
+        ongoing = meta.state is TxnState.ONGOING
+        if ongoing and meta.partitions.issuperset(partitions):
+            return E.NONE
+        now = self._now()
+        value = meta.value(TxnState.ONGOING, now, partitions=meta.partitions | set(partitions),
+                           start_ms=meta.start_ms if ongoing else now)
+        return await self._write(meta, value, TxnState.ONGOING)
+
+    # ---- EndTxn --------------------------------------------------------------------------
+
+    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int,
+                      commit: bool) -> TxnError:
+        """PrepareCommit/PrepareAbort written, then answered; the markers follow."""
+        meta = self._check_producer(transactional_id, producer_id, epoch)
+        if isinstance(meta, TxnError):
+            return meta
+        if meta.state is TxnState.ONGOING:
+            return await self._end(meta, commit)
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if meta.state is done:
+            return E.NONE  # a retry of an EndTxn that completed
+        if meta.state is prepared:
+            return E.CONCURRENT_TRANSACTIONS
+        return E.INVALID_TXN_STATE
+
+    async def _end(self, meta: TxnMetadata, commit: bool, epoch: int | None = None) -> TxnError:
+        state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        error = await self._write(meta, meta.value(state, self._now(), epoch=epoch), state)
+        if error is E.NONE:
+            self._send_markers(meta)
+        else:
+            log.info("transactional id %s: cannot write %s: %s", meta.transactional_id,
+                     state.name, error.name)
+        return error
+
+    def _send_markers(self, meta: TxnMetadata) -> None:
+        partition = self.partition_of(meta.transactional_id)
+        job = MarkerJob(meta.transactional_id, partition, self.partitions[partition].epoch,
+                        meta.producer_id, meta.producer_epoch,
+                        meta.state is TxnState.PREPARE_COMMIT, frozenset(meta.partitions))
+        if not job.partitions:
+            self.markers_written(job)
+        elif self.markers is not None:
+            self.markers.send(job)
+
+    def markers_written(self, job: MarkerJob) -> None:
+        """Every partition of `job` has its marker: CompleteCommit/CompleteAbort next."""
+        self._background(self._complete(job))
+
+    async def _complete(self, job: MarkerJob) -> None:
+        while True:
+            meta = self.txns.get(job.transactional_id)
+            partition = self.partitions.get(job.coordinator_partition)
+            prepared = TxnState.PREPARE_COMMIT if job.commit else TxnState.PREPARE_ABORT
+            if meta is None or partition is None or partition.epoch != job.coordinator_epoch \
+                    or meta.state is not prepared or meta.producer_id != job.producer_id \
+                    or meta.producer_epoch != job.producer_epoch:
+                return  # moved on or no longer ours: the new coordinator resends
+            if meta.pending is None:
+                state = TxnState.COMPLETE_COMMIT if job.commit else TxnState.COMPLETE_ABORT
+                value = meta.value(state, self._now(), partitions=())
+                error = await self._write(meta, value, state)
+                if error is E.NONE or error is E.NOT_COORDINATOR:
+                    return
+                log.warning("transactional id %s: cannot write %s (%s); trying again",
+                            job.transactional_id, state.name, error.name)
+            await asyncio.sleep(COMPLETE_RETRY_S)
+
+    # ---- timers --------------------------------------------------------------------------
+
+    async def abort_timed_out(self) -> int:
+        """Fence and abort every transaction open longer than its timeout (Kafka's
+        abortTimedOutTransactions); how many were aborted."""
+        now = self._now()
+        expired = [meta for meta in self.txns.values()
+                   if meta.state is TxnState.ONGOING and meta.pending is None
+                   and meta.start_ms + meta.timeout_ms < now
+                   and self.coordinator_error(meta.transactional_id) is None]
+        aborted = 0
+        for meta in expired:
+            if meta.pending is not None or meta.state is not TxnState.ONGOING:
+                continue
+            log.info("transactional id %s: aborting its transaction, open for %d ms (timeout "
+                     "%d ms), fencing producer %d epoch %d", meta.transactional_id,
+                     now - meta.start_ms, meta.timeout_ms, meta.producer_id,
+                     meta.producer_epoch)
+            epoch = min(meta.producer_epoch + 1, MAX_EPOCH)
+            if await self._end(meta, commit=False, epoch=epoch) is E.NONE:
+                aborted += 1
+        return aborted
+
+    async def expire_ids(self) -> int:
+        """Remove the transactional ids idle (no transaction open) for longer than
+        transactional.id.expiration.ms: a tombstone each. How many went."""
+        limit = self._now() - self.config.id_expiration_ms
+        idle = [meta for meta in self.txns.values()
+                if meta.state in COMPLETED and meta.pending is None
+                and meta.last_update_ms <= limit
+                and self.coordinator_error(meta.transactional_id) is None]
+        removed = 0
+        for meta in idle:
+            if meta.pending is None and meta.state in COMPLETED and \
+                    await self._write(meta, None, TxnState.DEAD) is E.NONE:
+                removed += 1
+        if removed:
+            log.info("removed %d expired transactional id(s)", removed)
+        return removed
+
+    # ---- writes --------------------------------------------------------------------------
+
+    async def _write(self, meta: TxnMetadata, value: TxnLogValue | None,
+                     pending: TxnState) -> TxnError:
+        """Append the id's next record and take it once written (None: a tombstone)."""
+        txn_id = meta.transactional_id
+        partition = self.partition_of(txn_id)
+        before = self.partitions.get(partition)
+        if before is None or before.status is not PartitionStatus.ACTIVE:
+            return E.NOT_COORDINATOR
+        epoch = before.epoch
+        meta.pending = pending
+        try:
+            code = await self.log.append(
+                partition, encode_key(txn_id), None if value is None else encode_value(value))
+        finally:
+            meta.pending = None
+        error = E(int(append_error(code, commit=False)))
+        after = self.partitions.get(partition)
+        if error is E.NONE and (after is None or after.epoch != epoch
+                                or self.txns.get(txn_id) is not meta):
+            error = E.NOT_COORDINATOR  # unloaded (or reloaded) while writing
+        if error is not E.NONE:
+            return error
+        if value is None:
+            del self.txns[txn_id]
+        else:
+            meta.apply(value)
+        return E.NONE
+
+    def _background(self, work: Coroutine[None, None, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
