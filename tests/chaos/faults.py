@@ -27,7 +27,7 @@ from kraft.rpc import raft_pb2_grpc as rpc
 from tests.chaos.node_events import last_line_time
 from tests.chaos.schedule import KILL_KINDS, PAUSE_KINDS, PROCESS_KINDS, Fault
 from tests.chaos.served import unfenced_brokers
-from tests.chaos.service import DOWN_KINDS, Service
+from tests.chaos.service import Service, voter_state
 
 LEADER_WAIT_S = 3.0
 PAUSE_CONFIRM_S = 2.0  # SIGSTOP takes effect at once; /proc shows it within microseconds
@@ -295,7 +295,7 @@ def stopped_by_injected_disk_full(run: str) -> bool:
 
 class Injector:
     """Walks the schedule in a thread; `heal()` undoes everything that is still active. A
-    fault that would take down a broker not yet back in service after its previous one is
+    fault that would take down a node not yet back in service after its previous one is
     skipped (service.py), unless `refault_recovering`."""
 
     def __init__(self, cluster: ProcessCluster, controllers: list[int], files: FaultFiles,
@@ -306,7 +306,8 @@ class Injector:
         self.controllers = controllers
         self.refault_recovering = refault_recovering
         self.service = Service({n: node.log_path for n, node in cluster.nodes.items()
-                                if n not in controllers}, self._unfenced)
+                                if n not in controllers}, self._unfenced,
+                               lambda node_id: voter_state(cluster, node_id))
         self.files = files
         self.t0 = t0
         # The wall clock at t0: the nodes stamp their confirmations with time.time().
@@ -389,7 +390,8 @@ class Injector:
         if fault.kind in PROCESS_KINDS and self._busy(targets[0]):
             record.skipped = f"node {targets[0]} already down"
             return
-        if fault.kind in DOWN_KINDS and (why := self._not_back(targets[0])) is not None:
+        if self.service.takes_down(targets[0], fault.kind) \
+                and (why := self._not_back(targets[0])) is not None:
             record.skipped = why
             self.say(f"{self.now():8.2f} s  skip  {fault.kind} on {targets}: {why}")
             return
@@ -401,7 +403,7 @@ class Injector:
                 targets.append(record.active_controller)
         record.targets, record.other_side = targets, other
         record.started_s = self.now()
-        if fault.kind in DOWN_KINDS and targets[0] in self.service.log_paths:
+        if self.service.takes_down(targets[0], fault.kind):
             self.service.faulted(targets[0], fault.index, fault.kind, record.started_s)
         if fault.kind in KILL_KINDS:
             self._kill(record, targets[0])
@@ -467,19 +469,26 @@ class Injector:
     def _not_back(self, node_id: int) -> str | None:
         """Why a fault that takes `node_id` down must wait (a broker recovering from its
         previous one), None when it may go ahead."""
-        if self.refault_recovering or node_id not in self.service.log_paths:
+        if self.refault_recovering:
             return None
         running = self.cluster.nodes[node_id].alive and not self._busy(node_id)
         return self.service.not_back(node_id, running, self.run_started.get(node_id))
 
     def _unfenced(self) -> set[int] | None:
-        leader = find_leader(self.cluster, self.controllers)
-        if leader is None:
-            return None
-        try:
-            return unfenced_brokers(self.cluster.nodes[leader].endpoint)
-        except (grpc.RpcError, AssertionError):
-            return None
+        """The brokers the active controller lists unfenced, waiting out an election (another
+        fault's) for up to LEADER_WAIT_S; None when none answered by then."""
+        deadline = time.monotonic() + LEADER_WAIT_S
+        while not self._stop.is_set():
+            leader = find_leader(self.cluster, self.controllers)
+            try:
+                if leader is not None:
+                    return unfenced_brokers(self.cluster.nodes[leader].endpoint)
+            except (grpc.RpcError, AssertionError):
+                pass  # a controller just elected, or just deposed: ask again
+            if time.monotonic() >= deadline:
+                break
+            self._stop.wait(0.05)  # polling interval of a bounded wait
+        return None
 
     def _start(self, node_id: int) -> None:
         """Start a node again, after writing the campaign's marker into its log (so its next

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from tests.chaos import faults as faults_module
 from tests.chaos.faults import Injector
 from tests.chaos.schedule import Fault
 from tests.chaos.service import Service
@@ -81,3 +84,46 @@ def test_a_registration_before_the_fault_does_not_count(tmp_path: Path) -> None:
     assert service.not_back(4, True, 12.0) is None  # continued, unfenced: back
     assert 4 not in service.recovering
     assert service.not_back(4, True, 12.0) is None
+
+
+def test_the_controller_is_asked_again_through_an_election(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No leader, then a deposed one refusing, then an answer: the broker's state is known
+    (not "no active controller answered", which would skip the fault)."""
+    cluster = _ExitedCluster(tmp_path, 0, "")
+    cluster.nodes[4].endpoint = "127.0.0.1:1"
+    injector = _injector(tmp_path, cluster, [])
+    leaders = iter([None, 4, 4])
+    answers: list[object] = [AssertionError("not the active controller"), {4, 5}]
+
+    def listed(endpoint: str) -> set[int]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, set)
+        return answer
+
+    monkeypatch.setattr(faults_module, "find_leader", lambda cluster, controllers: next(leaders))
+    monkeypatch.setattr(faults_module, "unfenced_brokers", listed)
+    assert injector._unfenced() == {4, 5}
+    monkeypatch.setattr(faults_module, "find_leader", lambda cluster, controllers: None)
+    monkeypatch.setattr(faults_module, "LEADER_WAIT_S", 0.1)
+    assert injector._unfenced() is None
+
+
+def test_a_controller_is_back_once_it_follows_or_leads_the_quorum(tmp_path: Path) -> None:
+    """Controller 2 killed (#4): a kill of it is skipped until its new process answers as a
+    follower (or the leader); a full disk does not take a controller down, so it is never
+    held back."""
+    states: dict[int, str | None] = {2: None}
+    service = Service({4: tmp_path / "node-4.log"}, lambda: {4}, states.get)
+    assert service.takes_down(2, "kill") and not service.takes_down(2, "disk-full")
+    assert service.takes_down(4, "disk-full")
+    service.faulted(2, 4, "kill-leader", 10.0)
+    service.fault_ended(2, 4)
+    assert service.not_back(2, True, 12.0) == "controller 2 not back in service after #4 " \
+                                              "kill-leader: no answer, not a follower or the leader"
+    states[2] = "Candidate"
+    assert "Candidate, not a follower" in str(service.not_back(2, True, 12.0))
+    states[2] = "Follower"
+    assert service.not_back(2, True, 12.0) is None and 2 not in service.recovering
