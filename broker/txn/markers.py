@@ -86,6 +86,7 @@ class MarkerSender:
         for task, job in list(self._jobs.items()):
             if job.coordinator_partition == coordinator_partition:
                 task.cancel()
+                del self._jobs[task]  # gone now: a new leadership may send it again
 
     def pending(self) -> list[MarkerJob]:
         return list(self._jobs.values())
