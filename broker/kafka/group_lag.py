@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from broker.api import ListOffsetsPartition
 from broker.group.coordinator import GroupCoordinator
+from broker.group.model import Group
 from broker.replica.fetcher import LeaderClient
 from broker.replica.manager import ReplicaManager, TopicPartition
 
@@ -132,14 +133,15 @@ class GroupLag(Collector):
             "kraft_broker_group_topic_lag", "The group's lag summed over a topic's partitions",
             labels=["group", "topic"])
         state = GaugeMetricFamily(
-            "kraft_broker_group_state", "1 for the group's current state (Empty, "
-            "PreparingRebalance, CompletingRebalance, Stable)", labels=["group", "state"])
+            "kraft_broker_group_state", "1 for the group's current state (classic: Empty, "
+            "PreparingRebalance, CompletingRebalance, Stable, Dead; consumer protocol: Empty, "
+            "Assigning, Reconciling, Stable)", labels=["group", "state"])
         members = GaugeMetricFamily("kraft_broker_group_members", "Members of the group",
                                     labels=["group"])
         series = dropped = 0
         for group_id, group in sorted(list(self.coordinator.groups.items())):
-            state.add_metric([group_id, group.state.value], 1)
-            members.add_metric([group_id], len(group.members))
+            state.add_metric([group_id, group_state(group)], 1)
+            members.add_metric([group_id], member_count(group))
             sums: dict[str, int] = {}
             for (topic, partition), value in sorted(group.offsets.items()):
                 end = self.end_offset((topic, partition))
@@ -162,3 +164,14 @@ class GroupLag(Collector):
             "kraft_broker_group_lag_series_dropped",
             f"Per-partition lag series left out past {MAX_PARTITION_SERIES} (their topic sums "
             "are still exported)", value=dropped)
+
+
+def group_state(group: Group) -> str:
+    """The state ListGroups gives: a KIP-848 group's own (Assigning, Reconciling...), not the
+    Empty/Stable the classic code is shown of it."""
+    return group.consumer.state_name() if group.consumer is not None else group.state.value
+
+
+def member_count(group: Group) -> int:
+    """A KIP-848 group's members are in its consumer state; `members` holds classic ones."""
+    return len(group.consumer.members) if group.consumer is not None else len(group.members)

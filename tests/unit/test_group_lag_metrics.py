@@ -6,6 +6,7 @@ the per-partition series are capped and the topic sums stay."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from broker.api import ListOffsetsPartition, ListOffsetsResult
+from broker.group.consumer_protocol.heartbeat_request import Heartbeat
+from broker.group.consumer_protocol.manager import ConsumerGroupManager
+from broker.group.consumer_protocol.records import TopicMetadata
 from broker.group.offsets import CommitPartition, commit_offsets
 from broker.kafka import group_lag
 from broker.kafka.group_lag import GroupLag
@@ -106,3 +110,25 @@ def test_per_partition_series_are_capped_and_topic_sums_stay(
     assert samples(registry, "kraft_broker_group_lag_series_dropped") == {(): 1}
     assert samples(registry, "kraft_broker_group_topic_lag") == {("a", "t"): 147,
                                                                  ("b", "t"): 143}
+
+
+def test_consumer_protocol_groups_count_their_members_and_show_their_state() -> None:
+    harness, _, registry, _ = setup()
+    topic = TopicMetadata(uuid.uuid4(), "t", 2)
+    manager = ConsumerGroupManager(harness.coordinator,
+                                   lambda name: topic if name == "t" else None, lambda: ["t"])
+
+    async def join(member: str) -> None:
+        result = await manager.heartbeat(Heartbeat(
+            "kip848", member, 0, rebalance_timeout_ms=30000, subscribed_topic_names=("t",),
+            owned={}))
+        assert result.error == 0, result
+
+    asyncio.run(join("m1"))
+    asyncio.run(join("m2"))
+    commit(harness, "classic", {("t", 0): 1})
+    assert samples(registry, "kraft_broker_group_members") == {("kip848",): 2,
+                                                              ("classic",): 0}
+    # m1 took both partitions at its join; m2's join moved one, which m1 has not given up.
+    assert samples(registry, "kraft_broker_group_state") == {("kip848", "Reconciling"): 1,
+                                                            ("classic", "Empty"): 1}
