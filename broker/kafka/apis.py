@@ -174,17 +174,16 @@ class KafkaApis:
             creator.create(names)
             started.extend(names)
 
-        def answer() -> Reply:
-            enabled = creator is not None and creator.enabled
+        def answer(may_create: bool) -> Reply:
             return handle_metadata(self._image(), self._cluster_id, context.listener, version,
-                                   body, create if enabled else None, auth,
+                                   body, create if may_create else None, auth,
                                    broker_id=self._broker_id)
 
-        reply = answer()
+        reply = answer(creator is not None and creator.enabled)
         if not started or creator is None:
             return reply
         await creator.wait_created(started)
-        return answer()
+        return answer(False)  # the creation is under way: not asked for twice
 
     async def _handle(self, request: DecodedRequest, context: Request,
                       quotas: RequestQuotas | None) -> Reply:
