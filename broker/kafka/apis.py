@@ -174,16 +174,19 @@ class KafkaApis:
             creator.create(names)
             started.extend(names)
 
-        def answer(may_create: bool) -> Reply:
+        def answer(creating: Callable[[Sequence[str]], None]) -> Reply:
+            enabled = creator is not None and creator.enabled
             return handle_metadata(self._image(), self._cluster_id, context.listener, version,
-                                   body, create if may_create else None, auth,
+                                   body, creating if enabled else None, auth,
                                    broker_id=self._broker_id)
 
-        reply = answer(creator is not None and creator.enabled)
+        reply = answer(create)
         if not started or creator is None:
             return reply
         await creator.wait_created(started)
-        return answer(False)  # the creation is under way: not asked for twice
+        # Built the same way (a topic the caller may not create is still refused), but the
+        # creation is under way: not asked for twice.
+        return answer(lambda _names: None)
 
     async def _handle(self, request: DecodedRequest, context: Request,
                       quotas: RequestQuotas | None) -> Reply:
