@@ -36,12 +36,16 @@ class LayoutError(Exception):
 
 def dev_settings(brokers: int) -> tuple[dict[str, str], dict[str, str]]:
     """(every node's settings, the cluster-wide broker configs bootstrapped into the log) for
-    a cluster of `brokers` brokers: replication that fits them, the group coordinator's topic
-    sized to them, no initial rebalance delay, a follower out of the ISR after 3 s behind."""
+    a cluster of `brokers` brokers: replication that fits them, the group and transaction
+    coordinators' topics sized to them, no initial rebalance delay, a follower out of the ISR
+    after 3 s behind."""
     replicas = min(3, brokers)
     node = {
         "offsets.topic.replication.factor": str(replicas),
         "offsets.topic.num.partitions": str(brokers),
+        "transaction.state.log.replication.factor": str(replicas),
+        "transaction.state.log.num.partitions": str(brokers),
+        "transaction.state.log.min.isr": str(min(2, brokers)),
         "group.initial.rebalance.delay.ms": "0",
         "replica.lag.time.max.ms": "3000",
     }

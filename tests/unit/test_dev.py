@@ -86,6 +86,10 @@ def test_replication_fits_the_brokers(brokers: int, replicas: str, min_isr: str)
     node, cluster = dev_layout.dev_settings(brokers)
     assert node["offsets.topic.replication.factor"] == replicas
     assert node["offsets.topic.num.partitions"] == str(brokers)
+    # The transaction coordinator's topic too: a transactional producer on one node works.
+    assert node["transaction.state.log.replication.factor"] == replicas
+    assert node["transaction.state.log.min.isr"] == min_isr
+    assert node["transaction.state.log.num.partitions"] == str(brokers)
     assert cluster == {"default.replication.factor": replicas, "min.insync.replicas": min_isr}
 
 
