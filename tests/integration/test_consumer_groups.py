@@ -4,7 +4,8 @@ kafka-python consumers subscribe in groups, commit, restart and resume from the 
 offsets; both libraries' admin clients list, describe and delete groups; a group of three
 consumers keeps consuming across a kill -9 of its coordinator's broker with no committed offset
 lost: the new coordinator answers the offsets committed to the old one (its state lives in
-the replicated __consumer_offsets topic), and no member reads again below them."""
+the replicated __consumer_offsets topic), and no member reads again below them; a KIP-848
+group (group.protocol=consumer) does the same with no member losing a partition across it."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ SETTINGS = {
     "broker.heartbeat.interval.ms": "150",
     "group.initial.rebalance.delay.ms": "100",
     "offsets.topic.num.partitions": "6",
+    # KIP-848 members: a partition another member released arrives at the next heartbeat.
+    "group.consumer.heartbeat.interval.ms": "500",
 }
 
 
@@ -253,18 +256,28 @@ def test_kcat_balanced_consumer_commits_and_resumes(
 
 
 class GroupMember(threading.Thread):
-    """A confluent-kafka consumer in a group, committing what it read after every poll."""
+    """A confluent-kafka consumer in a group, committing what it read after every poll and
+    recording when it lost partitions."""
 
-    def __init__(self, cluster: ProcessCluster, group: str, topic: str) -> None:
+    def __init__(self, cluster: ProcessCluster, group: str, topic: str,
+                 protocol: str = "classic") -> None:
         super().__init__(daemon=True)
-        self.consumer = ck_consumer(cluster, group, **{"session.timeout.ms": 10000,
-                                                       "heartbeat.interval.ms": 500})
-        self.consumer.subscribe([topic])
+        # librdkafka refuses the classic session settings with group.protocol=consumer (the
+        # coordinator's group.consumer.* keys rule there).
+        settings: dict[str, object] = {"group.protocol": "consumer"} \
+            if protocol == "consumer" else {"session.timeout.ms": 10000,
+                                            "heartbeat.interval.ms": 500}
+        self.consumer = ck_consumer(cluster, group, **settings)
+        self.revoked: list[tuple[float, list[int]]] = []  # (monotonic time, partitions)
+        self.consumer.subscribe([topic], on_revoke=self._on_revoke)
         self.seen: set[tuple[int, int]] = set()
         self.reads: list[tuple[int, int, float]] = []  # (partition, offset, monotonic time)
         self.acknowledged: dict[int, int] = {}  # partition -> offset the broker confirmed
         self.stop = threading.Event()
         self.errors: list[str] = []
+
+    def _on_revoke(self, _consumer: CKConsumer, partitions: list[TopicPartition]) -> None:
+        self.revoked.append((time.monotonic(), [tp.partition for tp in partitions]))
 
     def run(self) -> None:
         dirty = False  # read more than the broker has confirmed as committed
@@ -407,16 +420,18 @@ def test_old_protocol_clients_compute_a_groups_lag(
         "Metadata": 12}
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_a_group_of_three_consumes_across_a_kill_of_its_coordinator(
-        cluster: ProcessCluster, admin: AdminClient) -> None:
+        cluster: ProcessCluster, admin: AdminClient, protocol: str) -> None:
     """The new coordinator serves the offsets committed to the old one, and no member goes
     back below them. Both are needed: a coordinator that lost the offsets either answers
     none (no rebalance: the members keep their positions) or, after a rebalance, sends the
-    members back to offset 0 (auto.offset.reset=earliest) and they commit the end again."""
-    topic, group, partitions = "clicks", f"dashboards-{uuid.uuid4().hex[:6]}", 6
+    members back to offset 0 (auto.offset.reset=earliest) and they commit the end again.
+    A KIP-848 group's epochs and assignments are replayed too: nobody loses a partition."""
+    topic, group, partitions = f"clicks-{protocol}", f"dashboards-{uuid.uuid4().hex[:6]}", 6
     create_topic(admin, topic, partitions)
     produce(cluster, topic, 600, partitions)
-    members = [GroupMember(cluster, group, topic) for _ in range(3)]
+    members = [GroupMember(cluster, group, topic, protocol) for _ in range(3)]
     for member in members:
         member.start()
 
@@ -472,6 +487,10 @@ def test_a_group_of_three_consumes_across_a_kill_of_its_coordinator(
     wait_committed(200, "every partition's committed offset at its end")
     reread = sorted((p, o) for m in members for p, o, at in m.reads if at > killed_at and o < 100)
     assert not reread, f"members read again below the committed offsets: {reread[:10]}"
+    if protocol == "consumer":  # the new coordinator took the members' epochs over
+        lost = [partition for m in members for at, lost in m.revoked if at > killed_at
+                for partition in lost]
+        assert not lost, f"members lost partitions across the failover: {lost}"
     for member in members:
         member.stop.set()
     for member in members:

@@ -3,10 +3,17 @@
 joins and only the partitions that move to it are revoked from the others (incremental, no
 stop-the-world), a member that closes leaves and its partitions go back, and across all of it
 every record is read exactly once (each member commits what it read before giving a partition
-up). The coordinator's server-side assignor decides; the members only report."""
+up). The coordinator's server-side assignor decides; the members only report. A member in
+another process killed with kill -9 is fenced when its session (short here) runs out and its
+partitions go to the survivors, which read on from its commits."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -26,7 +33,12 @@ SETTINGS = {
     "offsets.topic.replication.factor": "1",
     # A released partition reaches its next owner on that member's next heartbeat.
     "group.consumer.heartbeat.interval.ms": "250",
+    # A killed member's partitions move after this. Kafka validates only >= 1 and the
+    # heartbeat interval below it (with its group.consumer.min.* keys lowered); 12 heartbeats
+    # leave the living members room on a loaded machine.
+    "group.consumer.session.timeout.ms": "3000",
 }
+SESSION_S = 3.0
 
 
 @pytest.fixture(scope="module")
@@ -40,16 +52,17 @@ class Member:
     """A consumer-protocol consumer that remembers what it read, what it was given and what
     it gave up, and commits a partition's position before giving it up."""
 
-    def __init__(self, cluster: ProcessCluster, name: str) -> None:
+    def __init__(self, cluster: ProcessCluster, name: str, group: str = "kip848-group",
+                 topic: str = TOPIC) -> None:
         self.name = name
         self.read: list[tuple[int, int]] = []
         self.owned: set[int] = set()
         self.revoked: list[int] = []
         self.consumer = Consumer({
-            "bootstrap.servers": cluster.bootstrap_servers(), "group.id": "kip848-group",
+            "bootstrap.servers": cluster.bootstrap_servers(), "group.id": group,
             "group.protocol": "consumer", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "client.id": name})
-        self.consumer.subscribe([TOPIC], on_assign=self._assigned, on_revoke=self._revoked)
+        self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
 
     def _assigned(self, _c: Consumer, partitions: list[TopicPartition]) -> None:
         self.owned |= {tp.partition for tp in partitions}
@@ -73,10 +86,10 @@ class Member:
         self.consumer.commit(message=message, asynchronous=True)
 
 
-def produce(cluster: ProcessCluster, count: int) -> None:
+def produce(cluster: ProcessCluster, count: int, topic: str = TOPIC) -> None:
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers(), "acks": "all"})
     for i in range(count):
-        producer.produce(TOPIC, value=b"%d" % i, partition=i % PARTITIONS)
+        producer.produce(topic, value=b"%d" % i, partition=i % PARTITIONS)
     assert producer.flush(WAIT_S) == 0
 
 
@@ -97,11 +110,15 @@ def split(members: list[Member]) -> bool:
     return sorted(owned) == list(range(PARTITIONS)) and all(m.owned for m in members)
 
 
+def create_topic(admin: AdminClient, topic: str) -> None:
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=WAIT_S)
+    wait_for(lambda: len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+             == PARTITIONS, WAIT_S, f"the topic {topic}")
+
+
 def test_members_split_join_incrementally_and_leave(cluster: ProcessCluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers()})
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(timeout=WAIT_S)
-    wait_for(lambda: len(admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions)
-             == PARTITIONS, WAIT_S, "the topic")
+    create_topic(admin, TOPIC)
     produce(cluster, 300)
     a, b = Member(cluster, "a"), Member(cluster, "b")
     everyone = [a, b]
@@ -132,4 +149,111 @@ def test_members_split_join_incrementally_and_leave(cluster: ProcessCluster) -> 
         timeout=WAIT_S)
     assert str(described.type).endswith("CONSUMER") and len(described.members) == 2
     for m in (a, b):
+        m.consumer.close()
+
+
+# A member in its own process, to be killed with SIGKILL: it commits each record synchronously
+# before it reports it ("R partition offset"), and reports what it owns after every change
+# ("O p,p,..."), so once the test has seen a record reported, the member's commit covers it.
+WORKER = """
+import sys
+from confluent_kafka import Consumer
+bootstrap, group, topic = sys.argv[1:4]
+owned = set()
+def report_owned():
+    print("O " + ",".join(str(p) for p in sorted(owned)), flush=True)
+def assigned(consumer, partitions):
+    owned.update(tp.partition for tp in partitions)
+    report_owned()
+def revoked(consumer, partitions):
+    owned.difference_update(tp.partition for tp in partitions)
+    report_owned()
+consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "group.protocol": "consumer", "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest", "client.id": "doomed"})
+consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
+while True:
+    message = consumer.poll(0.05)
+    if message is None or message.error() is not None:
+        continue
+    consumer.commit(message=message, asynchronous=False)
+    print("R %d %d" % (message.partition(), message.offset()), flush=True)
+"""
+
+
+class Worker:
+    """The worker process and what it has reported."""
+
+    def __init__(self, cluster: ProcessCluster, group: str, topic: str) -> None:
+        self.owned: set[int] = set()
+        self.read: list[tuple[int, int]] = []
+        self.stderr = cluster.root / "kip848-worker.err"  # a file: a full pipe would block it
+        with self.stderr.open("w") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", WORKER, cluster.bootstrap_servers(), group, topic],
+                stdout=subprocess.PIPE, stderr=stderr, text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            kind, _, rest = line.strip().partition(" ")
+            if kind == "O":
+                self.owned = {int(p) for p in rest.split(",") if p}
+            elif kind == "R":
+                partition, offset = rest.split()
+                self.read.append((int(partition), int(offset)))
+
+    def describe(self) -> str:
+        state = "running" if self.process.poll() is None else f"exited {self.process.poll()}"
+        return f"the worker {state}, owns {sorted(self.owned)}: {self.stderr.read_text()[-500:]}"
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+        self.reader.join(timeout=10)
+
+
+def test_a_member_killed_with_sigkill_is_fenced_after_its_session_and_replaced(
+        cluster: ProcessCluster) -> None:
+    topic, group = "kip848-kill", "kip848-kill-group"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers()})
+    create_topic(admin, topic)
+    worker = Worker(cluster, group, topic)
+    try:
+        a, b = Member(cluster, "a", group, topic), Member(cluster, "b", group, topic)
+        survivors = [a, b]
+        total = lambda: len(worker.read) + sum(len(m.read) for m in survivors)  # noqa: E731
+
+        def split_with_worker() -> bool:
+            owned = sorted([*worker.owned, *a.owned, *b.owned])
+            return owned == list(range(PARTITIONS)) and bool(worker.owned and a.owned and b.owned)
+
+        poll_until(survivors, split_with_worker, "a, b and the worker to split")
+        produce(cluster, 120, topic)
+        poll_until(survivors, lambda: total() >= 120, "the 120 records read and committed")
+        doomed = set(worker.owned)
+        assert doomed and {p for p, _ in worker.read} == doomed, "the worker read its own"
+
+        worker.kill()  # mid-session: no LeaveGroup, the coordinator must time it out
+        killed = time.monotonic()
+        produce(cluster, 120, topic)
+        poll_until(survivors, lambda: split(survivors), "the worker's partitions to move")
+        moved = time.monotonic() - killed
+        poll_until(survivors, lambda: total() >= 240, "the 240 records read")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; {worker.describe()}") from None
+    finally:
+        worker.kill()
+    # Its last heartbeat came at most one interval before the kill: not fenced any earlier.
+    assert moved >= SESSION_S - 0.25, f"the partitions moved {moved:.2f} s after the kill"
+    assert doomed <= a.owned | b.owned
+    reads = worker.read + a.read + b.read
+    assert len(reads) == len(set(reads)) == 240, "every record read exactly once"
+    taken_over = [(p, o) for p, o in a.read + b.read if p in doomed]
+    assert len(taken_over) == 20 * len(doomed) and min(o for _, o in taken_over) == 20, \
+        "the survivors read the worker's partitions from its commits on"
+    for m in survivors:
         m.consumer.close()
