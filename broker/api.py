@@ -89,6 +89,9 @@ class FetchPartitionResult:
     # The leader this broker knows of when answering NOT_LEADER_OR_FOLLOWER or
     # FENCED_LEADER_EPOCH (Fetch v12+ tagged current_leader): (leader id, leader epoch).
     current_leader: tuple[int, int] | None = None
+    # read_committed: (producer id, first offset) of each aborted transaction the records
+    # overlap (broker/log/txn_index.py), by first offset.
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

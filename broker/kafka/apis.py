@@ -74,6 +74,7 @@ from broker.kafka.txn_api import (
     handle_add_partitions_to_txn,
     handle_end_txn,
 )
+from broker.kafka.txn_markers_api import handle_write_txn_markers
 from broker.kafka.versions import ApiKey
 from broker.quotas import ClientQuotas, RequestQuotas
 from broker.replica.incremental_fetch import FetchSessions
@@ -220,6 +221,8 @@ class KafkaApis:
                     if groups is not None else 50, version, body, auth)
             case ApiKey.END_TXN:
                 return await handle_end_txn(self.txns, version, body, auth)
+            case ApiKey.WRITE_TXN_MARKERS:
+                return await handle_write_txn_markers(self._data_plane, version, body, auth)
             case ApiKey.OFFSET_FOR_LEADER_EPOCH:
                 return handle_offset_for_leader_epoch(self._data_plane, version, body, auth)
             case ApiKey.FIND_COORDINATOR:

@@ -65,6 +65,7 @@ API_AUTHORIZATION: Mapping[int, str] = {
         "(29 for its partitions, 55 on the others)",
     25: "AddOffsetsToTxn: WRITE on the transactional id (53), READ on the group (30)",
     26: "EndTxn: WRITE on the transactional id (53)",
+    27: "WriteTxnMarkers: CLUSTER_ACTION on the cluster (31 on every partition)",
     29: "DescribeAcls: DESCRIBE on the cluster (31)",
     30: "CreateAcls: ALTER on the cluster (31)",
     31: "DeleteAcls: ALTER on the cluster (31)",

@@ -325,7 +325,12 @@ def _partition_data(module: Any, index: int, result: FetchPartitionResult, isola
         module, "PartitionData", partition_index=index, error_code=error_code(result.error),
         high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
         log_start_offset=result.log_start_offset,
-        # read_committed readers expect a list (no transactions: empty); others get null.
-        aborted_transactions=() if isolation == 1 else None,
+        # read_committed readers get the aborted transactions the records overlap (a list,
+        # maybe empty); others get null.
+        aborted_transactions=tuple(
+            build(module, "AbortedTransaction", producer_id=producer_id,
+                  first_offset=first_offset)
+            for producer_id, first_offset in result.aborted_transactions)
+        if isolation == 1 else None,
         preferred_read_replica=-1, records=result.records, **fields,
     )

@@ -27,6 +27,7 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27  # broker to broker (broker/kafka/txn_markers_api.py)
     # The group coordinator's APIs (broker/kafka/group_*_api.py, coordinator_api.py).
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
@@ -82,6 +83,8 @@ SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),
+    # The coordinator's markers (Kafka 4.0's range: KIP-896 removed v0).
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
     # Group APIs: Kafka 3.9's ranges, down to v0 (OffsetCommit v0-1 and OffsetFetch v0 with
     # broker/kafka/legacy's schemas; docs/consumer-groups.md#old-clients-and-lag-monitors);
     # FindCoordinator stops at v4 (v5-6 add transactions' and share groups' errors).

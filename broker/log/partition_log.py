@@ -41,9 +41,12 @@ from broker.log.partition_state import (
     _now_ms,
     parse_partition_dir,
 )
+from broker.log.partition_txn import LogTxns
+from broker.log.producer_txn import ABORT, COMMIT, marker_batch
 from broker.log.validator import validate_records
 from broker.records import (
     AppendError,
+    RecordBatchHeader,
     parse_header,
     scan_batches,
     set_log_append_time,
@@ -79,7 +82,7 @@ class LeaderAppend:
 
 
 
-class PartitionLog(LogReads, LogRetention):
+class PartitionLog(LogReads, LogRetention, LogTxns):
     """A replica's log. Create with `PartitionLog.open`."""
 
     @classmethod
@@ -127,6 +130,22 @@ class PartitionLog(LogReads, LogRetention):
                 duplicate.first_offset, duplicate.last_offset,
                 duplicate.timestamp_ms if config.log_append_time else -1, duplicate=True,
             )
+        return self._append_stamped(batch, header, leader_epoch, now_ms, None)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int, leader_epoch: int, now_ms: int) -> LeaderAppend:
+        """Write a transaction's COMMIT or ABORT marker (WriteTxnMarkers): the producer's
+        transaction on this partition ends; an aborted one enters the aborted-transaction
+        index. AppendError for a fenced marker (LogTxns.check_marker) or a failed write."""
+        self._check_open()
+        self.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        batch = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        return self._append_stamped(batch, parse_header(batch), leader_epoch, now_ms,
+                                    (COMMIT if commit else ABORT, coordinator_epoch))
+
+    def _append_stamped(self, batch: bytes, header: RecordBatchHeader, leader_epoch: int,
+                        now_ms: int, marker: tuple[int, int] | None) -> LeaderAppend:
+        config = self._config
         latest = self._epochs.latest_epoch
         if leader_epoch < latest:
             raise AppendError(Errors.FENCED_LEADER_EPOCH,
@@ -152,7 +171,11 @@ class PartitionLog(LogReads, LogRetention):
         except (OSError, RuntimeError) as exc:
             raise AppendError(Errors.KAFKA_STORAGE_ERROR,
                               f"cannot write to {self._directory}: {exc}") from exc
-        self._producers.update(header, base, max_timestamp)
+        if header.transactional:
+            self._before_txn_batch()
+        completed = self._producers.update(header, base, max_timestamp)
+        if completed is not None:
+            self._txn_completed(completed, marker)
         self._after_append(active, [(base, max_timestamp)], span, now_ms)
         return LeaderAppend(base, base + span - 1, append_time)
 
@@ -195,9 +218,14 @@ class PartitionLog(LogReads, LogRetention):
         except (OSError, RuntimeError) as exc:
             raise AppendError(Errors.KAFKA_STORAGE_ERROR,
                               f"cannot write to {self._directory}: {exc}") from exc
-        for header in headers:
+        for frame, header in zip(frames, headers, strict=True):
             self._assign_epoch(header.partition_leader_epoch, header.base_offset)
-            self._producers.update(header, header.base_offset, header.max_timestamp)
+            if header.transactional:
+                self._before_txn_batch()
+            completed = self._producers.update(header, header.base_offset, header.max_timestamp)
+            if completed is not None:
+                self._txn_completed(completed, self._follower_marker(data, frame.position,
+                                                                     frame.size))
         self._after_append(active, [(h.base_offset, h.max_timestamp) for h in headers], count,
                            now)
         return count

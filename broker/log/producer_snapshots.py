@@ -10,9 +10,11 @@ a power loss may lose it or leave it damaged, and one that is damaged or names o
 log end is ignored, so the worst case is a longer replay.
 
 The format is ours (Kafka's keeps only each producer's last batch; we keep the five the
-duplicate check uses): version u16 = 1, CRC-32C u32 of what follows, offset i64, producer
-count i32, then per producer id i64, epoch i16, batch count i8 and per batch first and last
-sequence i32, first and last offset i64 and timestamp i64; big-endian.
+duplicate check uses): version u16 = 2, CRC-32C u32 of what follows, offset i64, producer
+count i32, then per producer id i64, epoch i16, batch count i8, its open transaction's first
+offset i64 (-1: none), the coordinator epoch i32 and the offset i64 of its last marker (-1:
+none), and per batch first and last sequence i32, first and last offset i64 and timestamp i64;
+big-endian. Version 1 (no transaction fields) is read too.
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ from broker.log.producer_state import BATCHES_KEPT, BatchMetadata, ProducerEntry
 logger = logging.getLogger(__name__)
 
 SUFFIX = ".snapshot"
-VERSION = 1
+VERSION = 2
+_VERSIONS = (1, 2)
 _NAME = re.compile(r"(\d{20})\.snapshot")
 _HEAD = struct.Struct(">HI")
 _BODY = struct.Struct(">qi")
 _PRODUCER = struct.Struct(">qhb")
+_TXN = struct.Struct(">qiq")  # version 2: open transaction's first offset, coordinator epoch,
+# last marker offset
 _BATCH = struct.Struct(">iiqqq")
 
 
@@ -56,6 +61,8 @@ def encode(offset: int, producers: ProducerState) -> bytes:
     parts = [_BODY.pack(offset, len(producers))]
     for entry in producers.entries():
         parts.append(_PRODUCER.pack(entry.producer_id, entry.epoch, len(entry.batches)))
+        parts.append(_TXN.pack(entry.txn_first_offset, entry.coordinator_epoch,
+                               entry.last_marker_offset))
         parts += [_BATCH.pack(*batch) for batch in entry.batches]
     body = b"".join(parts)
     return _HEAD.pack(VERSION, google_crc32c.value(body)) + body
@@ -67,8 +74,8 @@ def decode(data: bytes) -> tuple[int, list[ProducerEntry]]:
         raise ValueError(f"{len(data)} bytes, shorter than a snapshot header")
     version, crc = _HEAD.unpack_from(data, 0)
     body = data[_HEAD.size:]
-    if version != VERSION:
-        raise ValueError(f"version {version}, expected {VERSION}")
+    if version not in _VERSIONS:
+        raise ValueError(f"version {version}, expected one of {_VERSIONS}")
     if google_crc32c.value(body) != crc:
         raise ValueError("CRC32C mismatch")
     offset, count = _BODY.unpack_from(body, 0)
@@ -78,11 +85,15 @@ def decode(data: bytes) -> tuple[int, list[ProducerEntry]]:
         for _ in range(count):
             producer_id, epoch, batches = _PRODUCER.unpack_from(body, position)
             position += _PRODUCER.size
+            txn = (-1, -1, -1)
+            if version >= 2:
+                txn = _TXN.unpack_from(body, position)
+                position += _TXN.size
             kept: deque[BatchMetadata] = deque(maxlen=BATCHES_KEPT)
             for _ in range(batches):
                 kept.append(BatchMetadata(*_BATCH.unpack_from(body, position)))
                 position += _BATCH.size
-            entries.append(ProducerEntry(producer_id, epoch, kept))
+            entries.append(ProducerEntry(producer_id, epoch, kept, *txn))
     except struct.error as exc:
         raise ValueError(f"truncated: {exc}") from None
     if position != len(body):

@@ -23,6 +23,7 @@ from broker.api import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     NO_EPOCH,
+    READ_COMMITTED,
     DeleteRecordsPartition,
     DeleteRecordsResult,
     DivergingEpoch,
@@ -47,6 +48,7 @@ from broker.replica.fetcher import FetcherManager
 from broker.replica.isr import IsrUpdater
 from broker.replica.legacy_offsets import legacy_offsets
 from broker.replica.partition import NotEnoughReplicas, NotLeader, Partition
+from broker.replica.txn_markers import MarkerResults, TxnMarker, records_end, write_txn_markers
 from broker.replica.waiters import PRODUCE, Waiters
 from kraft.errors import Errors
 from metadata.delta import MetadataDelta
@@ -121,6 +123,9 @@ class ReplicaManager:
         # Told (topic-partition, leads it now, leader epoch) when this broker starts or stops
         # leading a partition: the group coordinator loads and unloads its groups on it.
         self.role_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
+        # Called once a transaction marker written here is replicated (broker/replica/
+        # txn_markers.py): (partition, producer id, commit); the group coordinator's.
+        self.marker_listeners: list[Callable[[TopicPartition, int, bool], None]] = []
         fetchers.bind(self)
         isr.bind(self)
 
@@ -590,7 +595,8 @@ class ReplicaManager:
             # (KIP-207). One still below this HW reads up to it (Kafka serves it to all).
             return FetchPartitionResult(Errors.OFFSET_NOT_AVAILABLE)
         # Offsets taken once, before the read, so an answer never mixes two moments (KAFKA-9807).
-        base = FetchPartitionResult(high_watermark=hw, last_stable_offset=hw,
+        lso = log_.last_stable_offset(hw)
+        base = FetchPartitionResult(high_watermark=hw, last_stable_offset=lso,
                                     log_start_offset=log_.start_offset)
         if params.from_follower and request.last_fetched_epoch != NO_EPOCH:
             epoch, end = log_.end_offset_for_epoch(request.last_fetched_epoch)
@@ -599,7 +605,8 @@ class ReplicaManager:
             diverging = self._diverging(request, partition)
             if diverging is not None:
                 return replace(base, diverging_epoch=diverging)
-        max_offset = log_.end_offset if params.from_follower else hw
+        committed = params.isolation_level == READ_COMMITTED and not params.from_follower
+        max_offset = log_.end_offset if params.from_follower else lso if committed else hw
         if max_offset <= request.fetch_offset <= log_.end_offset:
             return base  # nothing new yet: not an error
         max_bytes = max(0, min(request.partition_max_bytes, budget))
@@ -613,6 +620,11 @@ class ReplicaManager:
             log.error("cannot read %s-%d: %s", request.topic, request.partition, exc)
             self.logs.fail_dir(log_.directory, exc)
             return FetchPartitionResult(Errors.KAFKA_STORAGE_ERROR)
+        if committed and records:
+            aborted = log_.aborted_transactions(request.fetch_offset, records_end(records))
+            if aborted:
+                return replace(base, records=records, aborted_transactions=tuple(
+                    (txn.producer_id, txn.first_offset) for txn in aborted))
         return replace(base, records=records)
 
     # -- ListOffsets, OffsetForLeaderEpoch, InitProducerId ---------------------------------
@@ -620,9 +632,11 @@ class ReplicaManager:
     def list_offsets(
         self, replica_id: int, isolation_level: int, partitions: Sequence[ListOffsetsPartition]
     ) -> list[ListOffsetsResult]:
-        return [self._list_offset(replica_id, request) for request in partitions]
+        return [self._list_offset(replica_id, request, isolation_level)
+                for request in partitions]
 
-    def _list_offset(self, replica_id: int, request: ListOffsetsPartition) -> ListOffsetsResult:
+    def _list_offset(self, replica_id: int, request: ListOffsetsPartition,
+                     isolation_level: int = 0) -> ListOffsetsResult:
         partition = self.partitions.get((request.topic, request.partition))
         if partition is None:
             return ListOffsetsResult(self._missing_error(request.topic, request.partition))
@@ -639,7 +653,9 @@ class ReplicaManager:
                 return ListOffsetsResult(offset=log_.end_offset, leader_epoch=epoch)
             if partition.high_watermark < partition.leader_epoch_start_offset:
                 return ListOffsetsResult(Errors.OFFSET_NOT_AVAILABLE)
-            return ListOffsetsResult(offset=partition.high_watermark, leader_epoch=epoch)
+            latest = (log_.last_stable_offset(partition.high_watermark)
+                      if isolation_level == READ_COMMITTED else partition.high_watermark)
+            return ListOffsetsResult(offset=latest, leader_epoch=epoch)
         if timestamp == MAX_TIMESTAMP:
             found = log_.max_timestamp_offset(partition.high_watermark)
         elif timestamp >= 0:
@@ -681,6 +697,10 @@ class ReplicaManager:
             epoch, end = partition.log.end_offset_for_epoch(request.leader_epoch)
             out.append(EpochEndResult(leader_epoch=epoch, end_offset=end))
         return out
+
+    async def write_txn_markers(self, markers: Sequence[TxnMarker]) -> list[MarkerResults]:
+        """WriteTxnMarkers (broker/replica/txn_markers.py)."""
+        return await write_txn_markers(self, markers)
 
     async def init_producer_id(self, transactional_id: str | None) -> ProducerIdAndEpoch:
         if transactional_id is not None:
