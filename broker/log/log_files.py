@@ -31,14 +31,14 @@ TRUST_ALL = 2**63 - 1  # a clean shutdown: every batch was flushed by the last c
 
 
 def open_segments(directory: str, config: LogConfig, batch_format: LoadingFormat,
-                  synced: bool = False) -> SegmentedLog:
+                  synced: bool = False, listing: list[str] | None = None) -> SegmentedLog:
     """The directory's SegmentedLog, recovered from its recovery point (module docstring)
     and indexed by `batch_format`; `synced`: the caller made the directory's files durable
-    (SegmentedLog's docstring)."""
+    (SegmentedLog's docstring); `listing`: the directory's names, when the caller has them."""
     log = SegmentedLog(
         directory, segment_bytes=config.segment_bytes, cache_bytes=CACHE_BYTES,
         recovery_point_interval_ms=0, batch_format=batch_format, write_through=True,
-        synced=synced,
+        synced=synced, listing=listing,
     )
     batch_format.trusted_below = 0  # appends are checked in full
     return log

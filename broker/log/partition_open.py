@@ -105,7 +105,7 @@ def open_log(
         producers.restore(found[1])
     loading = LoadingFormat(TRUST_ALL if clean_shutdown else point, producers,
                             found[0] if found else 0, log_start_offset or 0)
-    log = open_segments(directory, config, loading, synced)
+    log = open_segments(directory, config, loading, synced, names)  # [] when new
     try:
         now = _now_ms() if now_ms is None else now_ms
         opened = log_class(directory, topic, partition, topic_id, config, log,

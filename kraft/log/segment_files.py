@@ -31,11 +31,14 @@ def segment_path(directory: str, base_offset: int) -> str:
     return os.path.join(directory, f"{base_offset:020d}.log")
 
 
-def list_segments(directory: str | os.PathLike[str]) -> list[tuple[int, str]]:
-    """(base_offset, path) of every segment file in `directory`, oldest first."""
+def list_segments(
+    directory: str | os.PathLike[str], names: list[str] | None = None
+) -> list[tuple[int, str]]:
+    """(base_offset, path) of every segment file in `directory` (or among `names`, its
+    listing when the caller has it), oldest first."""
     directory = os.fspath(directory)
     found = []
-    for name in os.listdir(directory):
+    for name in os.listdir(directory) if names is None else names:
         match = _NAME.fullmatch(name)
         if match:
             found.append((int(match.group(1)), os.path.join(directory, name)))

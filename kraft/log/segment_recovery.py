@@ -12,6 +12,7 @@ deleted.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -25,14 +26,17 @@ from kraft.log.segment_state import SegmentLogState
 
 # The log's own name: its warnings read as they did before the log was split into modules.
 logger = logging.getLogger("kraft.log.segmented")
+# Segment files up to this size are read on open rather than mapped.
+_READ_MAX = 1 << 16
 
 
 class SegmentRecovery(SegmentLogState):
     """SegmentedLog's recovery on open: load every segment, cut or refuse damage."""
 
-    def _load_segments(self, recovery_point: int | None) -> None:
-        """Index the directory's segments in order, deleting those past a cut."""
-        entries = list_segments(self._directory)
+    def _load_segments(self, recovery_point: int | None, listing: list[str] | None) -> None:
+        """Index the directory's segments (among `listing`, its names, when given) in order,
+        deleting those past a cut."""
+        entries = list_segments(self._directory, listing)
         for index, (base, path) in enumerate(entries):
             last = index == len(entries) - 1
             if self._segments and base != self._end_offset and self._torn_past(
@@ -83,7 +87,10 @@ class SegmentRecovery(SegmentLogState):
         headers: list[BatchHeader] = []
         stop = 0
         if size:
-            with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped:
+            # A small file is read: a map and unmap cost more than the copy (and a broker opens
+            # thousands of small segments at start).
+            with (contextlib.nullcontext(os.pread(fd, size, 0)) if size <= _READ_MAX
+                  else mmap.mmap(fd, size, access=mmap.ACCESS_READ)) as mapped:
                 headers, stop, error = self._format.scan_prefix(mapped, path)
                 if error is not None:
                     reached = headers[-1].next_offset if headers else base

@@ -90,6 +90,7 @@ class SegmentedLog(SegmentRecovery, SegmentReads, SegmentFileOps):
         batch_format: BatchFormat = KRAFT_FORMAT,
         write_through: bool = False,
         synced: bool = False,
+        listing: list[str] | None = None,
     ) -> None:
         """Open (or create) the log in `directory`, verifying every batch CRC. A torn tail of
         the last segment is cut (damage at or past the recovery point; without one, damage
@@ -100,7 +101,8 @@ class SegmentedLog(SegmentRecovery, SegmentReads, SegmentFileOps):
         `synced` (write-through logs only): the caller made every file in `directory` durable
         before this open (a clean shutdown's flush, a syncfs after a crash), so no segment is
         fdatasynced again and the recovery-point file is left as it is (a stale value is safe,
-        kraft/log/recovery.py); the next flush job raises it."""
+        kraft/log/recovery.py); the next flush job raises it. `listing`: the names in
+        `directory`, when the caller has just listed it (a broker opening thousands of logs)."""
         if segment_bytes < 1 or cache_bytes < 0:
             raise ValueError("segment_bytes must be positive and cache_bytes not negative")
         if synced and not write_through:
@@ -129,7 +131,7 @@ class SegmentedLog(SegmentRecovery, SegmentReads, SegmentFileOps):
         self._failed = None
         self._closed = False
         self.faults = LogFaults()  # injected by tests and the chaos tool only
-        if not os.path.isdir(self._directory):
+        if listing is None and not os.path.isdir(self._directory):
             os.makedirs(self._directory, exist_ok=True)
             fsync_dir(os.path.dirname(os.path.abspath(self._directory)))
         self._dir_fd = os.open(self._directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -138,7 +140,7 @@ class SegmentedLog(SegmentRecovery, SegmentReads, SegmentFileOps):
         )
         try:
             recovery_point = read_recovery_point(self._directory)
-            self._load_segments(recovery_point)
+            self._load_segments(recovery_point, listing)
             # Every segment is synced now: all of it is durable, whatever the file said.
             self._recovery_point.value = recovery_point
             if recovery_point != self._end_offset and not synced:
