@@ -54,6 +54,7 @@ from broker.replica.metrics import DataPlaneCollector
 from broker.rpc import broker_metadata_pb2_grpc
 from broker.service import BrokerAdminServicer, BrokerMetadataServicer, ServingGate
 from broker.state import BrokerState
+from broker.txn.producers import ReplicaProducerStates
 from broker.txn.storage import TXN_TOPIC, TxnStorage
 from kraft.node.raft_node import RaftNode
 from kraft.node.service import QuorumServicer
@@ -269,6 +270,7 @@ class BrokerRole:
                          quotas=self.client_quotas, metrics=self.request_metrics)
         apis.groups = self.groups
         apis.txns = self.txns
+        apis.producer_states = ReplicaProducerStates(self.replicas)
         self._group_admin = combined_admin
         config = self.config
         # Shared by the Kafka listeners: max.connections counts them all (replication exempt).

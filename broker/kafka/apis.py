@@ -69,6 +69,11 @@ from broker.kafka.scram_api import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
 )
+from broker.kafka.txn_admin_api import (
+    handle_describe_producers,
+    handle_describe_transactions,
+    handle_list_transactions,
+)
 from broker.kafka.txn_api import (
     handle_add_offsets_to_txn,
     handle_add_partitions_to_txn,
@@ -78,6 +83,7 @@ from broker.kafka.txn_markers_api import handle_write_txn_markers
 from broker.kafka.versions import ApiKey
 from broker.quotas import ClientQuotas, RequestQuotas
 from broker.replica.incremental_fetch import FetchSessions
+from broker.txn.producers import ProducerStates
 from broker.txn.storage import TxnStorage
 from kraft.security.authorizer import RequestAuthorizer
 from metadata.image import MetadataImage
@@ -118,6 +124,9 @@ class KafkaApis:
         # The transaction coordinator, set by the broker role; without it the transaction
         # APIs answer COORDINATOR_NOT_AVAILABLE.
         self.txns: TxnStorage | None = None
+        # The partitions' producer states (DescribeProducers), set by the broker role;
+        # without them every partition answers NOT_LEADER_OR_FOLLOWER.
+        self.producer_states: ProducerStates | None = None
         self._admin = admin
         self._broker_id = broker_id
         self._log_dirs = log_dirs
@@ -223,6 +232,13 @@ class KafkaApis:
                 return await handle_end_txn(self.txns, version, body, auth)
             case ApiKey.WRITE_TXN_MARKERS:
                 return await handle_write_txn_markers(self._data_plane, version, body, auth)
+            case ApiKey.DESCRIBE_TRANSACTIONS:
+                return handle_describe_transactions(self.txns, version, body, auth)
+            case ApiKey.LIST_TRANSACTIONS:
+                return handle_list_transactions(self.txns, version, body, auth)
+            case ApiKey.DESCRIBE_PRODUCERS:
+                return handle_describe_producers(self.producer_states, self._image(), version,
+                                                 body, auth)
             case ApiKey.OFFSET_FOR_LEADER_EPOCH:
                 return handle_offset_for_leader_epoch(self._data_plane, version, body, auth)
             case ApiKey.FIND_COORDINATOR:

@@ -86,6 +86,11 @@ API_AUTHORIZATION: Mapping[int, str] = {
     50: "DescribeUserScramCredentials: DESCRIBE on the cluster (31)",
     51: "AlterUserScramCredentials: ALTER on the cluster (31)",
     60: "DescribeCluster: none (its operations bitfield needs DESCRIBE on the cluster)",
+    61: "DescribeProducers: READ on each topic (29 per partition)",
+    65: "DescribeTransactions: DESCRIBE on each transactional id (53 for that id); the "
+        "partitions shown only of topics the caller may DESCRIBE",
+    66: "ListTransactions: the transactional ids the caller may DESCRIBE (the others left "
+        "out)",
     68: "ConsumerGroupHeartbeat: READ on the group (30), DESCRIBE on each subscribed topic "
         "(29 for the request)",
     69: "ConsumerGroupDescribe: DESCRIBE on each group (30), DESCRIBE on its members' topics "

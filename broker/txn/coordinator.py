@@ -84,6 +84,10 @@ class TransactionCoordinator:
         self.txns: dict[str, TxnMetadata] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def now_ms(self) -> int:
+        """The coordinator's clock (the admin views' durations are measured on it)."""
+        return self._now()
+
     # ---- where an id lives ---------------------------------------------------------------
 
     def partition_of(self, transactional_id: str) -> int:

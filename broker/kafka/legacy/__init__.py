@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from broker.kafka.legacy import (
+    describe_transactions_v0,
     list_offsets_v0,
     offset_commit_v0,
     offset_commit_v1,
@@ -15,12 +16,14 @@ from broker.kafka.legacy import (
 )
 
 LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH = 2, 8, 9
+DESCRIBE_TRANSACTIONS = 65  # kio has it, but cannot read its -1 start time
 
 _MODULES: dict[tuple[int, int], ModuleType] = {
     (LIST_OFFSETS, 0): list_offsets_v0,
     (OFFSET_COMMIT, 0): offset_commit_v0,
     (OFFSET_COMMIT, 1): offset_commit_v1,
     (OFFSET_FETCH, 0): offset_fetch_v0,
+    (DESCRIBE_TRANSACTIONS, 0): describe_transactions_v0,
 }
 _REQUESTS: dict[tuple[int, int], type] = {
     (LIST_OFFSETS, 0): list_offsets_v0.ListOffsetsRequest,
@@ -33,6 +36,7 @@ _RESPONSES: dict[tuple[int, int], type] = {
     (OFFSET_COMMIT, 0): offset_commit_v0.OffsetCommitResponse,
     (OFFSET_COMMIT, 1): offset_commit_v1.OffsetCommitResponse,
     (OFFSET_FETCH, 0): offset_fetch_v0.OffsetFetchResponse,
+    (DESCRIBE_TRANSACTIONS, 0): describe_transactions_v0.DescribeTransactionsResponse,
 }
 
 
