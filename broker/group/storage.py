@@ -29,8 +29,9 @@ from broker.group.coordinator import NEVER, GroupCoordinator
 from broker.group.placement import OFFSETS_TOPIC
 from broker.group.records import Records
 from broker.group.retention import expire, purge_deleted_topics
+from broker.group.txn_offsets import Resolved, TxnOffsets, resolve
 from broker.log.partition_log import OffsetOutOfRange
-from broker.records import HEADER_SIZE, Record, build_batch, decode_records, parse_header
+from broker.records import HEADER_SIZE, Record, build_batch, parse_header
 from broker.replica.manager import ReplicaManager, TopicPartition
 from kraft.errors import Errors
 
@@ -56,6 +57,8 @@ class GroupStorage:
         # KIP-848's consumer groups live in the same coordinator's groups.
         self.consumer = ConsumerGroupManager(self.coordinator, self._topic_metadata,
                                              lambda: list(self.replicas.image.topics.by_name))
+        # Transactional offset commits, pending until their marker (TxnOffsetCommit).
+        self.txn_offsets = TxnOffsets(self)
         self.create_topic: CreateTopic | None = None  # set once the broker can reach a controller
         self._now_ms = now_ms
         self._loads: dict[int, asyncio.Task[None]] = {}
@@ -101,6 +104,7 @@ class GroupStorage:
         running = self._loads.pop(partition, None)
         if running is not None:
             running.cancel()
+        self.txn_offsets.unloaded(partition)
         if leader:
             self.coordinator.begin_loading(partition)
             self._loads[partition] = asyncio.ensure_future(self._load(partition, epoch))
@@ -110,7 +114,7 @@ class GroupStorage:
     async def _load(self, partition: int, epoch: int) -> None:
         started = time.monotonic()
         try:
-            records = await self._read(partition)
+            resolved = await self._read(partition)
         except (OSError, OffsetOutOfRange) as exc:
             log.error("cannot load __consumer_offsets-%d: %s; its groups stay unavailable "
                       "until the next leadership change", partition, exc)
@@ -118,24 +122,27 @@ class GroupStorage:
         finally:
             if self._loads.get(partition) is asyncio.current_task():
                 del self._loads[partition]
+        records = resolved.records
         self.coordinator.finish_loading(partition, records)
+        self.txn_offsets.loaded(partition, resolved.pending)
         self.consumer.start_sessions(
             group for group_id, group in list(self.coordinator.groups.items())
             if self.coordinator.partition_of(group_id) == partition)
         log.info("__consumer_offsets-%d (leader epoch %d): %d record(s) replayed in %.3f s",
                  partition, epoch, len(records), time.monotonic() - started)
 
-    async def _read(self, partition: int) -> list[tuple[bytes, bytes | None]]:
+    async def _read(self, partition: int) -> Resolved:
         """(key, value) of every record of this leader's log, start to end (the end as it is
         now: the coordinator writes nothing to the partition before the load completes).
-        Control and keyless records are skipped."""
+        Keyless records are skipped; a transaction's records count at its COMMIT marker, or
+        stay pending without one (broker/group/txn_offsets.py)."""
+        out = Resolved()
         replica = self.replicas.partitions.get((OFFSETS_TOPIC, partition))
         if replica is None:
-            return []
+            return out
         log_ = replica.log
         end = log_.end_offset
         offset = log_.start_offset
-        out: list[tuple[bytes, bytes | None]] = []
         while offset < end:
             data = log_.read(offset, LOAD_CHUNK_BYTES, end, min_one_batch=True)
             if not data:
@@ -143,12 +150,11 @@ class GroupStorage:
             for batch in _batches(data):
                 header = parse_header(batch)
                 offset = header.next_offset
-                if header.control or header.compression:
-                    if header.compression:
-                        log.warning("__consumer_offsets-%d: skipping a compressed batch at "
-                                    "offset %d", partition, header.base_offset)
+                if header.compression:
+                    log.warning("__consumer_offsets-%d: skipping a compressed batch at "
+                                "offset %d", partition, header.base_offset)
                     continue
-                out.extend((r.key, r.value) for r in decode_records(batch) if r.key is not None)
+                resolve(batch, out)
             await asyncio.sleep(0)  # serve requests between chunks
         return out
 

@@ -80,6 +80,7 @@ from broker.kafka.txn_api import (
     handle_end_txn,
 )
 from broker.kafka.txn_markers_api import handle_write_txn_markers
+from broker.kafka.txn_offset_commit_api import handle_txn_offset_commit
 from broker.kafka.versions import ApiKey
 from broker.quotas import ClientQuotas, RequestQuotas
 from broker.replica.incremental_fetch import FetchSessions
@@ -232,6 +233,9 @@ class KafkaApis:
                 return await handle_end_txn(self.txns, version, body, auth)
             case ApiKey.WRITE_TXN_MARKERS:
                 return await handle_write_txn_markers(self._data_plane, version, body, auth)
+            case ApiKey.TXN_OFFSET_COMMIT:
+                return await handle_txn_offset_commit(self.groups, self._image(), version, body,
+                                                      auth)
             case ApiKey.DESCRIBE_TRANSACTIONS:
                 return handle_describe_transactions(self.txns, version, body, auth)
             case ApiKey.LIST_TRANSACTIONS:

@@ -66,6 +66,8 @@ API_AUTHORIZATION: Mapping[int, str] = {
     25: "AddOffsetsToTxn: WRITE on the transactional id (53), READ on the group (30)",
     26: "EndTxn: WRITE on the transactional id (53)",
     27: "WriteTxnMarkers: CLUSTER_ACTION on the cluster (31 on every partition)",
+    28: "TxnOffsetCommit: WRITE on the transactional id (53), READ on the group (30), READ "
+        "on each topic (29)",
     29: "DescribeAcls: DESCRIBE on the cluster (31)",
     30: "CreateAcls: ALTER on the cluster (31)",
     31: "DeleteAcls: ALTER on the cluster (31)",

@@ -28,6 +28,7 @@ class ApiKey(IntEnum):
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
     WRITE_TXN_MARKERS = 27  # broker to broker (broker/kafka/txn_markers_api.py)
+    TXN_OFFSET_COMMIT = 28  # to the group coordinator (broker/kafka/txn_offset_commit_api.py)
     # The group coordinator's APIs (broker/kafka/group_*_api.py, coordinator_api.py).
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
@@ -89,6 +90,8 @@ SUPPORTED: Mapping[int, tuple[int, int]] = MappingProxyType({
     ApiKey.END_TXN: (0, 3),
     # The coordinator's markers (Kafka 4.0's range: KIP-896 removed v0).
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    # v0-3 (v4-5 are transaction version 2's, KIP-890); librdkafka 2.x picks v3.
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     # Group APIs: Kafka 3.9's ranges, down to v0 (OffsetCommit v0-1 and OffsetFetch v0 with
     # broker/kafka/legacy's schemas; docs/consumer-groups.md#old-clients-and-lag-monitors);
     # FindCoordinator stops at v4 (v5-6 add transactions' and share groups' errors).

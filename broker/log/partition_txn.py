@@ -46,6 +46,14 @@ class LogTxns(PartitionLogState):
             return high_watermark
         return max(first, self._start_offset)
 
+    def next_sequence(self, producer_id: int, producer_epoch: int) -> int:
+        """The base sequence the producer's next batch at `producer_epoch` must carry here (a
+        coordinator writing on a producer's behalf: TxnOffsetCommit's offsets)."""
+        entry = self._producers.entry(producer_id)
+        if entry is None or entry.epoch != producer_epoch or not entry.batches:
+            return 0
+        return (entry.last_seq + 1) & 0x7FFFFFFF
+
     def open_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of its open transaction."""
         return self._producers.txns.open_transactions()

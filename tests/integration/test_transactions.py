@@ -1,15 +1,19 @@
 """confluent-kafka's transactional producer against a real broker process: init_transactions()
 finds the coordinator (FindCoordinator key type 1, __transaction_state created on first use),
 gets a producer id and epoch 0 from the coordinator (InitProducerId), and a second producer
-with the same transactional.id fences the first (epoch 1). begin/produce/commit need the
-partition side (markers, issue 30 item 2): not tested here yet."""
+with the same transactional.id fences the first (epoch 1); a committed and an aborted
+transaction, read by a read_committed and a read_uncommitted consumer (the partition side:
+WriteTxnMarkers from the coordinator, the LSO, the aborted transactions in Fetch), and a
+group's offsets sent in a transaction (TxnOffsetCommit) visible once it commits, not when it
+aborts."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 from harness.cluster import ProcessCluster, kafka_cluster
 
@@ -46,3 +50,69 @@ def test_init_transactions_and_a_second_producer_fences_the_first(
     error = failure.value.args[0]
     assert error.fatal(), error  # fenced: PRODUCER_FENCED / INVALID_PRODUCER_EPOCH
     assert "fenced" in str(error).lower() or "epoch" in str(error).lower(), error
+
+
+def read_until(cluster: ProcessCluster, topic: str, isolation: str, last: bytes,
+               timeout_s: float = 30) -> list[bytes]:
+    """Every value of `topic` from the start, read until `last` arrives."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers(),
+                         "group.id": f"reader-{isolation}", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])  # no group join to wait for
+    seen: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while last not in seen:
+            assert time.monotonic() < deadline, f"{isolation} read only {seen}"
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.append(message.value())
+    finally:
+        consumer.close()
+    return seen
+
+
+def test_read_committed_sees_only_committed_transactions(cluster: ProcessCluster) -> None:
+    topic = "txn-events"
+    writer = producer(cluster, "txn-writer")
+    writer.init_transactions(30)
+    writer.begin_transaction()
+    writer.produce(topic, b"committed-1")
+    writer.produce(topic, b"committed-2")
+    writer.commit_transaction(30)
+    writer.begin_transaction()
+    writer.produce(topic, b"aborted-1")
+    writer.produce(topic, b"aborted-2")
+    writer.flush(30)
+    writer.abort_transaction(30)
+    writer.begin_transaction()
+    writer.produce(topic, b"committed-3")
+    writer.commit_transaction(30)
+    assert read_until(cluster, topic, "read_committed", b"committed-3") == [
+        b"committed-1", b"committed-2", b"committed-3"]
+    assert read_until(cluster, topic, "read_uncommitted", b"committed-3") == [
+        b"committed-1", b"committed-2", b"aborted-1", b"aborted-2", b"committed-3"]
+
+
+def test_offsets_sent_in_a_transaction_count_only_when_it_commits(
+        cluster: ProcessCluster) -> None:
+    topic = "txn-input"
+    group = Consumer({"bootstrap.servers": cluster.bootstrap_servers(), "group.id": "txn-app",
+                      "enable.auto.commit": False})
+    writer = producer(cluster, "txn-offsets")
+    writer.init_transactions(30)
+    writer.begin_transaction()
+    writer.produce(topic, b"output")
+    writer.send_offsets_to_transaction([TopicPartition(topic, 0, 7)],
+                                       group.consumer_group_metadata(), 30)
+    writer.commit_transaction(30)
+    writer.begin_transaction()
+    writer.produce(topic, b"dropped")
+    writer.send_offsets_to_transaction([TopicPartition(topic, 0, 9)],
+                                       group.consumer_group_metadata(), 30)
+    writer.abort_transaction(30)
+    try:
+        (committed,) = group.committed([TopicPartition(topic, 0)], 30)
+        assert committed.offset == 7
+    finally:
+        group.close()
