@@ -13,6 +13,9 @@
   kraft-admin --bootstrap-server BROKER:KAFKA_PORT groups list|describe|reset-offsets|delete|
       delete-offsets ...   (consumer groups over Kafka's protocol, shaped like
       kafka-consumer-groups.sh: see server/group_commands.py)
+  kraft-admin --bootstrap-server BROKER:KAFKA_PORT transactions list|describe|
+      describe-producers|abort|find-hanging ...   (hanging transactions over Kafka's
+      protocol, shaped like kafka-transactions.sh: see server/txn_commands.py)
   kraft-admin --bootstrap-server HOST:PORT users|quotas --describe|--alter ...
       (SCRAM credentials and client quotas with kafka-configs.sh's options:
       server/user_commands.py, server/quota_commands.py)
@@ -220,11 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
         admin_commands,
         group_commands,
         quota_commands,
+        txn_commands,
         user_commands,
     )
 
     admin_commands.add_commands(groups)
     group_commands.add_commands(groups)
+    txn_commands.add_commands(groups)
     acl_commands.add_commands(groups)
     user_commands.add_commands(groups)
     quota_commands.add_commands(groups)
@@ -249,6 +254,7 @@ def run(args: argparse.Namespace) -> str:
         admin_commands,
         group_commands,
         quota_commands,
+        txn_commands,
         user_commands,
     )
 
@@ -260,9 +266,11 @@ def run(args: argparse.Namespace) -> str:
             raise AdminError("add-controller needs the new controller's config file: "
                              "--command-config FILE (before or after add-controller)")
         args.controller_config, args.command_config = args.command_config, None
-    if args.group == group_commands.GROUP:  # a broker's Kafka listener, not the Admin service
-        try:  # its --command-config is a Kafka client's (SASL too): group_tool reads it
-            return group_commands.run(args)
+    kafka_protocol = {group_commands.GROUP: group_commands.run,
+                      txn_commands.GROUP: txn_commands.run}
+    if args.group in kafka_protocol:  # a broker's Kafka listener, not the Admin service
+        try:  # its --command-config is a Kafka client's (SASL too): *_tool reads it
+            return kafka_protocol[args.group](args)
         except admin_client.CommandError as exc:
             raise AdminError(str(exc)) from exc
     try:

@@ -5,10 +5,12 @@ with the same transactional.id fences the first (epoch 1); a committed and an ab
 transaction, read by a read_committed and a read_uncommitted consumer (the partition side:
 WriteTxnMarkers from the coordinator, the LSO, the aborted transactions in Fetch), and a
 group's offsets sent in a transaction (TxnOffsetCommit) visible once it commits, not when it
-aborts."""
+aborts; `kraft-admin transactions` (list, describe, describe-producers, find-hanging, abort) on
+an initialized id and its open transaction."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -116,3 +118,45 @@ def test_offsets_sent_in_a_transaction_count_only_when_it_commits(
         assert committed.offset == 7
     finally:
         group.close()
+
+
+def test_kraft_admin_transactions_shows_ids_and_aborts_a_transaction(
+        cluster: ProcessCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    from server import admin_cli
+
+    def admin(*command: str) -> dict[str, object] | list[dict[str, object]]:
+        code = admin_cli.main(["--bootstrap-server", cluster.bootstrap_servers(),
+                               "transactions", *command, "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        answer: dict[str, object] | list[dict[str, object]] = json.loads(out)
+        return answer
+
+    topic = "txn-tool"
+    writer = producer(cluster, "txn-tool")
+    writer.init_transactions(30)
+    listed = {t["transactionalId"]: t for t in admin("list") if isinstance(t, dict)}
+    assert listed["txn-tool"]["state"] == "Empty"
+    described = admin("describe", "--transactional-id", "txn-tool")
+    assert isinstance(described, dict)
+    assert (described["state"], described["producerId"], described["producerEpoch"],
+            described["currentTransactionStartTimeMs"]) == (
+        "Empty", listed["txn-tool"]["producerId"], 0, None)
+    assert described["coordinatorId"] == listed["txn-tool"]["coordinator"]
+    writer.begin_transaction()
+    writer.produce(topic, b"left open", partition=0)
+    writer.flush(30)
+    (open_txn,) = admin("describe-producers", "--topic", topic, "--partition", "0")
+    start = open_txn["currentTransactionStartOffset"]
+    assert (open_txn["producerId"], open_txn["producerEpoch"], start) == (
+        described["producerId"], 0, 0)
+    ongoing = admin("describe", "--transactional-id", "txn-tool")
+    assert isinstance(ongoing, dict) and ongoing["state"] == "Ongoing"
+    assert ongoing["topicPartitions"] == [{"topic": topic, "partition": 0}]
+    # Its coordinator will finish it: not hanging, however old.
+    assert admin("find-hanging", "--topic", topic, "--max-transaction-timeout", "0") == []
+    aborted = admin("abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
+    assert isinstance(aborted, dict) and aborted["aborted"] is True
+    (closed,) = admin("describe-producers", "--topic", topic, "--partition", "0")
+    assert closed["currentTransactionStartOffset"] is None
+    writer.abort_transaction(30)  # the coordinator's own ABORT markers follow the tool's
