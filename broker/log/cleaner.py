@@ -246,8 +246,10 @@ class LogCleaner:
         config = log.config
         views = log.segment_views()
         cleanable: list[SegmentView] = []
+        # Never past the last stable offset: an open transaction's records may still abort.
+        stable = log.last_stable_offset(high_watermark)
         for view in views[:-1]:  # never the active segment
-            if view.end_offset > high_watermark:
+            if view.end_offset > stable:
                 break
             if config.min_compaction_lag_ms > 0:
                 _, largest = log.segment_timestamps(view.base_offset)
@@ -272,6 +274,9 @@ class LogCleaner:
         if not due:
             return None
         rules = CleanRules({}, now_ms, config.delete_retention_ms, log.producer_last_offsets())
+        for txn in log.aborted_transactions(cleanable[0].base_offset, cleanable[-1].end_offset):
+            rules.aborted.setdefault(txn.producer_id, []).append((txn.first_offset,
+                                                                  txn.last_offset))
         return CleanPlan(tp, log, cleanable, first_dirty, ratio, rules)
 
     # -- one log -----------------------------------------------------------------------------
@@ -330,8 +335,8 @@ class LogCleaner:
         files = [SegmentFile(v.base_offset, v.end_offset, v.size, v.path)
                  for v in plan.segments]
         capacity = map_capacity(self.config.dedupe_buffer_size, self.config.threads)
-        offsets, reached = build_offset_map(files, plan.first_dirty, capacity)
         rules = plan.rules
+        offsets, reached = build_offset_map(files, plan.first_dirty, capacity, rules.aborted)
         rules.offsets = offsets
         chosen = [f for f in files if f.end <= reached]
         views = {v.base_offset: v for v in plan.segments}

@@ -96,6 +96,18 @@ class CleanRules:
     now_ms: int
     delete_retention_ms: int
     producer_last_offsets: dict[int, int] = field(default_factory=dict)
+    # Aborted transactions of the cleaned range (producer id -> [(first offset, marker offset)],
+    # the aborted-transaction index's): their data is removed and never enters the offset map.
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+
+
+def is_aborted(header: RecordBatchHeader, aborted: dict[int, list[tuple[int, int]]]) -> bool:
+    """Whether the batch is data of an aborted transaction (a marker never is)."""
+    if not header.transactional or header.control or not aborted:
+        return False
+    ranges = aborted.get(header.producer_id)
+    return ranges is not None and any(first <= header.base_offset <= last
+                                      for first, last in ranges)
 
 
 def key_digest(key: bytes) -> bytes:
@@ -148,7 +160,8 @@ def batch_records(header: RecordBatchHeader, blob: bytes) -> list[DecodedRecord]
 
 
 def build_offset_map(
-    segments: list[SegmentFile], start: int, capacity: int
+    segments: list[SegmentFile], start: int, capacity: int,
+    aborted: dict[int, list[tuple[int, int]]] | None = None,
 ) -> tuple[dict[bytes, int], int]:
     """Key digest -> offset of its latest record over the dirty segments from `start`, at
     most `capacity` entries, checked as the map fills; with the offset the map reaches: the
@@ -161,7 +174,7 @@ def build_offset_map(
         if segment.end <= start:
             continue
         for header, blob in read_batches(segment):
-            if header.next_offset <= start:
+            if header.next_offset <= start or (aborted and is_aborted(header, aborted)):
                 continue
             for record in batch_records(header, blob) or ():
                 if record.key is None:
@@ -243,6 +256,9 @@ def _clean_batch(
     header: RecordBatchHeader, blob: bytes, rules: CleanRules, result: GroupResult
 ) -> bytes | None:
     """The batch as it stays (maybe the original bytes), or None when no record stays."""
+    if is_aborted(header, rules.aborted):
+        result.records_removed += header.records_count
+        return None
     records = batch_records(header, blob)
     if records is None:
         return blob

@@ -18,6 +18,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -753,12 +754,12 @@ def test_a_truncation_during_a_cleaning_aborts_the_pass(
     c = cleaner(log)
     real = build_offset_map
 
-    def truncating(files: list[SegmentFile], start: int,
-                   capacity: int) -> tuple[dict[bytes, int], int]:
+    def truncating(files: list[SegmentFile], start: int, capacity: int,
+                   *aborted: Any) -> tuple[dict[bytes, int], int]:
         monkeypatch.setattr(cleaner_module, "build_offset_map", real)
         log.truncate_to(100)  # an unclean election: the follower cuts its log meanwhile
         c.truncated(TP, 100)
-        return real(files, start, capacity)
+        return real(files, start, capacity, *aborted)
 
     monkeypatch.setattr(cleaner_module, "build_offset_map", truncating)
     assert clean(c) == 0
