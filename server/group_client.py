@@ -2,7 +2,10 @@
 through Kafka's AdminClient, asked with the broker's own KafkaClient (broker/kafka/client.py)
 so the tool works against any broker's Kafka listener, and against Kafka's too.
 
-Metadata from the bootstrap servers; a group's requests go to its coordinator (FindCoordinator,
+A group is described as Kafka's AdminClient does: ConsumerGroupDescribe (KIP-848) first, and
+DescribeGroups when the group is not a consumer-protocol one (GROUP_ID_NOT_FOUND) or the broker
+predates the API. Metadata from the bootstrap servers; a group's requests go to its coordinator
+(FindCoordinator,
 asked again on NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE
 until a deadline); log end offsets (ListOffsets latest: the high watermark, Kafka's
 READ_UNCOMMITTED) from each partition's leader, one request per leader, concurrently.
@@ -32,6 +35,9 @@ RETRY_FOR_S = 15.0
 EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps
 # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: look it up again
 _RETRIABLE = frozenset({14, 15, 16})
+# ConsumerGroupDescribe's answers that send the AdminClient to DescribeGroups: a classic (or no)
+# group, a broker without the API.
+_NOT_A_CONSUMER_GROUP = frozenset({69, 35})  # GROUP_ID_NOT_FOUND, UNSUPPORTED_VERSION
 
 
 class GroupCommandError(Exception):
@@ -57,6 +63,9 @@ class Member:
     client_id: str
     host: str
     assignment: tuple[TopicPartition, ...]
+    # A consumer-protocol member's epoch and the partitions the coordinator's target gives it.
+    member_epoch: int | None = None
+    target_assignment: tuple[TopicPartition, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,9 +73,20 @@ class GroupDescription:
     group_id: str
     state: str
     protocol_type: str
-    protocol: str
+    protocol: str  # a classic group's protocol; a consumer group's assignor
     members: tuple[Member, ...]
     coordinator: tuple[int, str, int]  # node id, host, port
+    group_type: str = "classic"  # "consumer": described by ConsumerGroupDescribe
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None  # the target assignment's epoch
+
+
+@dataclass(frozen=True)
+class ListedGroup:
+    group_id: str
+    state: str
+    protocol_type: str
+    group_type: str  # "classic", "consumer" (ListGroups v5); "" from an older broker
 
 
 @dataclass
@@ -228,24 +248,27 @@ class GroupAdmin:
 
     # ---- the group APIs ---------------------------------------------------------------------
 
-    async def list_groups(self) -> list[tuple[str, str, str]]:
-        """(group id, state, protocol type) of every group on every broker (each broker lists
-        the groups it coordinates, as Kafka's AdminClient asks them all)."""
+    async def list_groups(self) -> list[ListedGroup]:
+        """Every group on every broker (each broker lists the groups it coordinates, as Kafka's
+        AdminClient asks them all)."""
         cluster = await self.metadata(())
         answers = await asyncio.gather(*(self._list_at(node) for node in sorted(cluster.brokers)))
-        groups = {g[0]: g for answer in answers for g in answer}
+        groups = {g.group_id: g for answer in answers for g in answer}
         return [groups[name] for name in sorted(groups)]
 
-    async def _list_at(self, node_id: int) -> list[tuple[str, str, str]]:
+    async def _list_at(self, node_id: int) -> list[ListedGroup]:
         client = await self._node(node_id)
-        answer = await self._call(client, ApiKey.LIST_GROUPS, 4, "ListGroupsRequest",
+        answer = await self._call(client, ApiKey.LIST_GROUPS, 5, "ListGroupsRequest",
                                   states_filter=(), types_filter=())
         if int(answer.error_code):
             raise GroupCommandError(f"broker {node_id}: {error_text(int(answer.error_code))}")
-        return [(g.group_id, getattr(g, "group_state", ""), g.protocol_type)
-                for g in answer.groups]
+        return [ListedGroup(g.group_id, getattr(g, "group_state", ""), g.protocol_type,
+                            getattr(g, "group_type", "")) for g in answer.groups]
 
     async def describe(self, group_id: str) -> GroupDescription:
+        consumer_group = await self._describe_consumer_group(group_id)
+        if consumer_group is not None:
+            return consumer_group
         answer = await self._at_coordinator(
             group_id, ApiKey.DESCRIBE_GROUPS, 5, "DescribeGroupsRequest",
             lambda a: a.groups[0].error_code, groups=(group_id,),
@@ -260,6 +283,32 @@ class GroupAdmin:
             for m in group.members)
         return GroupDescription(group_id, group.group_state, group.protocol_type,
                                 group.protocol_data, members, await self.coordinator(group_id))
+
+    async def _describe_consumer_group(self, group_id: str) -> GroupDescription | None:
+        """The group as ConsumerGroupDescribe (API 69) gives it; None when it is not a
+        consumer-protocol group or the coordinator does not serve the API."""
+        node_id, _, _ = await self.coordinator(group_id)
+        try:
+            (await self._node(node_id)).version(ApiKey.CONSUMER_GROUP_DESCRIBE, 1)
+        except KafkaClientError:
+            return None  # a broker before KIP-848
+        answer = await self._at_coordinator(
+            group_id, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, "ConsumerGroupDescribeRequest",
+            lambda a: a.groups[0].error_code, group_ids=(group_id,),
+            include_authorized_operations=False)
+        (group,) = answer.groups
+        code = int(group.error_code)
+        if code in _NOT_A_CONSUMER_GROUP:
+            return None
+        if code:
+            raise GroupCommandError(f"{group_id}: {error_text(code)}")
+        members = tuple(
+            Member(m.member_id, m.instance_id, m.client_id, m.client_host,
+                   _topic_partitions(m.assignment), int(m.member_epoch),
+                   _topic_partitions(m.target_assignment)) for m in group.members)
+        return GroupDescription(group_id, group.group_state, "consumer", group.assignor_name,
+                                members, await self.coordinator(group_id), "consumer",
+                                int(group.group_epoch), int(group.assignment_epoch))
 
     async def committed(self, group_id: str) -> dict[TopicPartition, int]:
         answer = await self._at_coordinator(
@@ -343,6 +392,12 @@ class GroupAdmin:
                 for name, parts in by_topic.items()))
         return int(answer.error_code), {(t.name, int(p.partition_index)): int(p.error_code)
                                         for t in answer.topics for p in t.partitions}
+
+
+def _topic_partitions(assignment: Any) -> tuple[TopicPartition, ...]:
+    """ConsumerGroupDescribe's Assignment as (topic, partition) pairs, in order."""
+    return tuple(sorted((tp.topic_name, int(p)) for tp in assignment.topic_partitions
+                        for p in tp.partitions))
 
 
 class _Retry(Exception):

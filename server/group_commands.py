@@ -3,7 +3,7 @@ protocol to any broker's Kafka listener (server/group_client.py).
 
   kraft-admin --bootstrap-server H:9094 [--command-config F] groups list [--state [S,..]] [--type]
   kraft-admin ... groups describe (--group G ... | --all-groups) [--members [--verbose] |
-      --offsets | --state]
+      --offsets | --state [--verbose]]
   kraft-admin ... groups reset-offsets --group G (--topic T[:P,...] ... | --all-topics)
       (--to-earliest | --to-latest | --to-offset N | --to-datetime ISO | --shift-by N |
        --by-duration PnDTnHnMnS) [--dry-run | --execute]
@@ -56,7 +56,10 @@ def add_commands(groups: Any) -> None:
     view.add_argument("--members", action="store_true")
     view.add_argument("--offsets", action="store_true", help="the default")
     view.add_argument("--state", action="store_true")
-    describe.add_argument("--verbose", action="store_true", help="with --members: assignments")
+    describe.add_argument("--verbose", action="store_true",
+                          help="with --members: assignments (a consumer-protocol group's: "
+                               "current and target, with epochs); with --state: a "
+                               "consumer-protocol group's epochs")
     reset = commands.add_parser("reset-offsets", help="move an inactive group's offsets")
     _common(reset)
     reset.add_argument("--group", required=True, dest="group_id")

@@ -27,6 +27,8 @@ from server.kafka_client_config import KafkaClientConfigError, load_kafka_client
 
 MISSING = "-"
 INACTIVE = ("Empty", "Dead")
+# Kafka's tool warns that these are rebalancing (the last two: a consumer-protocol group's).
+REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 
 
@@ -94,16 +96,19 @@ async def _list(admin: GroupAdmin, args: argparse.Namespace) -> str:
     groups = await admin.list_groups()
     if args.state:
         wanted = {s.strip().lower() for s in args.state.split(",") if s.strip()}
-        groups = [g for g in groups if g[1].lower() in wanted]
+        groups = [g for g in groups if g.state.lower() in wanted]
     if args.json:
-        return json.dumps([{"group": g, "state": s, "type": "classic", "protocolType": p}
-                           for g, s, p in groups])
+        return json.dumps([{"group": g.group_id, "state": g.state,
+                            "type": g.group_type or "unknown", "protocolType": g.protocol_type}
+                           for g in groups])
     if args.state is None and not args.type:
-        return "\n".join(g for g, _, _ in groups)
+        return "\n".join(g.group_id for g in groups)
     header = ["GROUP"] + (["TYPE", "PROTOCOL-TYPE"] if args.type else []) + \
         (["STATE"] if args.state is not None else [])
-    rows = [[g] + (["Classic", p or MISSING] if args.type else []) +
-            ([s] if args.state is not None else []) for g, s, p in groups]
+    # Kafka's GroupType names; a broker before ListGroups v5 does not say (Unknown).
+    rows = [[g.group_id] + ([g.group_type.capitalize() or "Unknown", g.protocol_type or MISSING]
+                            if args.type else []) + ([g.state] if args.state is not None else [])
+            for g in groups]
     return _columns(header, rows)
 
 
@@ -134,16 +139,24 @@ async def _describe_one(admin: GroupAdmin, group_id: str) -> dict[str, Any]:
             "host": member.host if member else None,
             "clientId": member.client_id if member else None})
     return {
-        "group": group_id, "state": description.state,
+        "group": group_id, "state": description.state, "type": description.group_type,
         "coordinator": {"id": node, "host": host, "port": port},
         "protocolType": description.protocol_type,
         "assignmentStrategy": description.protocol,
+        "groupEpoch": description.group_epoch,
+        "targetAssignmentEpoch": description.assignment_epoch,
         "members": [{"consumerId": m.member_id, "groupInstanceId": m.instance_id,
                      "host": m.host, "clientId": m.client_id,
-                     "assignment": [{"topic": t, "partition": p} for t, p in m.assignment]}
+                     "assignment": _pairs(m.assignment), "memberEpoch": m.member_epoch,
+                     "targetAssignment": None if m.target_assignment is None
+                     else _pairs(m.target_assignment)}
                     for m in description.members],
         "offsets": offsets,
     }
+
+
+def _pairs(partitions: tuple[TopicPartition, ...]) -> list[dict[str, Any]]:
+    return [{"topic": t, "partition": p} for t, p in partitions]
 
 
 def _should_print(group: dict[str, Any]) -> bool:
@@ -154,7 +167,7 @@ def _should_print(group: dict[str, Any]) -> bool:
         return False
     if state == "Empty":
         _warn(f"\nConsumer group '{name}' has no active members.")
-    elif state in ("PreparingRebalance", "CompletingRebalance"):
+    elif state in REBALANCING:
         _warn(f"\nWarning: Consumer group '{name}' is rebalancing.")
     return True
 
@@ -185,37 +198,57 @@ def _padded(header: list[str], rows: list[list[str]], minimum: list[int]) -> str
                      for r in [header, *rows])
 
 
+def _assignment_text(assignment: list[dict[str, Any]]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for a in assignment:
+        by_topic.setdefault(a["topic"], []).append(a["partition"])
+    return ",".join(f"{t}({','.join(map(str, sorted(ps)))})"
+                    for t, ps in sorted(by_topic.items())) or MISSING
+
+
 def render_members(group: dict[str, Any], verbose: bool) -> str:
     static = any(m["groupInstanceId"] for m in group["members"])
+    # A consumer-protocol group's verbose view is Kafka 4's: each member's epoch and current
+    # assignment, the target assignment's epoch and the member's share of it.
+    epochs = verbose and group["type"] == "consumer"
     header = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if static else []) + \
-        ["HOST", "CLIENT-ID", "#PARTITIONS"] + (["ASSIGNMENT"] if verbose else [])
+        ["HOST", "CLIENT-ID", "#PARTITIONS"]
+    if epochs:
+        header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    elif verbose:
+        header.append("ASSIGNMENT")
     rows = []
     for m in group["members"]:
         row = [group["group"], m["consumerId"]] + ([m["groupInstanceId"] or MISSING]
                                                    if static else [])
         row += [m["host"], m["clientId"], str(len(m["assignment"]))]
-        if verbose:
-            by_topic: dict[str, list[int]] = {}
-            for a in m["assignment"]:
-                by_topic.setdefault(a["topic"], []).append(a["partition"])
-            row.append(",".join(f"{t}({','.join(map(str, sorted(ps)))})"
-                                for t, ps in sorted(by_topic.items())) or MISSING)
+        if epochs:
+            row += [_value(m["memberEpoch"]), _assignment_text(m["assignment"]),
+                    _value(group["targetAssignmentEpoch"]),
+                    _assignment_text(m["targetAssignment"] or [])]
+        elif verbose:
+            row.append(_assignment_text(m["assignment"]))
         rows.append(row)
-    minimum = [15, 15] + ([17] if static else []) + [15, 15, 15] + ([0] if verbose else [])
+    minimum = [15, 15] + ([17] if static else []) + [15, 15, 15] + \
+        ([15, 20, 15, 0] if epochs else [0] if verbose else [])
     return "\n" + _padded(header, rows, minimum)
 
 
-def render_state(group: dict[str, Any]) -> str:
+def render_state(group: dict[str, Any], verbose: bool = False) -> str:
     c = group["coordinator"]
     coordinator = f"{c['host']}:{c['port']} ({c['id']})"
-    header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
-    row = [group["group"], coordinator, group["assignmentStrategy"], group["state"],
-           str(len(group["members"]))]
-    return "\n" + _padded(header, [row], [25, 25, 20, 15, 0])
+    epochs = verbose and group["type"] == "consumer"  # Kafka 4's verbose view of one
+    header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"] + \
+        (["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"] if epochs else []) + ["#MEMBERS"]
+    row = [group["group"], coordinator, group["assignmentStrategy"], group["state"]] + \
+        ([_value(group["groupEpoch"]), _value(group["targetAssignmentEpoch"])]
+         if epochs else []) + [str(len(group["members"]))]
+    minimum = [25, 25, 20, 15] + ([15, 25] if epochs else []) + [0]
+    return "\n" + _padded(header, [row], minimum)
 
 
 async def _describe(admin: GroupAdmin, args: argparse.Namespace) -> str:
-    names = args.group_ids or [g for g, _, _ in await admin.list_groups()]
+    names = args.group_ids or [g.group_id for g in await admin.list_groups()]
     described = [await _describe_one(admin, name) for name in names]
     if args.json:
         return json.dumps(described)
@@ -226,7 +259,7 @@ async def _describe(admin: GroupAdmin, args: argparse.Namespace) -> str:
         if args.members:
             out.append(render_members(group, args.verbose))
         elif args.state:
-            out.append(render_state(group))
+            out.append(render_state(group, args.verbose))
         else:
             out.append(render_offsets(group))
     if not out and any(g["state"] == "Dead" for g in described):

@@ -5,10 +5,13 @@ stop-the-world), a member that closes leaves and its partitions go back, and acr
 every record is read exactly once (each member commits what it read before giving a partition
 up). The coordinator's server-side assignor decides; the members only report. A member in
 another process killed with kill -9 is fenced when its session (short here) runs out and its
-partitions go to the survivors, which read on from its commits."""
+partitions go to the survivors, which read on from its commits. `kraft-admin groups` lists
+such a group as Consumer beside a classic one and describes its members, assignments and epochs
+(ConsumerGroupDescribe)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -22,6 +25,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.cluster import ProcessCluster, kafka_cluster, wait_for
+from server import admin_cli
 
 WAIT_S = 60
 TOPIC, PARTITIONS = "kip848", 6
@@ -31,6 +35,7 @@ SETTINGS = {
     "broker.heartbeat.interval.ms": "150",
     "offsets.topic.num.partitions": "1",
     "offsets.topic.replication.factor": "1",
+    "group.initial.rebalance.delay.ms": "0",  # the classic group of the tool's test
     # A released partition reaches its next owner on that member's next heartbeat.
     "group.consumer.heartbeat.interval.ms": "250",
     # A killed member's partitions move after this. Kafka validates only >= 1 and the
@@ -257,3 +262,64 @@ def test_a_member_killed_with_sigkill_is_fenced_after_its_session_and_replaced(
         "the survivors read the worker's partitions from its commits on"
     for m in survivors:
         m.consumer.close()
+
+
+def groups_tool(cluster: ProcessCluster, capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code = admin_cli.main(["--bootstrap-server", cluster.bootstrap_servers(), "groups", *argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def test_the_groups_tool_describes_a_consumer_protocol_group_beside_a_classic_one(
+        cluster: ProcessCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    topic = "kip848-tool"
+    create_topic(AdminClient({"bootstrap.servers": cluster.bootstrap_servers()}), topic)
+    produce(cluster, 12, topic)
+    member = Member(cluster, "tooled", "kip848-tool-group", topic)
+    classic = Consumer({"bootstrap.servers": cluster.bootstrap_servers(),
+                        "group.id": "kip848-tool-classic", "auto.offset.reset": "earliest",
+                        "enable.auto.commit": False})
+    classic.subscribe([topic])
+    try:
+        poll_until([member], lambda: len(member.owned) == PARTITIONS and member.read,
+                   "the consumer-protocol member to own the topic and read")
+        member.consumer.commit(asynchronous=False)
+        wait_for(lambda: classic.poll(0.1) is not None and classic.assignment(), WAIT_S,
+                 "the classic consumer's assignment")
+        listed = {g["group"]: g for g in json.loads(
+            groups_tool(cluster, capsys, "list", "--type", "--state", "--json"))}
+        assert listed["kip848-tool-group"]["type"] == "consumer"
+        assert listed["kip848-tool-classic"]["type"] == "classic"
+        table = groups_tool(cluster, capsys, "list", "--type").splitlines()
+        assert any(line.split()[:2] == ["kip848-tool-group", "Consumer"] for line in table)
+
+        (group,) = json.loads(groups_tool(cluster, capsys, "describe", "--group",
+                                          "kip848-tool-group", "--json"))
+        assert (group["type"], group["state"], group["assignmentStrategy"]) == \
+            ("consumer", "Stable", "uniform")
+        (described,) = group["members"]
+        everything = [{"topic": topic, "partition": p} for p in range(PARTITIONS)]
+        assert described["clientId"] == "tooled" and described["assignment"] == everything
+        assert described["targetAssignment"] == everything
+        assert described["memberEpoch"] == group["groupEpoch"] == group["targetAssignmentEpoch"]
+        assert {o["consumerId"] for o in group["offsets"]} == {described["consumerId"]}
+        assert any(o["currentOffset"] is not None for o in group["offsets"])
+        members = groups_tool(cluster, capsys, "describe", "--group", "kip848-tool-group",
+                              "--members", "--verbose")
+        assert members.split()[4:9] == ["#PARTITIONS", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT",
+                                         "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        state = groups_tool(cluster, capsys, "describe", "--group", "kip848-tool-group",
+                            "--state", "--verbose").split()
+        assert state[:9] == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE",
+                             "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS",
+                             "kip848-tool-group"]
+
+        # A classic group: ConsumerGroupDescribe says GROUP_ID_NOT_FOUND, DescribeGroups tells.
+        (old,) = json.loads(groups_tool(cluster, capsys, "describe", "--group",
+                                        "kip848-tool-classic", "--json"))
+        assert (old["type"], old["state"], old["groupEpoch"]) == ("classic", "Stable", None)
+        assert len(old["members"][0]["assignment"]) == PARTITIONS
+    finally:
+        member.consumer.close()
+        classic.close()
