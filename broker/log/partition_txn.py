@@ -20,6 +20,7 @@ class LogTxns(PartitionLogState):
     """The transaction methods of PartitionLog."""
 
     _aborted: TxnIndex | None = None  # loaded on first use (a log opens without reading it)
+    _never_aborted = False  # no index file and no marker: reads need not look again
 
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """AppendError unless a marker of `producer_id` at these epochs may be written: an
@@ -94,12 +95,12 @@ class LogTxns(PartitionLogState):
         index = self._aborted
         if index is not None:
             index.truncate(end)
-        elif not self._new_directory:
+        elif not self._new_directory and not self._never_aborted:
             self._aborted = TxnIndex.load(self._directory, end)
 
     def _txn_index(self, create: bool) -> TxnIndex | None:
         index = self._aborted
-        if index is not None:
+        if index is not None or (self._never_aborted and not create):
             return index
         end = self._log.end_offset
         index = TxnIndex.load(self._directory, end)
@@ -111,6 +112,10 @@ class LogTxns(PartitionLogState):
         elif create:
             index = TxnIndex.create(self._directory)
             self._unsynced([index.path], [self._directory])
+        else:
+            # A read_committed read of a log without transactions: no file to look for on
+            # every fetch. The first transactional append (create) clears this.
+            self._never_aborted = True
         self._aborted = index
         return index
 

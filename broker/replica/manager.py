@@ -621,7 +621,11 @@ class ReplicaManager:
             self.logs.fail_dir(log_.directory, exc)
             return FetchPartitionResult(Errors.KAFKA_STORAGE_ERROR)
         if committed and records:
-            aborted = log_.aborted_transactions(request.fetch_offset, records_end(records))
+            # Those the returned batches overlap (Kafka's upper bound: the end of the read);
+            # the batches' end is only read when some aborted transaction is that near.
+            aborted = log_.aborted_transactions(request.fetch_offset, max_offset)
+            end = records_end(records) if aborted else max_offset
+            aborted = [txn for txn in aborted if txn.first_offset < end]
             if aborted:
                 return replace(base, records=records, aborted_transactions=tuple(
                     (txn.producer_id, txn.first_offset) for txn in aborted))

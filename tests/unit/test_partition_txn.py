@@ -182,3 +182,14 @@ def test_a_follower_indexes_the_leaders_aborts(tmp_path: Path) -> None:
         follower.append_marker(7, 0, True, 4, 0, NOW)
     leader.close()
     follower.close()
+
+
+def test_a_read_before_any_transaction_does_not_hide_a_later_abort(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(plain(), 0, NOW)
+    assert aborted(log) == []  # no index file: remembered, not looked for again
+    assert not os.path.exists(os.path.join(log.directory, FILE_NAME))
+    log.append_as_leader(txn_batch(7, 0), 0, NOW)  # 1-2
+    log.append_marker(7, 0, False, 5, 0, NOW)  # 3
+    assert aborted(log) == [(7, 1, 3)]
+    log.close()

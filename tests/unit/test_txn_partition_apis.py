@@ -74,11 +74,12 @@ class Front:
         return {int(p.partition_index): int(p.error_code)
                 for t in result.topics for p in t.partitions}
 
-    async def fetch(self, offset: int, isolation: int, version: int = 12) -> Any:
+    async def fetch(self, offset: int, isolation: int, version: int = 12,
+                    max_bytes: int = 1 << 20) -> Any:
         module = request_module(ApiKey.FETCH, version)
         part = build(module, "FetchPartition", partition=0, current_leader_epoch=-1,
                      fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
-                     partition_max_bytes=1 << 20)
+                     partition_max_bytes=max_bytes)
         answer = await self.call(
             ApiKey.FETCH, version, replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1,
             max_bytes=1 << 20, isolation_level=isolation, session_id=0, session_epoch=-1,
@@ -150,7 +151,16 @@ def test_read_committed_reads_up_to_the_lso_and_learns_the_aborted_transactions(
         assert values(done.records) == [b"t0-0", b"t0-1", b"plain", b"t2-0", b"t2-1"]
         later = await front.fetch(4, 1)
         assert list(later.aborted_transactions) == []
-        assert await front.latest(1) == 7
+        first = await front.fetch(0, 1, max_bytes=1)  # one batch (0-1)
+        assert values(first.records) == [b"t0-0", b"t0-1"]
+        assert [a.first_offset for a in first.aborted_transactions] == [0]
+        # An aborted transaction past the returned batches is not named (Kafka's bound).
+        assert await front.produce(build_batch([b"plain-2"])) == (0, 7)
+        assert await front.produce(txn(4)) == (0, 8)
+        assert await front.markers(commit=False) == {0: Errors.NONE}  # 10
+        assert list((await front.fetch(7, 1, max_bytes=1)).aborted_transactions) == []
+        assert [a.first_offset for a in (await front.fetch(7, 1)).aborted_transactions] == [8]
+        assert await front.latest(1) == 11
     one_broker(tmp_path, scenario)
 
 
