@@ -217,9 +217,9 @@ class LogLoader:
                 for item in await next_done:
                     self._loaded(*item)
         finally:
-            # Cancelled (a stop during the load): queued opens are dropped; one running
-            # finishes in its thread and is never attached, as if the process had crashed
-            # there (its dir stays unloaded: no clean-shutdown marker).
+            # Cancelled (a stop during the load): queued chunks are dropped; a running one
+            # stops at its next log and closes what it opened, never attached, as if the
+            # process had crashed there (its dir stays unloaded: no clean-shutdown marker).
             self._abandoned = True
             pool.shutdown(wait=False, cancel_futures=True)
 
@@ -239,7 +239,12 @@ class LogLoader:
 
     def _open_chunk(self, chunk: list[tuple[DirPlan, TopicPartition, str]]
                     ) -> list[tuple[DirPlan, TopicPartition, str, Outcome]]:
-        return [(*item, self._open(*item)) for item in chunk]
+        opened = [(*item, self._open(*item)) for item in chunk]
+        if self._abandoned:  # the load stopped meanwhile: nothing of this chunk is attached
+            for *_, outcome in opened:
+                if isinstance(outcome, PartitionLog):
+                    outcome.close(flush=False)
+        return opened
 
     def _open(self, plan: DirPlan, tp: TopicPartition, path: str) -> Outcome:
         if self._abandoned:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -180,3 +182,51 @@ def test_a_crash_in_a_swap_is_finished_by_the_loaders_open(tmp_path: Path,
     assert reopened is not None
     assert records(reopened) == [(2, b"a", b"3"), (3, b"z", b"active")]
     manager.close_now()
+
+
+def test_a_load_stopped_mid_chunk_closes_what_the_chunk_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = LogManager([str(tmp_path)], no_hws)
+    for p in range(3):
+        manager.get_or_create("t", p, ID, LogConfig())
+    manager.close_now()
+    entered, release = threading.Event(), threading.Event()
+    opened: list[PartitionLog] = []
+    real = log_loader.open_partition
+
+    def open_partition(*args, **kwargs):  # type: ignore[no-untyped-def]
+        entered.set()
+        release.wait(10)
+        log = real(*args, **kwargs)
+        opened.append(log)
+        return log
+
+    monkeypatch.setattr(log_loader, "open_partition", open_partition)
+
+    async def scenario() -> None:
+        again = LogManager([str(tmp_path)], no_hws, recovery_threads_per_data_dir=1,
+                           load=False)
+        loading = asyncio.ensure_future(again.load_logs())
+        deadline = time.monotonic() + 10
+        while not entered.is_set() and time.monotonic() < deadline:  # one chunk of 3
+            await asyncio.sleep(0.01)  # poll interval of a bounded wait: its first open held
+        loading.cancel()
+        await asyncio.gather(loading, return_exceptions=True)
+        release.set()
+        await again.close()
+        assert again.logs() == {}
+
+    def closed(log: PartitionLog) -> bool:
+        try:
+            log.read(0, 100, 1)
+        except ValueError:
+            return True
+        return False
+
+    asyncio.run(scenario())
+    deadline = time.monotonic() + 10
+    # The chunk's thread finishes the held open, skips the rest and closes that log.
+    while not (opened and closed(opened[0])) and time.monotonic() < deadline:
+        time.sleep(0.01)  # poll interval of a bounded wait
+    assert len(opened) == 1 and closed(opened[0])
