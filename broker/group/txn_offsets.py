@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.api import ProducePartition
+from broker.group.coordinator import PartitionStatus
 from broker.group.errors import GroupError, append_error
 from broker.group.model import Group
 from broker.group.offsets import CommitPartition, _check_commit
@@ -77,6 +78,9 @@ class TxnOffsets:
     def __init__(self, storage: GroupStorage) -> None:
         self._storage = storage
         self._pending: dict[int, dict[int, list[PendingOffset]]] = {}  # partition -> pid -> ...
+        # Markers replicated while their partition loads (partition -> pid -> commit): the
+        # load, which read the log as it was before them, applies them at its end.
+        self._decided: dict[int, dict[int, bool]] = {}
         storage.replicas.marker_listeners.append(self.on_marker)
 
     def pending_count(self, group_id: str) -> int:
@@ -89,19 +93,22 @@ class TxnOffsets:
                ) -> None:
         """A partition's load found these producers' offsets without a marker."""
         found: dict[int, list[PendingOffset]] = {}
+        decided = self._decided.pop(partition, {})
         for producer_id, records in pending.items():
             for key_bytes, value_bytes in records:
                 key = decode_key(key_bytes)
                 if isinstance(key, OffsetKey) and value_bytes is not None:
                     found.setdefault(producer_id, []).append(
                         (key.group, (key.topic, key.partition), decode_offset_value(value_bytes)))
-        if found:
-            self._pending[partition] = found
-        else:
-            self._pending.pop(partition, None)
+        self._pending[partition] = found
+        for producer_id, commit in decided.items():
+            self.on_marker((OFFSETS_TOPIC, partition), producer_id, commit)
+        if not self._pending[partition]:
+            del self._pending[partition]
 
     def unloaded(self, partition: int) -> None:
         self._pending.pop(partition, None)
+        self._decided.pop(partition, None)
 
     async def commit(self, group_id: str, producer_id: int, producer_epoch: int,
                      generation: int, member_id: str, instance_id: str | None,
@@ -158,10 +165,13 @@ class TxnOffsets:
         topic, partition = tp
         if topic != OFFSETS_TOPIC:
             return
+        coordinator = self._storage.coordinator
+        if coordinator.partitions.get(partition) is PartitionStatus.LOADING:
+            self._decided.setdefault(partition, {})[producer_id] = commit
+            return
         offsets = self._pending.get(partition, {}).pop(producer_id, [])
         if not commit or not offsets:
             return
-        coordinator = self._storage.coordinator
         for group_id, key, value in offsets:
             if coordinator.coordinator_error(group_id) is not None:
                 continue

@@ -17,6 +17,7 @@ from broker.group.config import GroupConfig
 from broker.group.offsets import fetch_offsets
 from broker.group.placement import OFFSETS_TOPIC
 from broker.group.storage import GroupStorage
+from broker.group.txn_offsets import Resolved, resolve
 from broker.kafka.apis import KafkaApis
 from broker.kafka.codec import (
     build,
@@ -150,4 +151,24 @@ def test_a_fenced_producer_and_an_unknown_partition(tmp_path: Path) -> None:
             topics=(build(module, "TxnOffsetCommitRequestTopic", name="t", partitions=(part,)),))
         assert answer.topics[0].partitions[0].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
         assert answer.throttle_time == datetime.timedelta(0)
+    run(tmp_path, body)
+
+
+def test_a_marker_replicated_while_the_partition_loads_applies_after_the_load(
+        tmp_path: Path) -> None:
+    async def body(cluster: Cluster, front: Front) -> None:
+        assert await front.commit(40) == {0: Errors.NONE, 1: Errors.NONE}
+        storage = front.storage
+        log = cluster.nodes[1].log(0, OFFSETS_TOPIC)
+        data = log.read(0, 1 << 20, log.end_offset)
+        # A new leadership's load read the log (the open transaction) ...
+        storage.coordinator.begin_loading(0)
+        resolved = Resolved()
+        resolve(data, resolved)  # its one batch
+        # ... and the marker is replicated before the load ends.
+        assert await front.marker(commit=True) == Errors.NONE
+        storage.coordinator.finish_loading(0, resolved.records)
+        storage.txn_offsets.loaded(0, resolved.pending)
+        assert front.offsets() == [40, 41]
+        assert storage.txn_offsets.pending_count("g") == 0
     run(tmp_path, body)
