@@ -5,8 +5,9 @@ confirms with one retry) — is reported as `unreachable`, which lets a follower
 soon instead of waiting for its fetch timeout. Every other failure is a plain one: a TLS
 handshake failure, an UNAVAILABLE the server itself answered (a stopped node, a graceful
 shutdown's "Cancelling all calls"), a Fetch stream the server ended with status OK, a deadline
-(`is_unreachable` lists what each case looks like). After an UNAVAILABLE the channel is
-rebuilt, so the next request dials anew: what it reports is never gRPC's cached verdict.
+(`is_unreachable` lists what each case looks like). After an UNAVAILABLE or an unreachable
+the channel is rebuilt, so the next request dials anew: what it reports is never gRPC's cached
+verdict.
 
 Fetch travels on one long-lived stream per endpoint (`FetchStream`); its deadline is enforced
 here per request, and a request that misses it cancels the stream, so a late answer can never
@@ -97,6 +98,7 @@ _CONNECT_FAILED = "failed to connect to all addresses"
 _CONNECT_GONE = ("Connection refused", "Connection reset")
 _STREAM_REMOVED = "Stream removed"
 _STREAM_GONE = ("Socket closed", "Connection reset", "Broken pipe")
+_CORE_INTERNAL = "Internal error from Core"
 
 
 def is_unreachable(exc: grpc.aio.AioRpcError) -> bool:
@@ -124,7 +126,15 @@ def is_unreachable(exc: grpc.aio.AioRpcError) -> bool:
     A killed process's sockets are closed with a FIN, so "Socket closed" on an established
     stream is what kill -9 looks like; during the connect it is a TLS peer hanging up on a
     handshake it refused. Anything not recognised (a later gRPC wording too) is a plain
-    failure, which the fetch timeout still covers."""
+    failure, which the fetch timeout still covers.
+
+    One more, not UNAVAILABLE: a call started on a channel whose connection the peer's death
+    has just closed can end INTERNAL "Internal error from Core" (grpcio 1.85, about one in six
+    kill -9s between fetches on a loaded machine). It is counted as unreachable: the core
+    confirms every unreachable with one retry sent at once, which reaches a live peer on a new
+    connection, so a live peer is never deposed by it."""
+    if exc.code() == grpc.StatusCode.INTERNAL:
+        return (exc.details() or "") == _CORE_INTERNAL
     if exc.code() != grpc.StatusCode.UNAVAILABLE:
         return False
     details = exc.details() or ""
@@ -212,8 +222,8 @@ class RaftTransport:
                 reply = await method(convert.request_to_pb(out.request), timeout=timeout)
         except grpc.aio.AioRpcError as exc:
             unreachable = is_unreachable(exc)
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                self._recreate(out.endpoint, stub)
+            if unreachable or exc.code() == grpc.StatusCode.UNAVAILABLE:
+                self._recreate(out.endpoint, stub)  # the confirming retry dials anew
             log.debug("%s to %s failed%s: %s %s", type(out.request).__name__, out.endpoint,
                       " (unreachable)" if unreachable else "", exc.code().name, exc.details())
             timed_out = exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
