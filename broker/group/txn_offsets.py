@@ -89,6 +89,13 @@ class TxnOffsets:
         return sum(1 for offsets in self._pending.get(partition, {}).values()
                    for group, _, _ in offsets if group == group_id)
 
+    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions with an offset of `group_id` waiting for its transaction's outcome
+        (OffsetFetch's `require_stable` answers them UNSTABLE_OFFSET_COMMIT)."""
+        partition = self._storage.coordinator.partition_of(group_id)
+        return {tp for offsets in self._pending.get(partition, {}).values()
+                for group, tp, _ in offsets if group == group_id}
+
     def loaded(self, partition: int, pending: dict[int, list[tuple[bytes, bytes | None]]]
                ) -> None:
         """A partition's load found these producers' offsets without a marker."""

@@ -8,6 +8,9 @@ with no ZooKeeper here they use the coordinator like v1+: a v0 commit is a simpl
 lag monitor on any version read the same offsets. v1's per-partition commit timestamp is
 stored as the commit's time (-1: now), as Kafka 3.9 stored it.
 
+OffsetFetch v7+ with `require_stable` answers UNSTABLE_OFFSET_COMMIT (offset -1) for a partition
+whose offset a group's open transaction holds (TxnOffsetCommit, not yet decided), as Kafka.
+
 Authorization (Kafka): OffsetCommit needs READ on the group (else GROUP_AUTHORIZATION_FAILED on
 every partition, nothing written) and READ on each topic (TOPIC_AUTHORIZATION_FAILED on its
 partitions); OffsetFetch needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED for it) and on
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from broker.group.errors import GroupError
@@ -32,6 +36,7 @@ from metadata.authorizer.model import AclOperation
 from metadata.image import MetadataImage
 
 GROUP_ID_NOT_FOUND_VERSION = 9
+UNSTABLE_OFFSET_COMMIT = 88  # Errors.java
 BATCHED_FETCH_VERSION = 8
 
 
@@ -91,8 +96,23 @@ async def handle_offset_commit(groups: GroupStorage | None, image: MetadataImage
 
 
 def _fetch(groups: GroupStorage | None, group_id: str | None, topics: Any,
-           auth: RequestAuthorization, member: tuple[str | None, int] = (None, -1)
-           ) -> tuple[int, list[FetchedOffset]]:
+           auth: RequestAuthorization, member: tuple[str | None, int] = (None, -1),
+           require_stable: bool = False) -> tuple[int, list[FetchedOffset]]:
+    error, offsets = _fetch_committed(groups, group_id, topics, auth, member)
+    if require_stable and groups is not None and group_id and offsets:
+        # KIP-447: an offset of an open transaction is not answered until it is decided
+        # (broker/group/txn_offsets.py); the consumer asks again.
+        pending = groups.txn_offsets.pending_partitions(group_id)
+        offsets = [replace(o, offset=-1, leader_epoch=-1, metadata="",
+                           error=UNSTABLE_OFFSET_COMMIT)
+                   if (o.topic, o.partition) in pending and o.error == 0 else o
+                   for o in offsets]
+    return error, offsets
+
+
+def _fetch_committed(groups: GroupStorage | None, group_id: str | None, topics: Any,
+                     auth: RequestAuthorization, member: tuple[str | None, int]
+                     ) -> tuple[int, list[FetchedOffset]]:
     if not auth.group(AclOperation.DESCRIBE, group_id or ""):
         return Errors.GROUP_AUTHORIZATION_FAILED, []
     if groups is None:
@@ -130,7 +150,8 @@ def handle_offset_fetch(groups: GroupStorage | None, version: int, request: Any,
         answers = []
         for group in request.groups:
             member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
-            error, offsets = _fetch(groups, group.group_id, group.topics, auth, member)
+            error, offsets = _fetch(groups, group.group_id, group.topics, auth, member,
+                                    bool(getattr(request, "require_stable", False)))
             answers.append(build(
                 module, "OffsetFetchResponseGroup", group_id=group.group_id,
                 error_code=error_code(error),
@@ -138,7 +159,8 @@ def handle_offset_fetch(groups: GroupStorage | None, version: int, request: Any,
                                "OffsetFetchResponsePartitions", offsets)))
         return Reply(build(module, "OffsetFetchResponse", throttle_time=NO_THROTTLE,
                            groups=tuple(answers)))
-    error, offsets = _fetch(groups, request.group_id, request.topics, auth)
+    error, offsets = _fetch(groups, request.group_id, request.topics, auth,
+                            require_stable=bool(getattr(request, "require_stable", False)))
     if version < 2 and error != GroupError.NONE:
         # v1 has no group-level error: every partition asked carries it.
         offsets = [FetchedOffset(t.name, index, error=error)

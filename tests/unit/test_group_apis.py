@@ -61,10 +61,18 @@ class Groups:
         self.coordinator.finish_loading(0, [])
         self.config = self.coordinator.config
         self.consumer = ConsumerGroupManager(self.coordinator, lambda name: None, list)
+        self.txn_offsets = NoTransactions()
         self.topic_requests = 0
 
     def ensure_topic(self) -> None:
         self.topic_requests += 1
+
+
+class NoTransactions:
+    """GroupStorage.txn_offsets without transactions (OffsetFetch's require_stable asks)."""
+
+    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        return set()
 
 
 class Front:

@@ -172,3 +172,35 @@ def test_a_marker_replicated_while_the_partition_loads_applies_after_the_load(
         assert front.offsets() == [40, 41]
         assert storage.txn_offsets.pending_count("g") == 0
     run(tmp_path, body)
+
+
+def test_require_stable_offset_fetch_waits_for_the_transaction(tmp_path: Path) -> None:
+    async def body(cluster: Cluster, front: Front) -> None:
+        async def fetch(version: int, stable: bool) -> list[tuple[int, int]]:
+            module = request_module(ApiKey.OFFSET_FETCH, version)
+            if version >= 8:
+                answer = await front.call(
+                    ApiKey.OFFSET_FETCH, version, "OffsetFetchRequest", require_stable=stable,
+                    groups=(build(module, "OffsetFetchRequestGroup", group_id="g", topics=(
+                        build(module, "OffsetFetchRequestTopics", name="t",
+                              partition_indexes=(0, 1)),)),))
+                topics = answer.groups[0].topics
+            else:
+                answer = await front.call(
+                    ApiKey.OFFSET_FETCH, version, "OffsetFetchRequest", group_id="g",
+                    require_stable=stable, topics=(build(
+                        module, "OffsetFetchRequestTopic", name="t", partition_indexes=(0, 1)),))
+                topics = answer.topics
+            return [(int(p.committed_offset), int(p.error_code))
+                    for t in topics for p in t.partitions]
+
+        assert await front.commit(10) == {0: Errors.NONE, 1: Errors.NONE}
+        assert await front.marker(commit=True) == Errors.NONE
+        assert await front.commit(20) == {0: Errors.NONE, 1: Errors.NONE}  # open
+        unstable = [(-1, 88), (-1, 88)]  # UNSTABLE_OFFSET_COMMIT
+        assert await fetch(8, stable=True) == unstable
+        assert await fetch(7, stable=True) == unstable
+        assert await fetch(8, stable=False) == [(10, 0), (11, 0)]
+        assert await front.marker(commit=False) == Errors.NONE
+        assert await fetch(8, stable=True) == [(10, 0), (11, 0)]
+    run(tmp_path, body)
