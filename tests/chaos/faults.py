@@ -467,12 +467,20 @@ class Injector:
         self.say(f"{record.ended_s:8.2f} s  end   {fault.kind} on {record.targets}")
 
     def _not_back(self, node_id: int) -> str | None:
-        """Why a fault that takes `node_id` down must wait (a broker recovering from its
-        previous one), None when it may go ahead."""
+        """Why a fault that takes `node_id` down must wait (a node recovering from its previous
+        one; for a controller, also any other controller not back: the quorum keeps a majority,
+        which the bound's controller-failover term assumes), None when it may go ahead."""
         if self.refault_recovering:
             return None
-        running = self.cluster.nodes[node_id].alive and not self._busy(node_id)
-        return self.service.not_back(node_id, running, self.run_started.get(node_id))
+        nodes = [node_id]
+        if node_id in self.controllers:
+            nodes += [c for c in sorted(self.controllers) if c != node_id]
+        for node in nodes:
+            running = self.cluster.nodes[node].alive and not self._busy(node)
+            why = self.service.not_back(node, running, self.run_started.get(node))
+            if why is not None:
+                return why if node == node_id else f"the quorum keeps a majority: {why}"
+        return None
 
     def _unfenced(self) -> set[int] | None:
         """The brokers the active controller lists unfenced, waiting out an election (another

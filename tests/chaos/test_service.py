@@ -6,6 +6,7 @@ back in service, or with `--refault-recovering`, it goes ahead."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -127,3 +128,25 @@ def test_a_controller_is_back_once_it_follows_or_leads_the_quorum(tmp_path: Path
     assert "Candidate, not a follower" in str(service.not_back(2, True, 12.0))
     states[2] = "Follower"
     assert service.not_back(2, True, 12.0) is None and 2 not in service.recovering
+
+
+def test_no_controller_is_taken_down_while_another_is_not_back(tmp_path: Path) -> None:
+    """Controller 2 killed and not yet back in the quorum: a kill of controller 3 waits too
+    (the quorum keeps a majority, which the bound's controller-failover term assumes); a
+    broker's fault does not; once 2 follows again, 3 may go."""
+    injector, cluster = _stopped_then_due_again(tmp_path)
+    for controller in (1, 2, 3):
+        cluster.nodes[controller] = SimpleNamespace(process=None, alive=True)
+    states: dict[int, str | None] = {2: None}
+    injector.service.voter_state = states.get
+    injector.service.faulted(2, 4, "kill", 10.0)
+    injector.service.fault_ended(2, 4)
+    assert injector._not_back(3) == ("the quorum keeps a majority: controller 2 not back in "
+                                     "service after #4 kill: no answer, not a follower or the "
+                                     "leader")
+    assert str(injector._not_back(2)).startswith("controller 2 not back")
+    injector.refault_recovering = True
+    assert injector._not_back(3) is None
+    injector.refault_recovering = False
+    states[2] = "Follower"
+    assert injector._not_back(3) is None
