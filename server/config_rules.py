@@ -111,6 +111,7 @@ class Validator:
         self.check_voter_address()
         log_dirs = self.values["log.dirs"] or self.values["log.dir"]
         self.check_segment_bytes()
+        self.check_consumer_group_timeouts()
         self.warn_about_keys()
         return DerivedSettings(
             advertised_listeners=advertised,
@@ -341,6 +342,18 @@ class Validator:
                 f"Invalid value {segment} for configuration metadata.log.segment.bytes: must be "
                 f">= metadata.log.segment.min.bytes ({minimum}).",
                 "metadata.log.segment.bytes",
+            )
+
+    def check_consumer_group_timeouts(self) -> None:
+        """Kafka's GroupCoordinatorConfig rule: a consumer-protocol member must heartbeat
+        within its session."""
+        heartbeat = self.values["group.consumer.heartbeat.interval.ms"]
+        session = self.values["group.consumer.session.timeout.ms"]
+        if heartbeat >= session:
+            raise self.fail(
+                f"group.consumer.heartbeat.interval.ms ({heartbeat}) must be less than "
+                f"group.consumer.session.timeout.ms ({session}).",
+                "group.consumer.heartbeat.interval.ms",
             )
 
     def warn_about_keys(self) -> None:

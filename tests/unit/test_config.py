@@ -773,6 +773,13 @@ def test_segment_bytes_at_least_min_bytes() -> None:
     )
 
 
+def test_a_consumer_group_heartbeat_must_be_shorter_than_its_session() -> None:
+    assert error(group__consumer__heartbeat__interval__ms="45000") == (
+        "group.consumer.heartbeat.interval.ms (45000) must be less than "
+        "group.consumer.session.timeout.ms (45000)."
+    )
+
+
 def test_metrics_port_range_and_booleans() -> None:
     assert error(metrics__port="65536") == (
         "Invalid value 65536 for configuration metrics.port: must be an integer between 0 and "
