@@ -31,6 +31,7 @@ from broker.api import (
     ListOffsetsResult,
 )
 from broker.records import AppendError
+from broker.replica.config import ReplicaConfig, TopicPartition
 from broker.replica.fetch_sessions import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -42,7 +43,7 @@ from kraft.log.base import CorruptRecordError
 from metadata.image import MetadataImage
 
 if TYPE_CHECKING:
-    from broker.replica.manager import ReplicaConfig, ReplicaManager, TopicPartition
+    from broker.log.log_manager import LogManager
     from broker.replica.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,29 @@ class LeaderClient(Protocol):
     ) -> list[ListOffsetsResult]: ...
 
     async def close(self) -> None: ...
+
+
+class FollowedReplicas(Protocol):
+    """What the fetchers need of the replicas they feed (ReplicaManager, which imports this
+    module: the fetchers call up through this, never import the manager)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, Partition]: ...
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    def follower(self, tp: TopicPartition, leader: int) -> Partition | None:
+        """The partition if this broker still follows `leader` for it."""
+        ...
+
+    def on_follower_append(self, partition: Partition, leader_hw: int) -> None: ...
+
+    def on_truncated(self, partition: Partition, offset: int, cut: tuple[int, int],
+                     why: str) -> None: ...
 
 
 Connect = Callable[[str, int], Awaitable[LeaderClient]]
@@ -121,7 +145,7 @@ class FetcherManager:
         self.broker_epoch = broker_epoch
         self.connect = connect
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self._manager: ReplicaManager | None = None
+        self._manager: FollowedReplicas | None = None
         # Leaders whose port refused a connection (no process listens: it died), with the
         # broker epoch they had then; cleared by a successful connect or a new registration.
         self.unreachable: dict[int, int] = {}
@@ -137,11 +161,11 @@ class FetcherManager:
         self._holds = 0
         self._held: set[ReplicaFetcher] = set()
 
-    def bind(self, manager: ReplicaManager) -> None:
+    def bind(self, manager: FollowedReplicas) -> None:
         self._manager = manager
 
     @property
-    def manager(self) -> ReplicaManager:
+    def manager(self) -> FollowedReplicas:
         assert self._manager is not None
         return self._manager
 

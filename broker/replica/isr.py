@@ -11,14 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from broker.replica.partition import IsrChange, Partition
 from kraft.errors import Errors, error_name
 from metadata.rpc import broker_pb2 as pb
-
-if TYPE_CHECKING:
-    from broker.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +37,15 @@ class IsrUpdater:
         self._broker_epoch = broker_epoch
         self._queue: dict[tuple[str, int], tuple[Partition, IsrChange]] = {}
         self._task: asyncio.Task[None] | None = None
-        self._manager: ReplicaManager | None = None
+        # The manager's re-check of the HW once an ISR change is committed (a callback: the
+        # manager imports this module, not the other way round).
+        self._on_committed: Callable[[Partition], None] | None = None
         self.requests_sent = 0
         self.shrinks_committed = 0
         self.expands_committed = 0
 
-    def bind(self, manager: ReplicaManager) -> None:
-        self._manager = manager
+    def bind(self, on_committed: Callable[[Partition], None]) -> None:
+        self._on_committed = on_committed
 
     def submit(self, partition: Partition, change: IsrChange) -> None:
         partition.begin_isr_change(change)
@@ -89,8 +87,6 @@ class IsrUpdater:
         self, changes: list[tuple[Partition, IsrChange]]
     ) -> list[tuple[Partition, IsrChange]]:
         """Send one AlterPartition; returns the changes to retry."""
-        manager = self._manager
-        assert manager is not None
         by_topic: dict[str, list[pb.AlterPartitionRequest.PartitionData]] = {}
         for partition, change in changes:
             by_topic.setdefault(partition.log.topic_id, []).append(
@@ -125,8 +121,8 @@ class IsrUpdater:
     def _handle(self, partition: Partition, change: IsrChange,
                 answer: pb.AlterPartitionResponse.PartitionResult) -> bool:
         """Apply one partition's answer; False to retry it."""
-        manager = self._manager
-        assert manager is not None
+        on_committed = self._on_committed
+        assert on_committed is not None
         if not self._still_wanted(partition, change):
             return True  # newer metadata replaced the pending state: the answer is moot
         code = answer.error_code
@@ -140,7 +136,7 @@ class IsrUpdater:
                 self.expands_committed += bool(after - before)
                 log.info("ISR of %s-%d is now %s (partition epoch %d)", partition.topic,
                          partition.partition, list(answer.isr), answer.partition_epoch)
-                manager.on_isr_committed(partition)
+                on_committed(partition)
             return True
         if code in _ABANDON:
             partition.abandon_isr_change()

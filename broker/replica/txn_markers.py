@@ -20,7 +20,7 @@ from broker.records import HEADER_SIZE, AppendError, parse_header
 from kraft.errors import Errors
 
 if TYPE_CHECKING:
-    from broker.replica.manager import ReplicaManager
+    from broker.replica.manager_writes import ReplicaWrites
     from broker.replica.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def records_end(records: bytes) -> int:
     return end
 
 
-async def write_txn_markers(manager: ReplicaManager, markers: Sequence[TxnMarker],
+async def write_txn_markers(manager: ReplicaWrites, markers: Sequence[TxnMarker],
                             timeout_ms: int = MARKER_TIMEOUT_MS) -> list[MarkerResults]:
     """Per marker, each partition's code: NONE once its marker is replicated."""
     now = manager.now_ms()
@@ -82,7 +82,7 @@ async def write_txn_markers(manager: ReplicaManager, markers: Sequence[TxnMarker
     return answers
 
 
-def _append(manager: ReplicaManager, marker: TxnMarker, tp: TopicPartition, now: int
+def _append(manager: ReplicaWrites, marker: TxnMarker, tp: TopicPartition, now: int
             ) -> tuple[int, tuple[Partition, int, int] | None]:
     partition = manager.partitions.get(tp)
     if partition is None:
