@@ -3,6 +3,7 @@ committed log and against what the nodes serve, and the campaign's own intensity
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -300,12 +301,72 @@ def _p(partition: int, offset: int) -> str:
     return f"{partition}@{offset}"
 
 
+# librdkafka's debug line (facility ERRSEQ) for the epoch bump of issue #4953: a batch behind
+# one that failed with a retriable error was refused OUT_OF_ORDER_SEQUENCE_NUMBER, and the
+# client bumps its epoch and renumbers every record it still holds, the failed batch's too,
+# although that batch's first attempt may have been written (the Java client retries without a
+# bump). Kafka answers that batch so too (the sequence check follows the min-ISR check).
+CLIENT_BUMP = "due to skipped sequence numbers"
+
+
+def client_duplicates(replicas: dict[int, dict[int, ReplicaLog]],
+                      client_lines: dict[int, list[str]]) -> tuple[Check, dict[bytes, str]]:
+    """Values in a replica's files more than once, by the headers of their batches: copies
+    that one producer id wrote under a later producer epoch each, by a producer whose client
+    logged CLIENT_BUMP (`client_lines`: producer -> its journaled librdkafka lines), are the
+    client's (returned with their cause; checks (a) and (d) leave them out); any other
+    duplicate fails here with its headers (one epoch twice is a broker's bug)."""
+    explained: dict[bytes, str] = {}
+    problems: list[str] = []
+    for p, by_broker in sorted(replicas.items()):
+        for broker, log in sorted(by_broker.items()):
+            where: dict[bytes, list[int]] = {}
+            for offset, value in log.records.items():
+                where.setdefault(value, []).append(offset)
+            for value, offsets in sorted(where.items()):
+                if len(offsets) < 2 or value in explained:
+                    continue
+                copies = sorted(offsets)
+                origins = [log.origins.get(o, (-1, -1, -1)) for o in copies]
+                shown = ", ".join(f"{_p(p, o)} (producer id {pid}, epoch {e}, sequence {s})"
+                                  for o, (pid, e, s) in zip(copies, origins, strict=True))
+                epochs = [e for _, e, _ in origins]
+                one_id = len({pid for pid, _, _ in origins}) == 1 and origins[0][0] >= 0
+                rising = all(a < b for a, b in itertools.pairwise(epochs))
+                producer = _producer_of(value)
+                bumps = [line for line in client_lines.get(producer, []) if CLIENT_BUMP in line]
+                if one_id and rising and bumps:
+                    explained[value] = (f"{value!r} at {shown}: producer {producer}'s client "
+                                        f"bumped its epoch ({bumps[0][:160]})")
+                else:
+                    reason = ("one producer epoch twice: the broker's deduplication failed"
+                              if not rising else "a later epoch, without the client's "
+                              f"'{CLIENT_BUMP}' line journaled")
+                    problems.append(f"broker {broker}: {value!r} at {shown}: {reason}")
+    check = _check("data: every record written twice is the client's epoch bump "
+                   "(librdkafka #4953)", problems,
+                   f"{len(explained)} value(s) written again under a new producer epoch by "
+                   "the client, none twice in one epoch")
+    if check.ok:
+        check.details = list(explained.values())[:MAX_DETAILS]
+    return check, explained
+
+
+def _producer_of(value: bytes) -> int:
+    """The producer of a campaign value p<producer>-<seq> (-1 for any other)."""
+    head = value.split(b"-", 1)[0]
+    return int(head[1:]) if head[:1] == b"p" and head[1:].isdigit() else -1
+
+
 def check_acked_records(acks: list[Ack], sources: dict[str, PartitionValues],
-                        hws: dict[int, int], attempted: set[bytes]) -> Check:
+                        hws: dict[int, int], attempted: set[bytes],
+                        explained: dict[bytes, str] | None = None) -> Check:
     """(a) Every acknowledged record exactly once, at the offset its delivery report gave, in
     every source's log below the partition's high watermark (a source is the leaders' log as a
     consumer reads it back, or one ISR replica's files; it holds the partitions it is checked
-    for); no value twice; no value no producer sent."""
+    for); no value twice, but those `explained` (client_duplicates); no value no producer
+    sent."""
+    explained = explained or {}
     problems: list[str] = []
     checked = 0
     for source, partitions in sorted(sources.items()):
@@ -315,7 +376,7 @@ def check_acked_records(acks: list[Ack], sources: dict[str, PartitionValues],
                 if offset < hws.get(p, 0):
                     where.setdefault(value, []).append((p, offset))
         for value, places in sorted(where.items()):
-            if len(places) > 1:
+            if len(places) > 1 and value not in explained:
                 problems.append(f"{source}: {value!r} is in the log {len(places)} times, at "
                                 + ", ".join(_p(*x) for x in places))
             if value not in attempted:
@@ -441,9 +502,11 @@ def check_watermarks(seen: list[Watermark], hws: dict[int, int]) -> Check:
 
 
 def check_reads(reads: list[Read], final: PartitionValues, hws: dict[int, int],
-                attempted: set[bytes]) -> Check:
+                attempted: set[bytes], explained: dict[bytes, str] | None = None) -> Check:
     """(d) No phantom read: every record a consumer read is, after healing, in the log below
-    the high watermark at the offset it was read at, with the same value, and was produced."""
+    the high watermark at the offset it was read at, with the same value, and was produced;
+    none read at two offsets but those `explained` (client_duplicates)."""
+    explained = explained or {}
     problems: list[str] = []
     offsets_of: dict[bytes, set[tuple[int, int]]] = {}
     for r in reads:
@@ -462,7 +525,7 @@ def check_reads(reads: list[Read], final: PartitionValues, hws: dict[int, int],
                             f"{_p(r.partition, r.offset)} ({r.at_s:.3f} s); after healing "
                             f"the offset holds {held!r}")
     for value, places in sorted(offsets_of.items()):
-        if len(places) > 1:
+        if len(places) > 1 and value not in explained:
             problems.append(f"{value!r} was read at {len(places)} offsets: "
                             + ", ".join(_p(*x) for x in sorted(places)))
     return _check("data: consumers read no record that is not in the log", problems,

@@ -59,6 +59,25 @@ FLUSH_S = 60.0
 _QUIET = logging.getLogger("tests.chaos.rdkafka")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
+# The producers log librdkafka's idempotence decisions (debug "eos": a few lines per error or
+# epoch change, not per record); the lines that say why the producer epoch changed are
+# journaled, since a record written again under a new epoch is the client's doing only when
+# its own log says so (checks.client_duplicates).
+EPOCH_LINES = ("skipped sequence numbers", "bumped epoch", "message sequence gap",
+               "unknown producer id", "message(s) timed out")
+
+
+class _EpochLines(logging.Handler):
+    """Hands the librdkafka lines about producer-epoch changes to `keep`."""
+
+    def __init__(self, keep: Callable[[str], None]) -> None:
+        super().__init__(logging.DEBUG)
+        self._keep = keep
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        if any(marker in line for marker in EPOCH_LINES):
+            self._keep(line)
 
 
 def value_of(producer: int, seq: int) -> bytes:
@@ -144,6 +163,16 @@ class DataProducer(_ClientThread):
         # in which every partition had records on their way (round-robin, every tick).
         self.started_s: float | None = None
         self.stopped_s: float | None = None
+        # librdkafka's lines about its producer epoch (EPOCH_LINES), kept whole and apart
+        # from the capped events: the duplicate check reads them.
+        self.epoch_lines: list[str] = []
+        self._rdkafka = logging.getLogger(f"tests.chaos.rdkafka.producer-{k}")
+        self._rdkafka.setLevel(logging.DEBUG)
+        self._rdkafka.propagate = False
+        self._rdkafka.addHandler(_EpochLines(self._epoch_line))
+
+    def _epoch_line(self, line: str) -> None:
+        self.epoch_lines.append(f"{self._now():.3f} s: {line[:400]}")
 
     def _now(self) -> float:
         return time.monotonic() - self.t0
@@ -176,7 +205,8 @@ class DataProducer(_ClientThread):
             "message.timeout.ms": MESSAGE_TIMEOUT_MS, "reconnect.backoff.max.ms": 1000,
             "topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS,
             "retry.backoff.max.ms": RETRY_BACKOFF_MAX_MS, "error_cb": self._on_error,
-            "queue.buffering.max.messages": MAX_QUEUED * 2, "logger": _QUIET,
+            "queue.buffering.max.messages": MAX_QUEUED * 2, "debug": "eos",
+            "logger": self._rdkafka,
         })
 
     def _close(self, producer: Producer, timeout_s: float) -> None:

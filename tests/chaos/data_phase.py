@@ -23,6 +23,7 @@ from tests.chaos.checks import (
     check_reads,
     check_replicas_agree,
     check_watermarks,
+    client_duplicates,
     hw_regressions,
 )
 from tests.chaos.data import (
@@ -194,10 +195,12 @@ class DataPart:
                 sources.setdefault(f"broker {b}'s files", {})[p] = \
                     {} if log is None else log.records
         watermarks = [w for c in self.consumers for w in c.watermarks]
-        return [*out, check_acked_records(acks, sources, hws, attempted),
+        twice, explained = client_duplicates(
+            replicas, {p.k: p.epoch_lines for p in self.producers})
+        return [*out, check_acked_records(acks, sources, hws, attempted, explained), twice,
                 check_replicas_agree(replicas, hws, isr), check_watermarks(watermarks, hws),
                 check_reads([r for c in self.consumers for r in c.reads], final, hws,
-                            attempted)]
+                            attempted, explained)]
 
     def availability(self, outages: list[Outage], faults: list[FaultRecord],
                      events: list[NodeEvent], bound_s: float | None,
@@ -239,4 +242,5 @@ class DataPart:
             "events": [[e.who, round(e.at_s, 3), e.what]
                        for x in [*self.producers, *self.consumers] for e in x.events],
             "sending": [[p.started_s, p.stopped_s] for p in self.producers],
+            "epochLines": {f"producer {p.k}": p.epoch_lines for p in self.producers},
         }

@@ -68,6 +68,9 @@ class ReplicaLog:
     partition: int
     batches: list[Batch] = field(default_factory=list)
     records: dict[int, bytes] = field(default_factory=dict)  # offset -> value
+    # offset -> (producer id, producer epoch, sequence): which producer call wrote the record
+    # under which epoch (a value twice in two epochs is a client's epoch bump, checks.py).
+    origins: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     torn_tail: str = ""  # an incomplete last batch (what kill -9 leaves above the HW)
 
@@ -125,6 +128,9 @@ def read_replica(directory: Path, broker: int, partition: int) -> ReplicaLog:
             try:
                 for record in decode_records(batch):
                     log.records[record.offset] = record.value or b""
+                    log.origins[record.offset] = (
+                        header.producer_id, header.producer_epoch,
+                        header.base_sequence + record.offset - header.base_offset)
             except ValueError as exc:  # a compressed batch: the producers send none
                 log.problems.append(f"{where}: {exc}")
             pos += size

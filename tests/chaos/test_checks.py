@@ -32,6 +32,7 @@ from tests.chaos.checks import (
     check_replicas_agree,
     check_served,
     check_watermarks,
+    client_duplicates,
     floors,
     hw_regressions,
     order_violations,
@@ -433,6 +434,60 @@ def test_a_replica_is_read_from_its_segment_files(tmp_path: Path) -> None:
     data[70] ^= 0xFF
     path.write_bytes(bytes(data))
     assert "CRC mismatch" in read_replica(path.parent, 4, 0).problems[0]
+
+
+def _bumped_replica(tmp_path: Path, second_epoch: int) -> Path:
+    """Seed 842814's partition 0 in small: producer 1 (id 1000) wrote p1-0..p1-1 in epoch 0
+    (the batch its leader wrote just before it was killed), then, after its client bumped the
+    epoch, p1-0..p1-1 again as `second_epoch`'s sequence 0, behind producer 0's batch."""
+    directory = tmp_path / "node-5" / "t-0"
+    directory.mkdir(parents=True)
+    batches = [
+        build_batch([b"p1-0", b"p1-1"], base_offset=0, partition_leader_epoch=13,
+                    producer_id=1000, producer_epoch=0, base_sequence=9362),
+        build_batch([b"p0-0"], base_offset=2, partition_leader_epoch=19, producer_id=0,
+                    producer_epoch=0, base_sequence=9395),
+        build_batch([b"p1-0", b"p1-1", b"p1-2"], base_offset=3, partition_leader_epoch=19,
+                    producer_id=1000, producer_epoch=second_epoch,
+                    base_sequence=0 if second_epoch else 9364),
+    ]
+    (directory / f"{0:020d}.log").write_bytes(b"".join(batches))
+    return directory
+
+
+BUMP_LINE = ("ERRSEQ [rdkafka#producer-2] [thrd:127.0.0.1:55535/5]: ProduceRequest for "
+             "kdata [0] with 523 message(s) failed due to skipped sequence numbers (PID{Id:1000,"
+             "Epoch:0}, base seq 9507 > next seq 9362) caused by previous failed request "
+             "(NOT_ENOUGH_REPLICAS, actions Retry,MsgNotPersisted, base seq 9362..9364")
+
+
+def test_a_record_twice_is_the_clients_only_under_a_later_epoch_it_logged(
+        tmp_path: Path) -> None:
+    bumped = read_replica(_bumped_replica(tmp_path / "a", 1), 5, 0)
+    assert bumped.origins[0] == (1000, 0, 9362) and bumped.origins[3] == (1000, 1, 0)
+    replicas = {0: {5: bumped}}
+    twice, explained = client_duplicates(replicas, {1: [f"430.5 s: {BUMP_LINE}"]})
+    assert twice.ok and sorted(explained) == [b"p1-0", b"p1-1"]
+    assert "0@0 (producer id 1000, epoch 0, sequence 9362), 0@3 (producer id 1000, epoch 1, " \
+           "sequence 0): producer 1's client bumped its epoch" in explained[b"p1-0"]
+    # Checks (a) and (d) leave the client's duplicates to this check.
+    acks = [Ack(1, 0, 3, b"p1-0", 482.6), Ack(0, 0, 2, b"p0-0", 482.6)]
+    sent = {b"p0-0", b"p1-0", b"p1-1", b"p1-2"}
+    assert check_acked_records(acks, {"broker 5": {0: bumped.records}}, {0: 6}, sent,
+                               explained).ok
+    assert not check_acked_records(acks, {"broker 5": {0: bumped.records}}, {0: 6}, sent).ok
+    reads = [Read(0, 0, 0, b"p1-0", 431.0), Read(0, 0, 3, b"p1-0", 483.0)]
+    assert check_reads(reads, {0: bumped.records}, {0: 6}, sent, explained).ok
+    # Without the client's own line the cause is not shown: the broker may have answered
+    # OUT_OF_ORDER_SEQUENCE_NUMBER wrongly (a lost producer state looks the same).
+    unexplained, none = client_duplicates(replicas, {1: ["430.5 s: bumped epoch ..."]})
+    assert not unexplained.ok and not none
+    assert "without the client's 'due to skipped sequence numbers' line" in \
+        unexplained.details[0]
+    # One epoch twice is the broker's: its deduplication failed, whatever the client logged.
+    same = read_replica(_bumped_replica(tmp_path / "b", 0), 5, 0)
+    broken, _ = client_duplicates({0: {5: same}}, {1: [BUMP_LINE]})
+    assert not broken.ok and "one producer epoch twice" in broken.details[0]
 
 
 def test_acknowledged_records_must_be_in_every_log_once_at_their_offset() -> None:
