@@ -6,6 +6,8 @@ and offsets kept in the internal, replicated `__consumer_offsets` topic.
 - records.py: Kafka's key/value formats of that topic (offset commits, group metadata).
 - model.py: a group and its members (pure data, no I/O).
 - coordinator.py: the state machine of every group on the partitions this broker leads.
+  Its parts: coordinator_core.py (state, loading and unloading, the join phase, members and
+  sessions), join_group.py (the JoinGroup requests).
 - loader.py: the replay of a partition into groups when this broker starts leading it.
 - offsets.py: OffsetCommit/OffsetFetch rules (part of the coordinator).
 - admin.py: ListGroups, DescribeGroups, DeleteGroups; retention.py: expiry of offsets.
