@@ -14,7 +14,7 @@ PARTS = (
     "snapshot_transfer_bench", "tls_bench", "snapshot_bench", "peers", "audit_bench",
     "loop_lag_bench", "data_plane_bench", "flush_hop_bench", "write_trace_bench",
     "authorizer_bench", "authz_produce_bench", "sasl_bench", "scale_bench", "group_tool_bench",
-    "group_protocol_bench", "dev_start_bench",
+    "group_protocol_bench", "dev_start_bench", "txn_bench",
 )
 RESULTS = Path(__file__).resolve().parent / "results"
 
