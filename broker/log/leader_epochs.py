@@ -1,24 +1,30 @@
 """A partition's leader-epoch cache with Kafka's rules (LeaderEpochFileCache, KIP-101/279),
-stored in kraft.log's EpochCache and written to `leader-epoch-checkpoint` on every change.
+stored in kraft.log's EpochCache and written to `leader-epoch-checkpoint`.
 
-Durability. Every change is written at once on the caller's thread (the event loop) as a
-temporary file renamed over the old one, without fsync: a process crash (kill -9) keeps it, and
-the LogManager's background round fsyncs it (and the directory) in a worker thread soon after,
-always before the log's next data fsync. A power loss before that round may leave the previous
-file (or, for a file never synced, a damaged or missing one). That is safe because the file is
-not the truth, the batches are: every batch carries its leader epoch, and PartitionLog rebuilds
-the cache from the batch headers on open, then takes from the file only epochs above the last
-batch's that start at or below the log end. So a lost write can lose only:
-* an epoch assigned with no record written yet (KAFKA-7415): a leader re-assigns its epoch
-  when it becomes leader again after the restart, and a follower without it is simply one that
-  never heard of that epoch (the leader's diverging-epoch answer still truncates it correctly);
-* a truncation of such an entry: the stale entry then starts at or below the log end (entries
-  past it are dropped on open), and the next truncation to the log end (KAFKA-10706, see
-  PartitionLog.truncate_to) or the next append in a higher epoch removes it.
-Kafka made the same trade: since KAFKA-15046 (fixed up by KAFKA-16541) it flushes the
-checkpoint asynchronously after truncations, and relies on log loading to fix stale entries;
-it still fsyncs `assign` synchronously because it does not rebuild the cache from every batch
-on open. We do, so `assign` needs no fsync on the loop either.
+Durability. A change costs the caller's thread (the event loop) nothing: the owner is told
+(`on_change`) and the log's next flush job, in a worker thread, writes the entries as they were
+when the job began (a temporary file renamed over the old one) and fsyncs the file and the
+directory, before it fsyncs any data of the log (broker/log/partition_state.py). Seeding 3,000
+partitions paid a file creation and a rename per follower's first append on the loop before
+(issue 28). So after a crash (kill -9 or a power loss) the file may lag the log: miss epochs,
+or keep entries a truncation removed. That is safe because the file is not the truth, the
+batches are: every batch carries its leader epoch, and PartitionLog rebuilds the cache from
+the batch headers on open, then takes from the file only an epoch above the last batch's that
+starts exactly at the log end — an epoch assigned with no record written (KAFKA-7415), the one
+thing the batches cannot tell. Any other entry the batches lack is stale: had a record been
+written in that epoch, a batch would carry it; an entry starting below the log end with
+batches of a lower epoch after it was truncated away and those batches written since (a
+follower cut back to its new leader's log); one past the end was cut with the data. A damaged
+or missing file is an empty one. So a lagging file can lose only:
+* an epoch assigned with no record written yet: a leader re-assigns its epoch when it becomes
+  leader again after the restart, and a follower without it is simply one that never heard of
+  that epoch (the leader's diverging-epoch answer still truncates it correctly);
+* a truncation of such an entry: the stale entry then starts at the log end, and the next
+  truncation to the log end (KAFKA-10706, see PartitionLog.truncate_to) or the next append in
+  a higher epoch removes it.
+Kafka made the same trade for truncations (KAFKA-15046, fixed up by KAFKA-16541: the file is
+flushed asynchronously and log loading fixes stale entries); it still writes `assign`
+synchronously because it does not rebuild the cache from every batch on open. We do.
 
 Kafka's rules differ from the Raft log's in three ways: an epoch may be assigned with no
 record written (a new leader's epoch at its log end, KAFKA-7415), so a later epoch may start
@@ -39,14 +45,14 @@ UNDEFINED = -1
 
 
 class LeaderEpochCache:
-    """(epoch, start offset) entries, both strictly increasing, written through to a file
-    (without fsync; `on_save` is told after each write, so the owner can fsync it later)."""
+    """(epoch, start offset) entries, both strictly increasing. With `on_change` set the owner
+    writes the file later (its flush job); without, each change writes it at once (no fsync)."""
 
-    __slots__ = ("_cache", "_directory", "on_save")
+    __slots__ = ("_cache", "_directory", "on_change")
 
     def __init__(self, directory: str, entries: list[tuple[int, int]] | None = None) -> None:
         self._directory = directory
-        self.on_save: Callable[[], None] | None = None
+        self.on_change: Callable[[], None] | None = None
         self._cache = EpochCache()
         for epoch, start in entries or ():
             self._cache.assign(epoch, start)
@@ -59,12 +65,14 @@ class LeaderEpochCache:
         return self._cache.last_epoch if len(self._cache) else UNDEFINED
 
     def _save(self) -> None:
-        checkpoints.write_leader_epochs(self._directory, self._cache.entries(), durable=False)
-        if self.on_save is not None:
-            self.on_save()
+        if self.on_change is not None:
+            self.on_change()
+        else:
+            checkpoints.write_leader_epochs(self._directory, self._cache.entries(),
+                                            durable=False)
 
     def save(self) -> None:
-        """Write the file now (without fsync)."""
+        """Have the file written: now (without fsync), or by the owner's next flush job."""
         self._save()
 
     def assign(self, epoch: int, start_offset: int, save: bool = True) -> bool:

@@ -67,6 +67,8 @@ def close_logs(logs: Sequence[PartitionLog], threads: int) -> list[tuple[Partiti
 def _sync(jobs: list[tuple[PartitionLog, PartitionFlushJob]], threads: int) -> None:
     directories = _one_per_filesystem({os.path.dirname(log.directory) for log, _ in jobs})
     if durability.available():
+        for _, job in jobs:  # the checkpoints the jobs write, synced with the rest
+            _run(job.write_files)
         for directory in directories:
             durability.sync_filesystem(directory)
         for _, job in jobs:

@@ -76,28 +76,41 @@ def read_recovery_state(directory: str) -> tuple[bool, int]:
 
 
 class PartitionFlushJob:
-    """A partition log's flush job: fsync the unsynced metadata files and directories, then
-    run the segments' job (if any). `run` in any thread; back to `complete_flush`."""
+    """A partition log's flush job: write the leader-epoch checkpoint when it lags (`epochs`:
+    the log's directory and the entries when the job began), fsync the unsynced metadata files
+    and directories, then run the segments' job (if any). `run` in any thread; back to
+    `complete_flush`."""
 
-    __slots__ = ("directories", "error", "files", "segment_job", "synced_dirs", "syncs")
+    __slots__ = ("directories", "epochs", "error", "files", "segment_job", "synced_dirs",
+                 "syncs")
 
     def __init__(
-        self, files: list[str], directories: list[str], segment_job: FlushJob | None
+        self, files: list[str], directories: list[str], segment_job: FlushJob | None,
+        epochs: tuple[str, list[tuple[int, int]]] | None = None,
     ) -> None:
         self.files = files
         self.directories = directories
         self.segment_job = segment_job
+        self.epochs = epochs
         self.error: BaseException | None = None
         self.syncs = 0
         # Directories already fsynced after this job began (shared by the jobs of one worker
         # hop, all begun before it: a thousand new logs need one fsync of their log dir).
         self.synced_dirs: set[str] | None = None
 
+    def write_files(self) -> None:
+        """Write the files the job writes (the leader-epoch checkpoint), without fsync; once."""
+        if self.epochs is not None:
+            directory, entries = self.epochs
+            self.epochs = None
+            checkpoints.write_leader_epochs(directory, entries, durable=False)
+
     def run(self) -> None:
         done = self.synced_dirs
         directories = self.directories if done is None else [
             path for path in self.directories if path not in done]
         try:
+            self.write_files()
             self.syncs += checkpoints.fsync_paths(self.files, directories)
             if done is not None:
                 done.update(directories)
@@ -122,6 +135,11 @@ class PartitionFlushJob:
         """`run` when the caller made every file of the log durable after the job began (a
         syncfs): nothing is fsynced here; the recovery point is raised without a sync, so the
         caller syncs the filesystem again before relying on it (SegmentFlushJob.run_synced)."""
+        try:
+            self.write_files()
+        except BaseException as exc:
+            self.fail(exc)
+            raise
         if isinstance(self.segment_job, SegmentFlushJob):
             try:
                 self.segment_job.run_synced()

@@ -281,8 +281,8 @@ class PartitionLog(LogReads, LogRetention, LogTxns):
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
         """Record that leader epoch `epoch` starts at `start_offset` (a new leader calls it
-        with its log end even when it writes nothing: KAFKA-7415). The checkpoint is written at
-        once, without fsync; the next flush job fsyncs it (partition_state.py)."""
+        with its log end even when it writes nothing: KAFKA-7415). The checkpoint is written by
+        the log's next flush job, in a worker thread, which fsyncs it (partition_state.py)."""
         self._check_open()
         self._assign_epoch(epoch, start_offset)
 
@@ -314,18 +314,18 @@ class PartitionLog(LogReads, LogRetention, LogTxns):
         point; hand it back to `complete_flush`. None when the files are in sync. One job at a
         time."""
         self._check_open()
-        files, dirs = self._take_unsynced()
+        files, dirs, epochs = self._take_unsynced()
         try:
             segment_job = self._log.begin_flush()
         except BaseException:
-            self._unsynced(files, dirs)
+            self._untake_unsynced(files, dirs, epochs)
             raise
         self._rolled = False
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms() if now_ms is None else now_ms
         if segment_job is None and not files and not dirs:
             return None
-        return PartitionFlushJob(files, dirs, segment_job)
+        return PartitionFlushJob(files, dirs, segment_job, epochs)
 
     def complete_flush(self, job: FlushJob) -> None:
         if not isinstance(job, PartitionFlushJob):

@@ -6,12 +6,15 @@ the metadata files written without fsync; the read-only view of the log.
 Creating a log and assigning a leader epoch cost no fsync on the caller's thread (a broker
 creates thousands of logs from one metadata image, and every leader change assigns an epoch).
 `open` of a new directory creates it, `partition.metadata` and a recovery point of 0 (the
-kraft.log file SegmentedLog would otherwise write durably), and the leader-epoch checkpoint is
-rewritten on each change, all without fsync; each such file and directory is remembered as
-unsynced, `on_metadata_unsynced` tells the LogManager, and its background round fsyncs them in
-a worker thread. The flush job of this class always fsyncs those files and directories
-*before* it fsyncs any data of the log, and so do `flush` and `close`. Why that is safe:
-* A process crash (kill -9) loses nothing: every file is complete in the page cache.
+kraft.log file SegmentedLog would otherwise write durably), all without fsync; each such file
+and directory is remembered as unsynced, `on_metadata_unsynced` tells the LogManager, and its
+background round fsyncs them in a worker thread. A change of the leader epochs is not even
+written on the caller's thread: the flush job writes the checkpoint (the entries as they were
+when it began) in its worker thread, then fsyncs it. The flush job of this class always writes
+and fsyncs those files and directories *before* it fsyncs any data of the log, and so do
+`flush` and `close`. Why that is safe:
+* A process crash (kill -9) loses nothing but a leader-epoch checkpoint not written yet:
+  every other file is complete in the page cache.
 * A power loss before the first round can lose the new directory or any of its files. A lost
   directory is recreated from the metadata image and refetched from the leader, as for a
   replica that never existed; a directory without `partition.metadata` is skipped on start and
@@ -25,7 +28,8 @@ a worker thread. The flush job of this class always fsyncs those files and direc
   only ever replaced by rename). A recovery-point file with other garbage is still recovery's
   strict case.
 * The leader-epoch checkpoint is rebuilt from the batches on open; see
-  broker/log/leader_epochs.py for what a lost write of it can lose, and why that is harmless.
+  broker/log/leader_epochs.py for what a lost or late write of it can lose, and why that is
+  harmless.
 """
 
 from __future__ import annotations
@@ -124,6 +128,7 @@ class PartitionLogState:
         # Files and directories written without fsync since the last flush job began.
         self._unsynced_files: dict[str, None] = {}
         self._unsynced_dirs: dict[str, None] = {}
+        self._epochs_unwritten = False  # the checkpoint lags the cache: the next job writes it
         self._metadata_failed: BaseException | None = None
         # Called when a file above needs the background round: the LogManager's.
         self.on_metadata_unsynced: Callable[[PartitionLogState], None] | None = None
@@ -145,10 +150,11 @@ class PartitionLogState:
 
     def _new_epochs(self, entries: list[tuple[int, int]] | None = None) -> LeaderEpochCache:
         epochs = LeaderEpochCache(self._directory, entries)
-        epochs.on_save = self._epochs_saved
+        epochs.on_change = self._epochs_changed
         return epochs
 
-    def _epochs_saved(self) -> None:
+    def _epochs_changed(self) -> None:
+        self._epochs_unwritten = True
         self._unsynced([os.path.join(self._directory, checkpoints.LEADER_EPOCH_FILE)],
                        [self._directory])
 
@@ -170,21 +176,33 @@ class PartitionLogState:
 
     def _sync_metadata(self) -> None:
         """fsync the unsynced files and directories on this thread."""
-        files, dirs = self._take_unsynced()
-        job = PartitionFlushJob(files, dirs, None)
+        files, dirs, epochs = self._take_unsynced()
+        job = PartitionFlushJob(files, dirs, None, epochs)
         try:
             job.run()
         except BaseException as exc:
             self._metadata_failed = exc
             raise
 
-    def _take_unsynced(self) -> tuple[list[str], list[str]]:
+    def _take_unsynced(
+        self,
+    ) -> tuple[list[str], list[str], tuple[str, list[tuple[int, int]]] | None]:
+        """The files and directories to fsync, and the leader-epoch checkpoint to write first
+        (its directory and entries) when it lags the cache."""
         if self._metadata_failed is not None:
             raise OSError(errno.EIO, f"an fsync of a file in {self._directory} failed; its "
                           "metadata cannot be trusted") from self._metadata_failed
         files, self._unsynced_files = list(self._unsynced_files), {}
         dirs, self._unsynced_dirs = list(self._unsynced_dirs), {}
-        return files, dirs
+        epochs = (self._directory, self._epochs.entries()) if self._epochs_unwritten else None
+        self._epochs_unwritten = False
+        return files, dirs, epochs
+
+    def _untake_unsynced(self, files: list[str], directories: list[str],
+                         epochs: tuple[str, list[tuple[int, int]]] | None) -> None:
+        """A job that was not begun after all: its work waits for the next one."""
+        self._epochs_unwritten = self._epochs_unwritten or epochs is not None
+        self._unsynced(files, directories)
 
     def _headers(self, start: int) -> Iterator[RecordBatchHeader]:
         for _, prefix in self._log.batch_prefixes(start, HEADER_SIZE):
@@ -242,7 +260,8 @@ class PartitionLogState:
 
     def _load_epochs(self, from_batches: LeaderEpochCache) -> None:
         """The checkpoint reconciled with the batches: the batches are the truth; the file adds
-        epochs assigned with no record written (KAFKA-7415) at the log end."""
+        only an epoch assigned with no record written (KAFKA-7415), which starts at the log end
+        (any other entry the batches lack is stale: broker/log/leader_epochs.py)."""
         path = os.path.join(self._directory, checkpoints.LEADER_EPOCH_FILE)
         try:
             stored = (None if self._new_directory
@@ -253,7 +272,7 @@ class PartitionLogState:
         epochs = self._new_epochs(from_batches.entries())
         end = self._log.end_offset
         for epoch, start in stored or ():
-            if start <= end and epoch > epochs.latest_epoch and start >= _last_start(epochs):
+            if start == end and epoch > epochs.latest_epoch and start >= _last_start(epochs):
                 epochs.assign(epoch, start, save=False)
         # A new log with no epoch has no file to write (a missing file is an empty cache).
         if epochs.entries() != (stored or []):

@@ -220,6 +220,8 @@ def test_epoch_checkpoint_round_trip_in_kafkas_format(tmp_path: Path) -> None:
     log.append_as_leader(values(2), 1, NOW)
     log.append_as_leader(values(2), 3, NOW)
     path = os.path.join(log.directory, checkpoints.LEADER_EPOCH_FILE)
+    assert not os.path.exists(path)  # written by the flush job, off the appending thread
+    log.flush()
     with open(path) as file:
         assert file.read() == "0\n2\n1 0\n3 2\n"
     log.close()
@@ -703,7 +705,10 @@ def test_metadata_is_synced_before_the_data(
 def test_a_created_but_never_flushed_log_reopens(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.assign_epoch(2, 0)
-    log.close(flush=False)  # as kill -9 leaves it: files in the page cache, none synced
+    job = log.begin_flush(NOW)
+    assert job is not None
+    job.write_files()  # the flush job wrote the checkpoint, then kill -9 before any fsync:
+    log.close(flush=False)  # files in the page cache, none synced
     reopened = open_log(tmp_path)
     assert reopened.end_offset == 0 and reopened.epoch_entries() == [(2, 0)]
     assert reopened.metadata_unsynced  # still never synced: the next job does it
@@ -726,6 +731,9 @@ def test_unsynced_data_of_a_never_synced_log_is_cut_not_refused(tmp_path: Path) 
     log = open_log(tmp_path)
     log.append_as_leader(values(2), 1, NOW)
     log.append_as_leader(values(2), 1, NOW)
+    job = log.begin_flush(NOW)
+    assert job is not None
+    job.write_files()  # the checkpoint is written, nothing synced
     log.close(flush=False)
     # A power loss kept the segment's bytes but lost the never-synced recovery point, and
     # zeroed the first batch's page (not a torn-tail shape: recovery's strict case refuses it).
@@ -743,9 +751,12 @@ def test_reopen_after_epochs_assigned_without_fsync_is_consistent(tmp_path: Path
     log.append_as_leader(values(2), 1, NOW)  # 0-1
     log.append_as_leader(values(2), 3, NOW)  # 2-3
     log.assign_epoch(5, log.end_offset)  # leader again, nothing written yet
-    log.close(flush=False)
+    job = log.begin_flush(NOW)  # the flush job writes the checkpoint...
+    assert job is not None
+    job.write_files()
+    log.close(flush=False)  # ... and kill -9 comes before its fsync
     path = os.path.join(log.directory, checkpoints.LEADER_EPOCH_FILE)
-    # kill -9: the rename is in the page cache, so the epoch with no record survives.
+    # The rename is in the page cache, so the epoch with no record survives.
     reopened = open_log(tmp_path)
     assert reopened.epoch_entries() == [(1, 0), (3, 2), (5, 4)]
     reopened.close(flush=False)
@@ -777,12 +788,65 @@ def test_a_lost_truncation_of_the_checkpoint_is_undone_on_open(tmp_path: Path) -
     # Nothing past the log end comes back; an epoch starting at it is one with no record yet.
     assert all(start <= reopened.end_offset for _, start in reopened.epoch_entries())
     assert reopened.epoch_entries() == [(1, 0), (2, 2)]
+    reopened.flush()
     with open(os.path.join(log.directory, checkpoints.LEADER_EPOCH_FILE)) as file:
         assert file.read() == "0\n2\n1 0\n2 2\n"
     # A follower told to truncate to its end drops it (KAFKA-10706), so it cannot keep
     # offering the leader the same diverging epoch.
     reopened.truncate_to(reopened.end_offset)
     assert reopened.epoch_entries() == [(1, 0)]
+
+
+def test_the_appending_thread_writes_and_fsyncs_no_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log(tmp_path)
+    log.flush()  # the creation's files are synced
+    fsyncs = _Fsyncs(monkeypatch)
+    renames: list[str] = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (renames.append(str(dst)),
+                                                         real_replace(src, dst))[1])
+    log.assign_epoch(2, 0)  # a new leader's epoch
+    log.append_as_leader(values(2), 2, NOW)
+    log.truncate_to(0)  # a follower cut back to its new leader's log, epoch 1 from 0
+    log.append_as_follower(build_batch([b"x"], partition_leader_epoch=1), NOW)
+    assert log.epoch_entries() == [(1, 0)]
+    assert fsyncs.paths == [] and renames == []
+    assert log.metadata_unsynced
+    path = os.path.join(log.directory, checkpoints.LEADER_EPOCH_FILE)
+    job = log.begin_flush(NOW)  # the worker thread's job writes it, then fsyncs it
+    assert job is not None
+    job.run()
+    log.complete_flush(job)
+    assert [p for p in renames if p.endswith(checkpoints.LEADER_EPOCH_FILE)] == [path]
+    assert fsyncs.paths.index(path) < fsyncs.paths.index(list_segments(log.directory)[0][1])
+    assert checkpoints.read_leader_epochs(log.directory) == log.epoch_entries()
+
+
+def test_a_checkpoint_lagging_a_truncation_is_not_trusted_on_open(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(values(2), 1, NOW)  # 0-1
+    log.assign_epoch(3, 2)  # leader in epoch 3, nothing written
+    log.flush()  # the file holds (1, 0), (3, 2)
+    # A follower again: cut back to its leader's log, which continues in epoch 2 from 2.
+    log.truncate_to(2)
+    log.append_as_follower(build_batch([b"x", b"y"], base_offset=2, partition_leader_epoch=2),
+                           NOW)
+    assert log.epoch_entries() == [(1, 0), (2, 2)]
+    log.close(flush=False)  # kill -9 before the next flush job wrote the checkpoint
+    assert checkpoints.read_leader_epochs(log.directory) == [(1, 0), (3, 2)]
+    reopened = open_log(tmp_path)
+    # Epoch 3 starts below the log end with epoch-2 batches after it: stale, not taken.
+    assert reopened.epoch_entries() == [(1, 0), (2, 2)]
+    assert reopened.end_offset_for_epoch(2) == (2, 4)
+    reopened.close(flush=False)
+    # A torn or missing file: the batches alone.
+    with open(os.path.join(log.directory, checkpoints.LEADER_EPOCH_FILE), "w") as file:
+        file.write("0\n2\n1 0\n3")
+    assert open_log(tmp_path).epoch_entries() == [(1, 0), (2, 2)]
+    os.unlink(os.path.join(log.directory, checkpoints.LEADER_EPOCH_FILE))
+    assert open_log(tmp_path).epoch_entries() == [(1, 0), (2, 2)]
 
 
 def test_truncate_to_the_end_drops_an_empty_epoch_kafka_10706(tmp_path: Path) -> None:
