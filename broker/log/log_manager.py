@@ -9,12 +9,12 @@ loop. The per-directory checkpoint files are Kafka's (`replication-offset-checkp
 `log-start-offset-checkpoint` every `log.flush.offset.checkpoint.interval.ms`); a partition's
 own recovery point, which recovery trusts, is kept in its directory by SegmentedLog.
 
-Creating a log (`get_or_create`) and assigning a leader epoch write their files without fsync
-on the event loop (broker/log/partition_state.py says why that is safe); the log tells the
-manager (`on_metadata_unsynced`) and the background round fsyncs them in the worker thread, at
-most `METADATA_SYNC_CHUNK` logs per hop, after the logs whose flush is due by policy or awaited
-(`wait_flushed`), so that a broker creating thousands of logs does not delay an awaited flush
-behind all of their fsyncs.
+Creating a log (`get_or_create`; many at once in a worker thread: log_creator.py) and assigning
+a leader epoch sync nothing on the event loop (broker/log/partition_state.py says why that is
+safe); the log tells the manager (`on_metadata_unsynced`) and the background round syncs them
+in the worker thread, at most `METADATA_SYNC_CHUNK` logs per hop, after the logs whose flush is
+due by policy or awaited (`wait_flushed`), so that a broker creating thousands of logs does not
+delay an awaited flush behind all of their fsyncs.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from broker.log.checkpoints import TopicPartition
 from broker.log.cleaner import CleanerConfig, LogCleaner
 from broker.log.config import LogConfig
 from broker.log.log_closer import close_logs
+from broker.log.log_creator import LogCreator
 from broker.log.log_files import PartitionFlushJob, remove_deleted
 from broker.log.log_loader import LogLoader
 from broker.log.partition_log import PartitionLog
@@ -117,6 +118,10 @@ class LogManager:
         self._loader = LogLoader(self._dirs, self._threads, self._attach_loaded,
                                  lambda paths: self._tombstones.extend(paths))
         self._jobs_abandoned: list[tuple[TopicPartition, PartitionLog, PartitionFlushJob]] = []
+        # New logs' placement, and many created at once off the loop (`creator.create`).
+        self.creator = LogCreator(self._dirs, self._counts, self.offline_dirs,
+                                   self._loader.damaged, self._logs.get, self.get_or_create,
+                                   self._attach, self.fail_dir)
         if load:
             self._loader.load_now()
 
@@ -215,10 +220,7 @@ class LogManager:
             if log.config != config:
                 log.update_config(config)
             return log
-        online = [d for d in self._dirs if d not in self.offline_dirs]
-        if not online:
-            raise OSError(errno.EIO, f"every log dir is offline: {sorted(self.offline_dirs)}")
-        directory = min(online, key=self._partitions_in)
+        directory = self.creator.place()
         try:
             log = PartitionLog.open(os.path.join(directory, f"{topic}-{partition}"), topic_id,
                                     config)
@@ -227,9 +229,6 @@ class LogManager:
             raise
         self._attach(tp, log)
         return log
-
-    def _partitions_in(self, directory: str) -> int:
-        return self._counts.get(directory, 0)
 
     def delete(self, topic: str, partition: int) -> None:
         """Delete the partition's log and its directory (topic deletion deletes data)."""
@@ -523,6 +522,7 @@ class LogManager:
         self._closed = True
         started = time.monotonic()
         self._loader.abandon()
+        await self.creator.wait()
         await self.cleaner.stop()
         if self._task is not None:
             if self._wake is not None:

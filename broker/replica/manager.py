@@ -82,6 +82,7 @@ class ReplicaManager(ReplicaLeadership, ReplicaWrites, ReplicaReads):
         self._seen_topics = {}  # topics whose every partition is applied
         self._applied = {}
         self._apply_task = None
+        self._create_tasks = set()  # new logs created off the loop (manager_leadership.py)
         self._log_configs = {}  # per topic, for the current image
         self._shrink_task = None
         self._closed = False
@@ -108,6 +109,9 @@ class ReplicaManager(ReplicaLeadership, ReplicaWrites, ReplicaReads):
         if self._apply_task is not None:
             self._apply_task.cancel()
             await asyncio.gather(self._apply_task, return_exceptions=True)
+        for task in list(self._create_tasks):
+            task.cancel()
+        await asyncio.gather(*self._create_tasks, return_exceptions=True)
         if self._shrink_task is not None:
             self._shrink_task.cancel()
             await asyncio.gather(self._shrink_task, return_exceptions=True)

@@ -55,6 +55,7 @@ class ReplicaManagerState:
     _seen_topics: dict[str, TopicImage]
     _applied: dict[TopicPartition, PartitionRegistration]
     _apply_task: asyncio.Task[None] | None
+    _create_tasks: set[asyncio.Task[None]]
     _log_configs: dict[str, LogConfig]
     _shrink_task: asyncio.Task[None] | None
     _closed: bool

@@ -73,6 +73,8 @@ def test_a_superseded_change_still_releases_the_fetchers(tmp_path: Path) -> None
             second = manager._apply_task
             assert second is not None and second is not first
             await asyncio.gather(first, second, return_exceptions=True)
+            # The logs' creation goes on in its own tasks (off the loop) and holds them too.
+            await asyncio.gather(*list(manager._create_tasks), return_exceptions=True)
             assert not manager.fetchers.holding
             assert manager.fetchers.fetchers[1]._restart
         finally:
