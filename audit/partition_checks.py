@@ -16,6 +16,9 @@
   of its epoch E, or its log end when it has not written in E). They are reported as
   `unclean-election-cut` (a warning): "unclean election of t-p in epoch E cut offsets X..Y
   on node N". A replica that has truncated them already shows nothing.
+* transactions (audit/txn_checks.py): each ends with one marker, the aborted-transaction
+  index names exactly the aborted batches, and the LSO it records never passes an open
+  transaction.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pyspark.sql import functions as F
 
 from audit.findings import VIOLATION, WARNING, Finding
 from audit.partition_source import NAME, KraftPartitionsDataSource, Replica, discover_replicas
+from audit.txn_checks import run_txn_checks
 
 KEY = ("topic", "partition")
 
@@ -123,10 +127,14 @@ def run_partition_audit(spark: SparkSession, dirs: list[tuple[int, str]],
         spans = {(r["node_id"], r["topic"], r["partition"]): r for r in batches.groupBy(
             "node_id", *KEY).agg(F.min("base_offset").alias("start"),
                                  (F.max("last_offset") + 1).alias("end"),
-                                 F.count(F.lit(1)).alias("batches")).collect()}
+                                 F.count(F.lit(1)).alias("batches"),
+                                 F.max(F.col("is_transactional").cast("int")).alias("txn"),
+                                 ).collect()}
         findings += _epoch_decreases(batches)
         cuts, notes = _cuts(batches, replicas, unclean_elections(leader_changes))
         findings += _divergences(batches, replicas, spans, cuts)
+        if any(s["txn"] for s in spans.values()):  # (a Spark job only for transactional logs)
+            findings += run_txn_checks(batches, replicas, spans)
         findings += [Finding(WARNING, "unclean-election-cut", c.node_id, c.first, c.line())
                      for c in cuts]
         count = sum(r["batches"] for r in spans.values())

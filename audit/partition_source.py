@@ -51,6 +51,8 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength
 MAGIC = 2
 CRC_START = 21
 CONTROL_BIT = 0x20
+TRANSACTIONAL_BIT = 0x10
+ABORT, COMMIT = 0, 1  # a control record's type (its key: int16 version 0, int16 type)
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -71,7 +73,12 @@ BATCH_COLUMNS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("record_count", pa.int32(), "int"),
     ("max_timestamp", pa.int64(), "bigint"),
     ("producer_id", pa.int64(), "bigint"),
+    ("producer_epoch", pa.int16(), "smallint"),
+    ("is_transactional", pa.bool_(), "boolean"),
     ("is_control", pa.bool_(), "boolean"),
+    # a control batch's record type: 0 ABORT, 1 COMMIT (a transaction marker), another
+    # number for another control type, -1 when the record does not decode; null otherwise
+    ("control_type", pa.int16(), "smallint"),
     ("file", pa.string(), "string"),
     ("position", pa.int64(), "bigint"),
     ("size", pa.int32(), "int"),
@@ -289,6 +296,38 @@ def _frame_error(data: bytes | mmap.mmap, pos: int) -> str | None:
     return None
 
 
+def _varint(data: bytes | mmap.mmap, pos: int, end: int) -> tuple[int, int]:
+    """A zigzag varint (Kafka's record fields) at `pos`: (value, next position)."""
+    value = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise ValueError("varint runs past the batch")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+
+
+def control_type(data: bytes | mmap.mmap, pos: int, stop: int) -> int:
+    """The type of the first record of the (uncompressed) control batch at `pos`: its key's
+    int16 version 0 and int16 type; -1 when it does not decode."""
+    try:
+        at = pos + HEADER_SIZE
+        _, at = _varint(data, at, stop)  # record length
+        at += 1  # record attributes
+        for _ in range(2):  # timestamp delta, offset delta
+            _, at = _varint(data, at, stop)
+        key_length, at = _varint(data, at, stop)
+    except ValueError:
+        return -1
+    if key_length < 4 or at + 4 > stop:
+        return -1
+    version, kind = struct.unpack_from(">hh", data, at)
+    return kind if version == 0 else -1
+
+
 def scan_segment(replica: Replica, base_offset: int, path: str,
                  last: bool) -> Iterator[dict[str, object]]:
     """The rows of one segment: one per batch, then one with `error` set when the file stops
@@ -312,13 +351,17 @@ def scan_segment(replica: Replica, base_offset: int, path: str,
                                     f"{path} at byte {pos}: {reason}"}
                     return
                 (base, length, epoch, _, crc, attributes, delta, _, max_ts, producer_id,
-                 _, _, count) = _HEADER.unpack_from(data, pos)
+                 producer_epoch, _, count) = _HEADER.unpack_from(data, pos)
                 stop = pos + length + LOG_OVERHEAD
                 digest = hashlib.blake2b(data[pos + LOG_OVERHEAD:stop], digest_size=8)
+                control = bool(attributes & CONTROL_BIT)
                 yield {**common, "base_offset": base, "last_offset": base + delta,
                        "leader_epoch": epoch, "batch_crc": crc, "digest": digest.hexdigest(),
                        "record_count": count, "max_timestamp": max_ts,
-                       "producer_id": producer_id, "is_control": bool(attributes & CONTROL_BIT),
+                       "producer_id": producer_id, "producer_epoch": producer_epoch,
+                       "is_transactional": bool(attributes & TRANSACTIONAL_BIT),
+                       "is_control": control,
+                       "control_type": control_type(data, pos, stop) if control else None,
                        "position": pos, "size": stop - pos}
                 expected = base + delta + 1
                 pos = stop

@@ -18,6 +18,8 @@ from audit.findings import VIOLATION, WARNING
 from audit.job import run_audit
 from audit.layout import discover
 from audit.partition_checks import run_partition_audit
+from audit.partition_source import discover_replicas, scan_segment
+from audit.txn_checks import read_index, walk_replica
 from broker.records import build_batch
 from metadata.records import (
     BrokerRegistrationChangeRecord,
@@ -205,6 +207,60 @@ def test_a_bad_replication_checkpoint_is_a_warning_and_a_missing_dir_bad_input(
     assert cli.main(["--log-dir", os.fspath(tmp_path / "nowhere"), "--out",
                      os.fspath(tmp_path / "o")]) == cli.EXIT_BAD_INPUT
     assert "does not exist" in capsys.readouterr().err
+
+
+def write_txn_partition(node_dir: Path) -> None:
+    """`events-0` written by the broker's own PartitionLog (markers, aborted-transaction
+    index): producer 7 commits, 8 aborts while 9's transaction is open from offset 5 (the LSO
+    recorded at the abort), 9 commits; offsets 0..10, all below the HW."""
+    from broker.log.config import LogConfig
+    from broker.log.partition_log import PartitionLog
+    from broker.records import TRANSACTIONAL_BIT
+
+    now = 1_700_000_000_000
+    log = PartitionLog.open(os.fspath(node_dir / "events-0"), EVENTS, LogConfig(), now_ms=now)
+
+    def txn(pid: int) -> bytes:
+        return build_batch([b"a", b"b"], producer_id=pid, producer_epoch=0, base_sequence=0,
+                           attributes=TRANSACTIONAL_BIT, base_timestamp=now)
+
+    log.append_as_leader(build_batch([b"plain"], base_timestamp=now), 0, now)
+    for pid in (7, 8, 9):
+        log.append_as_leader(txn(pid), 0, now)
+    for pid, commit in ((7, True), (8, False), (9, True)):
+        log.append_marker(pid, 0, commit, 0, 0, now)
+    log.append_as_leader(build_batch([b"plain"], base_timestamp=now), 0, now)
+    log.close()
+    (node_dir / "replication-offset-checkpoint").write_text("0\n1\nevents 0 11\n")
+
+
+def test_a_transactional_log_audits_clean_and_planted_index_faults_are_caught(
+        spark, tmp_path: Path) -> None:
+    for node in NODES:
+        write_node(tmp_path, node, metadata(False))
+        write_txn_partition(tmp_path / f"node-{node}")
+    # The source's rows of the broker's log (no Spark job): markers and flags decoded, and the
+    # rules find nothing on it.
+    (replica,) = discover_replicas(os.fspath(tmp_path / "node-1"))
+    rows = [r for base, path in replica.segments
+            for r in scan_segment(replica, base, path, last=True)]
+    assert [(r["base_offset"], r["producer_id"], r["is_transactional"], r["control_type"])
+            for r in rows][-4:] == [(7, 7, True, 1), (8, 8, True, 0), (9, 9, True, 1),
+                                    (10, -1, False, None)]
+    txn_rows = [(r["base_offset"], r["producer_id"], r["producer_epoch"], r["is_control"],
+                 r["control_type"]) for r in rows if r["is_transactional"]]
+    assert walk_replica(1, "events-0", txn_rows, read_index(replica.directory), 0, 11) == []
+    # Through the audit: node 1 as written; node 2's index records an LSO past producer 9's
+    # open transaction at producer 8's abort; node 3's index lost that abort.
+    index = "events-0/aborted-transactions.txnindex"
+    entry = bytearray((tmp_path / "node-2" / index).read_bytes())
+    entry[26:34] = (9).to_bytes(8, "big")
+    (tmp_path / "node-2" / index).write_bytes(bytes(entry))
+    (tmp_path / "node-3" / index).write_bytes(b"")
+    dirs = [os.fspath(tmp_path / f"node-{n}") for n in NODES]
+    found = [(f.check, f.severity, f.node_id, f.offset) for f in audit(spark, dirs).findings]
+    assert found == [("txn-lso-past-open", VIOLATION, 2, 8),
+                     ("txn-aborted-exposed", VIOLATION, 3, 3)]
 
 
 @pytest.mark.slow
