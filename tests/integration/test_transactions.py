@@ -15,7 +15,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from harness.cluster import ProcessCluster, kafka_cluster
 
@@ -41,17 +48,64 @@ def producer(cluster: ProcessCluster, txn_id: str) -> Producer:
 
 def test_init_transactions_and_a_second_producer_fences_the_first(
         cluster: ProcessCluster) -> None:
+    topic = "txn-fenced"
     first = producer(cluster, "txn-it")
     first.init_transactions(30)
-    second = producer(cluster, "txn-it")
-    second.init_transactions(30)  # bumps the epoch: the first producer is a zombie now
     first.begin_transaction()
-    first.produce("orders", b"from a zombie")
+    first.produce(topic, b"from a zombie", partition=0)
+    first.flush(30)  # in the partition's log, its transaction open there
+    second = producer(cluster, "txn-it")
+    # Bumps the epoch: the coordinator fences the first producer and aborts its open
+    # transaction (ABORT marker) before answering.
+    second.init_transactions(30)
     with pytest.raises(KafkaException) as failure:
         first.commit_transaction(10)
     error = failure.value.args[0]
-    assert error.fatal(), error  # fenced: PRODUCER_FENCED / INVALID_PRODUCER_EPOCH
-    assert "fenced" in str(error).lower() or "epoch" in str(error).lower(), error
+    assert error.fatal(), error  # librdkafka: the fenced producer cannot go on
+    assert error.code() == KafkaError._FENCED, error  # PRODUCER_FENCED from EndTxn
+    second.begin_transaction()
+    second.produce(topic, b"from the new producer", partition=0)
+    second.commit_transaction(30)
+    assert read_until(cluster, topic, "read_committed", b"from the new producer") == [
+        b"from the new producer"]
+    assert read_until(cluster, topic, "read_uncommitted", b"from the new producer") == [
+        b"from a zombie", b"from the new producer"]
+
+
+def test_kafka_python_transactional_producer_and_read_committed_consumer(
+        cluster: ProcessCluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
+    from kafka import TopicPartition as PythonTopicPartition
+
+    topic = "txn-kafka-python"
+    writer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers(),
+                           transactional_id="txn-kafka-python", max_block_ms=30000)
+    try:
+        writer.init_transactions()
+        writer.begin_transaction()
+        writer.send(topic, b"python-aborted", partition=0)
+        writer.flush(30)
+        writer.abort_transaction()
+        writer.begin_transaction()
+        writer.send(topic, b"python-committed-1", partition=0)
+        writer.send(topic, b"python-committed-2", partition=0)
+        writer.commit_transaction()
+    finally:
+        writer.close(10)
+    reader = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers(),
+                           isolation_level="read_committed", enable_auto_commit=False,
+                           consumer_timeout_ms=30000)
+    reader.assign([PythonTopicPartition(topic, 0)])
+    reader.seek_to_beginning()
+    try:
+        values: list[bytes] = []
+        for message in reader:  # ends after consumer_timeout_ms without a record
+            values.append(message.value)
+            if message.value == b"python-committed-2":
+                break
+    finally:
+        reader.close()
+    assert values == [b"python-committed-1", b"python-committed-2"]
 
 
 def read_until(cluster: ProcessCluster, topic: str, isolation: str, last: bytes,
