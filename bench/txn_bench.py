@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a short run (smoke test)")
     parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--records", type=int, default=30_000, help="per produce trial")
+    parser.add_argument("--records", type=int, default=60_000, help="per produce trial")
     parser.add_argument("--txn-records", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--rate", type=float, default=10, help="latency: transactions/s")
