@@ -35,12 +35,12 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kraft.rpc import raft_pb2 as pb
-from kraft.security.client_config import load_client_tls
-from kraft.security.tls import TlsConfigError
-from server import quorum_membership
 from server.quorum_client import CHANGE_TIMEOUT_S, QuorumError, describe_quorum, node_status
+
+if TYPE_CHECKING:
+    from kraft.rpc import raft_pb2 as pb
 
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"  # how Kafka prints a static voter's (absent) directory id
 
@@ -273,6 +273,11 @@ def run(args: argparse.Namespace) -> str:
             return kafka_protocol[args.group](args)
         except admin_client.CommandError as exc:
             raise AdminError(str(exc)) from exc
+    # Imported for the commands that use them: `groups` and `transactions` start without the
+    # server's config chain (their start-up is most of a describe's time).
+    from kraft.security.client_config import load_client_tls
+    from kraft.security.tls import TlsConfigError
+
     try:
         args.tls = load_client_tls(args.command_config)
     except TlsConfigError as exc:
@@ -295,6 +300,8 @@ def run(args: argparse.Namespace) -> str:
 
 
 def _quorum(args: argparse.Namespace) -> str:
+    from server import quorum_membership
+
     if args.command == "status":
         s = node_status(str(parse_endpoint(args.node)), args.tls)
         facts = {"nodeId": s.node_id, "clusterId": s.cluster_id, "state": s.state,
