@@ -1,6 +1,6 @@
 """`make bench` / `python -m bench [part ...]`: every benchmark, one after the other, in one
 run on one machine (so ratios between them mean something). Raw numbers go to bench/results/;
-docs/benchmarks.md explains them."""
+docs/benchmarks-history.md explains them."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ any Python gRPC server could do on this machine, the platform's floor under ever
 Per run, besides writes/s and latency: the servers' CPU per committed write (all three
 nodes), and from the controllers' Prometheus metrics the mean append->commit time at the
 leader, the mean fsync (write + fdatasync of one group commit) at the leader and at the
-followers, and records per leader fsync — the phases of the table in docs/benchmarks.md.
+followers, and records per leader fsync — the phases of the table in docs/benchmarks-history.md.
 With --profile, py-spy samples all three controllers during one extra run at
 --profile-writers and the top frames per node are printed (raw stacks kept in DIR).
 """

@@ -1,20 +1,20 @@
-"""Every measured figure a doc quotes comes from a run recorded in docs/benchmarks.md.
+"""Every measured figure a doc quotes comes from a run recorded in docs/benchmarks-history.md.
 
-`python tools/check_doc_figures.py [DOCS_DIR]` prints one line per finding and exits 1 if
-there is any. A paragraph (or list item) of docs/*.md, benchmarks.md aside, *quotes a
-benchmark* when it names one (`bench.<module>`, `bench/<file>`, `make bench`) or mentions
-benchmarks.md, and speaks of a measurement (measured, median, p50, p99, mean, the benchmark
-machine). Such a paragraph must link the section of benchmarks.md that holds the run
-(`benchmarks.md#<heading anchor>`); that section (its heading down to the next heading of the
-same or a higher level) must record the run's date (YYYY-MM-DD), commit (a hex id next to the
-word "commit") and command (`python -m bench.…` or `make bench…`); and every figure of the
-paragraph (a number with a unit: ms, s, MB/s, MiB, %, ×, …; code spans are settings, not
-figures) must appear in that section; "commit" may also read "build", as in "build 1a2b3c4".
-Tables are skipped, but a table row that links a section of benchmarks.md is checked as such a
-paragraph. docs/results.md, the current summary, is held to more: each of its table rows that
-quotes a figure must link the section recording its run and name that run's date and commit,
-both found in a linked section. What it cannot see: a figure quoted with no word of a
-benchmark near it.
+`python tools/check_doc_figures.py [DOCS_DIR]` prints one line per finding and exits 1 if there
+is any. A paragraph (or list item) of docs/*.md, the history aside, *quotes a benchmark* when
+it names one (`bench.<module>`, `bench/<file>`, `make bench`) or mentions
+benchmarks-history.md, and speaks of a measurement (measured, median, p50, p99, mean, the
+benchmark machine). Such a paragraph must link the section of benchmarks-history.md that holds
+the run (`benchmarks-history.md#<heading anchor>`); that section (its heading down to the next
+heading of the same or a higher level) must record the run's date (YYYY-MM-DD), commit (a hex
+id next to the word "commit") and command (`python -m bench.…` or `make bench…`); and every
+figure of the paragraph (a number with a unit: ms, s, MB/s, MiB, %, ×, …; code spans are
+settings, not figures) must appear in that section; "commit" may also read "build", as in
+"build 1a2b3c4". Tables are skipped, but a table row that links a section of the history is
+checked as such a paragraph. docs/benchmarks.md, the results page ("how fast is it now"), is
+held to more: each of its table rows that quotes a figure must link the section recording its
+run and name that run's date and commit, both found in a linked section. What it cannot see: a
+figure quoted with no word of a benchmark near it.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-BENCHMARKS = "benchmarks.md"
-SUMMARY = "results.md"  # "How fast is it now": every figure in its tables names its run
-CITES = re.compile(r"\bbench[./][a-z_]+|make bench|benchmarks\.md")
+BENCHMARKS = "benchmarks-history.md"  # every run, in order
+SUMMARY = "benchmarks.md"  # "How fast is it now": every figure in its tables names its run
+CITES = re.compile(r"\bbench[./][a-z_]+|make bench|benchmarks(-history)?\.md")
 MEASURED = re.compile(r"\b(measured|medians?|p50|p99(\.9)?|mean|benchmark machine)\b",
                       re.IGNORECASE)
-LINK = re.compile(r"benchmarks\.md#([a-z0-9_-]+)")
+LINK = re.compile(r"benchmarks-history\.md#([a-z0-9_-]+)")
 UNITS = (r"µs|us|ms|s|min|h|MB/s|MiB/s|GB/s|KB|MB|GB|KiB|MiB|GiB|%|×|"
          r"writes/s|records/s|rec/s|topics/s|partitions/s|records|writes")
 NUMBER = r"\d[\d,]*(?:\.\d+)?"
@@ -165,7 +165,7 @@ def check_quote(where: str, text: str, numbers: list[str],
     anchors = LINK.findall(text)
     if not anchors:
         return [f"{where}: quotes {', '.join(numbers)} from a benchmark but "
-                f"links no section of {BENCHMARKS} (benchmarks.md#<anchor>)"]
+                f"links no section of {BENCHMARKS} ({BENCHMARKS}#<anchor>)"]
     findings: list[str] = []
     cited = [bench.get(a) for a in anchors]
     for anchor, section in zip(anchors, cited, strict=True):

@@ -1,5 +1,6 @@
 """tools/check_doc_figures.py: a doc that quotes a benchmark's figure must link the section of
-docs/benchmarks.md that holds it, with the run's date, commit and command (issue 34, item 8)."""
+docs/benchmarks-history.md that holds it, with the run's date, commit and command (issue 34,
+item 8)."""
 
 from __future__ import annotations
 
@@ -17,22 +18,25 @@ TOOL = ROOT / "tools" / "check_doc_figures.py"
 # for their owners; as "doc: finding" without the line number. Any other finding fails.
 KNOWN = {
     # HW-news linger: "p50 ≈ 2.4 → ≈ 1.9 ms", "40 %", "~1 %" come from a commit message
-    # (c552637) or are derived; benchmarks.md's issue-17 section records 1.58 → 0.54 answers.
+    # (c552637) or are derived; benchmarks-history.md's issue-17 section records 1.58 → 0.54
+    # answers.
     "architecture.md: quotes 1, 5, 500, 2.4, 1.9, 1, 3, 1, 40, 5, 1 from a benchmark but links "
-    "no section of benchmarks.md (benchmarks.md#<anchor>)",
+    "no section of benchmarks-history.md (benchmarks-history.md#<anchor>)",
     # The recovery point's cost (1.00 vs 0.98 ms, ...) is only in commit 80840a6's message.
     "log-format.md: quotes 1.00, 0.98, 1.54, 1.53, 2.4, 2.9, 9, 11 from a benchmark but links "
-    "no section of benchmarks.md (benchmarks.md#<anchor>)",
+    "no section of benchmarks-history.md (benchmarks-history.md#<anchor>)",
     # The snapshot section records no commit; 1.8 s and 18 s are not its figures.
-    "snapshots.md: benchmarks.md#snapshots-image-to-file-and-back records no commit of its run",
-    "snapshots.md: 1.8, 18 not in benchmarks.md#snapshots-image-to-file-and-back",
+    "snapshots.md: benchmarks-history.md#snapshots-image-to-file-and-back records no commit of "
+    "its run",
+    "snapshots.md: 1.8, 18 not in benchmarks-history.md#snapshots-image-to-file-and-back",
 }
 
 # docs/data-plane.md before issue 34: a failover run no section held.
 OLD_FAILOVER = """\
-Measured with `python -m bench.data_plane_bench --only failover` (docs/benchmarks.md): kill -9
-→ the first acks=all write acknowledged by the new leader, median 0.71 s, max 1.63 s over 10
-kills, against 1.39 s / 2.45 s without the follower's early word; nothing acknowledged lost.
+Measured with `python -m bench.data_plane_bench --only failover`
+(docs/benchmarks-history.md): kill -9 → the first acks=all write acknowledged by the new
+leader, median 0.71 s, max 1.63 s over 10 kills, against 1.39 s / 2.45 s without the
+follower's early word; nothing acknowledged lost.
 """
 
 BENCHMARKS = """# Benchmarks
@@ -61,29 +65,30 @@ def tool() -> ModuleType:
 
 
 def docs_with(tmp_path: Path, text: str, benchmarks: str = BENCHMARKS) -> Path:
-    (tmp_path / "benchmarks.md").write_text(benchmarks)
+    (tmp_path / "benchmarks-history.md").write_text(benchmarks)
     (tmp_path / "data-plane.md").write_text("# Data plane\n\nNo figure here.\n\n" + text)
     return tmp_path
 
 
 def test_a_figure_from_the_cited_run_passes(tmp_path: Path) -> None:
-    text = ("Measured with `python -m bench.data_plane_bench` ([benchmarks.md]"
-            "(benchmarks.md#quiet-run)): median 0.745 s, max 1.58 s over 10 kills.\n")
+    text = ("Measured with `python -m bench.data_plane_bench` ([benchmarks-history.md]"
+            "(benchmarks-history.md#quiet-run)): median 0.745 s, max 1.58 s over 10 kills.\n")
     assert tool().check(docs_with(tmp_path, text)) == []
 
 
 def test_a_figure_with_no_source_fails(tmp_path: Path) -> None:
     check = tool().check
-    unsourced = ("Measured with `python -m bench.data_plane_bench` ([benchmarks.md]"
-                 "(benchmarks.md#quiet-run)): median 0.71 s, max 1.58 s.\n")
+    unsourced = ("Measured with `python -m bench.data_plane_bench` ([benchmarks-history.md]"
+                 "(benchmarks-history.md#quiet-run)): median 0.71 s, max 1.58 s.\n")
     [finding] = check(docs_with(tmp_path, unsourced))
-    assert finding == "data-plane.md:5: 0.71 not in benchmarks.md#quiet-run"
+    assert finding == "data-plane.md:5: 0.71 not in benchmarks-history.md#quiet-run"
     [uncited] = check(docs_with(tmp_path, OLD_FAILOVER))
     assert "0.71, 1.63, 1.39, 2.45" in uncited and "links no section" in uncited
-    no_commit = ("Measured (median 2.10 s): [benchmarks.md](benchmarks.md#noisy-run).\n")
+    no_commit = ("Measured (median 2.10 s): "
+                 "[benchmarks-history.md](benchmarks-history.md#noisy-run).\n")
     assert check(docs_with(tmp_path, no_commit)) == [
-        "data-plane.md:5: benchmarks.md#noisy-run records no commit of its run"]
-    wrong = "The median is 0.745 s ([benchmarks.md](benchmarks.md#quiet-runs)).\n"
+        "data-plane.md:5: benchmarks-history.md#noisy-run records no commit of its run"]
+    wrong = "The median is 0.745 s ([benchmarks-history.md](benchmarks-history.md#quiet-runs)).\n"
     assert "no heading there" in check(docs_with(tmp_path, wrong))[0]
     # A setting in a code span is not a figure; a paragraph that measures nothing is skipped.
     assert check(docs_with(tmp_path, "Set `linger.ms=5`; see bench.data_plane_bench, the "
@@ -93,13 +98,13 @@ def test_a_figure_with_no_source_fails(tmp_path: Path) -> None:
 
 SUMMARY_HEAD = "# How fast is it now\n\n| what | figure | run | record |\n|---|---|---|---|\n"
 QUIET_ROW = "| failover | median 0.745 s, max 1.58 s | 2026-11-25, 5ab96aa | {link} |\n"
-QUIET_LINK = "[run](benchmarks.md#quiet-run)"
+QUIET_LINK = "[run](benchmarks-history.md#quiet-run)"
 
 
 def summary_with(tmp_path: Path, rows: str) -> Path:
-    """docs/results.md (the current summary) holding these table rows, from line 5 on."""
-    (tmp_path / "benchmarks.md").write_text(BENCHMARKS)
-    (tmp_path / "results.md").write_text(SUMMARY_HEAD + rows)
+    """docs/benchmarks.md (the current summary) holding these table rows, from line 5 on."""
+    (tmp_path / "benchmarks-history.md").write_text(BENCHMARKS)
+    (tmp_path / "benchmarks.md").write_text(SUMMARY_HEAD + rows)
     return tmp_path
 
 
@@ -107,17 +112,17 @@ def test_each_summary_row_links_its_run_and_names_its_date_and_commit(tmp_path: 
     check = tool().check
     assert check(summary_with(tmp_path, QUIET_ROW.format(link=QUIET_LINK))) == []
     [unlinked] = check(summary_with(tmp_path, QUIET_ROW.format(link="—")))
-    assert unlinked.startswith("results.md:5: quotes 0.745, 1.58 from a benchmark but links no")
+    assert unlinked.startswith("benchmarks.md:5: quotes 0.745, 1.58 from a benchmark but links no")
     wrong = QUIET_ROW.format(link=QUIET_LINK).replace("0.745", "0.71")
     assert check(summary_with(tmp_path, wrong)) == [
-        "results.md:5: 0.71 not in benchmarks.md#quiet-run"]
+        "benchmarks.md:5: 0.71 not in benchmarks-history.md#quiet-run"]
     unnamed = QUIET_ROW.format(link=QUIET_LINK).replace("2026-11-25, 5ab96aa", "quiet")
     assert check(summary_with(tmp_path, unnamed)) == [
-        "results.md:5: names no date of its run", "results.md:5: names no commit of its run"]
+        "benchmarks.md:5: names no date of its run", "benchmarks.md:5: names no commit of its run"]
     other_day = QUIET_ROW.format(link=QUIET_LINK).replace("11-25, 5ab96aa", "11-26, 5ab96ab")
     assert check(summary_with(tmp_path, other_day)) == [
-        "results.md:5: date 2026-11-26 not in benchmarks.md#quiet-run",
-        "results.md:5: commit 5ab96ab not in benchmarks.md#quiet-run"]
+        "benchmarks.md:5: date 2026-11-26 not in benchmarks-history.md#quiet-run",
+        "benchmarks.md:5: commit 5ab96ab not in benchmarks-history.md#quiet-run"]
     # A row with no figure (a goal not measured yet) says so without a run.
     assert check(summary_with(tmp_path, "| KIP-848 join | no run yet | — | — |\n")) == []
 
@@ -125,12 +130,12 @@ def test_each_summary_row_links_its_run_and_names_its_date_and_commit(tmp_path: 
 def test_a_table_row_that_links_a_run_is_checked_in_any_doc(tmp_path: Path) -> None:
     check = tool().check
     table = "| figure | value |\n|---|---|\n| failover | {value} {link} |\n"
-    linked = table.format(value="median 0.71 s", link="([run](benchmarks.md#quiet-run))")
+    linked = table.format(value="median 0.71 s", link="([run](benchmarks-history.md#quiet-run))")
     assert check(docs_with(tmp_path, linked)) == [
-        "data-plane.md:7: 0.71 not in benchmarks.md#quiet-run"]
+        "data-plane.md:7: 0.71 not in benchmarks-history.md#quiet-run"]
     # Outside the summary a row needs no date or commit of its own, and a row that links
     # nothing is the doc's own table, as before.
-    passing = table.format(value="median 0.745 s", link="([run](benchmarks.md#quiet-run))")
+    passing = table.format(value="median 0.745 s", link="([run](benchmarks-history.md#quiet-run))")
     assert check(docs_with(tmp_path, passing)) == []
     assert check(docs_with(tmp_path, table.format(value="median 0.71 s", link=""))) == []
 
@@ -145,20 +150,20 @@ def test_a_commit_is_found_across_a_line_break_and_as_a_build() -> None:
 
 
 def test_the_old_failover_quote_fails_against_the_real_benchmarks(tmp_path: Path) -> None:
-    real = (ROOT / "docs" / "benchmarks.md").read_text()
+    real = (ROOT / "docs" / "benchmarks-history.md").read_text()
     [finding] = tool().check(docs_with(tmp_path, OLD_FAILOVER, real))
     assert "links no section" in finding
-    cited = OLD_FAILOVER.replace("(docs/benchmarks.md)",
-                                 "([benchmarks.md](benchmarks.md#data-plane-issue-19))")
+    cited = OLD_FAILOVER.replace("(docs/benchmarks-history.md)",
+                                 "([benchmarks-history.md](benchmarks-history.md#data-plane-issue-19))")
     [finding] = tool().check(docs_with(tmp_path, cited, real))
-    assert finding.endswith("0.71 not in benchmarks.md#data-plane-issue-19")
+    assert finding.endswith("0.71 not in benchmarks-history.md#data-plane-issue-19")
 
 
 def test_the_docs_quote_only_recorded_runs() -> None:
     findings = tool().check(ROOT / "docs")
     new = [f for f in findings if re.sub(r":\d+:", ":", f, count=1) not in KNOWN]
     assert new == [], new
-    assert not any(f.startswith(("data-plane.md", "results.md")) for f in findings)
-    assert (ROOT / "docs" / "results.md").exists()
+    assert not any(f.startswith(("data-plane.md", "benchmarks.md")) for f in findings)
+    assert (ROOT / "docs" / "benchmarks.md").exists()
     done = subprocess.run([sys.executable, str(TOOL)], capture_output=True, text=True)
     assert done.returncode == (1 if findings else 0) and done.stdout.splitlines() == findings
