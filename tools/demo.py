@@ -14,14 +14,15 @@ preferred leaders, runs a consumer group of two librdkafka consumers over the to
 broker coordinating the group is killed (SIGKILL) and restarted (the group keeps reading, its
 committed offsets survive in __consumer_offsets), shows the stopped group's lag with
 `kraft-admin groups describe` and resets its offsets to the earliest with `groups
-reset-offsets`, inspects a controller's metadata log and snapshots with `kraft-snapshot`, and
-stops everything with SIGTERM. Then a dynamic quorum (KIP-853) from
-config/dynamic-controller-{1,2,3}.properties, bootstrap servers only: controller 1 formatted
---standalone, 2 and 3 with --no-initial-controllers, grown 1 -> 3 with `kraft-admin quorum
-add-controller`, its leader removed with `remove-controller` (3 -> 2) and added back (2 -> 3), a
-metadata write made on the one-voter quorum read back at the end. Last, security
-(tools/security_demo.py): a node with mutual TLS and Kafka's StandardAuthorizer refuses a
-produce by a client with no ACL (TOPIC_AUTHORIZATION_FAILED), and accepts it once `kraft-admin
+reset-offsets`, commits one transaction and aborts another with a transactional producer and
+reads them with both isolation levels (tools/txn_demo.py), inspects a controller's metadata
+log and snapshots with `kraft-snapshot`, and stops everything with SIGTERM. Then a dynamic
+quorum (KIP-853) from config/dynamic-controller-{1,2,3}.properties, bootstrap servers only:
+controller 1 formatted --standalone, 2 and 3 with --no-initial-controllers, grown 1 -> 3 with
+`kraft-admin quorum add-controller`, its leader removed with `remove-controller` (3 -> 2) and
+added back (2 -> 3), a metadata write made on the one-voter quorum read back at the end. Last,
+security (tools/security_demo.py): a node with mutual TLS and Kafka's StandardAuthorizer refuses
+a produce by a client with no ACL (TOPIC_AUTHORIZATION_FAILED), and accepts it once `kraft-admin
 acls --add` grants WRITE; a user added with `kraft-admin users` logs in with SCRAM-SHA-512 over
 SASL_SSL and produces, and a wrong password is refused. The demo fails unless every node exits
 0. Node logs are in ./demo-data/logs.
@@ -43,6 +44,7 @@ import grpc
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from security_demo import security_demo  # tools/ is the script directory
+from txn_demo import transactions_demo
 
 from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
@@ -532,6 +534,7 @@ def main() -> int:
         banner("A consumer group: two librdkafka consumers subscribe to orders (the first "
                "FindCoordinator creates __consumer_offsets)")
         group_demo(start, processes, all_unfenced)
+        transactions_demo(KAFKA_BOOTSTRAP, any_node)
 
         log_dir = DATA / "controller-1" / METADATA_PARTITION_DIR
         banner(f"kraft-snapshot verify {log_dir.relative_to(ROOT)}")
