@@ -8,6 +8,7 @@ data of its partition replicas.
 | `publisher.py` | `CachePublisher`: the loader's publisher that feeds the cache and times images |
 | `api.py` | the typed contract between the Kafka front and the data plane (`DataPlane`) |
 | `records.py` | Kafka record batches (magic 2): header, validation, stamping offsets and epochs |
+| `schema_codec.py` | the reader/writer of the coordinators' internal-topic record schemas |
 | `log/` | partition logs on `kraft.log.SegmentedLog`, checkpoints, producer state, LogManager |
 | `replica/` | `ReplicaManager` (lead/follow, produce, fetch), fetchers, ISR, fetch sessions |
 | `kafka/` | the Kafka wire-protocol front: server, codec (kio), one module per API, client |

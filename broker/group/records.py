@@ -10,9 +10,13 @@ commit carries an explicit expire time) and group value v3, as Kafka does.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from broker.schema_codec import Reader, Writer
+
+# The callers catch it from here (broker.schema_codec raises it).
+from broker.schema_codec import RecordFormatError as RecordFormatError
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -20,10 +24,6 @@ OFFSET_VALUE_VERSION = 3
 OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_VALUE_VERSION = 3
 NO_EXPIRY = -1
-
-
-class RecordFormatError(ValueError):
-    """Bytes that are not a record of the version they claim."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,61 +69,26 @@ class GroupValue:
     members: tuple[MemberValue, ...]
 
 
-# ---- writing -------------------------------------------------------------------------------
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def int16(self, value: int) -> _Writer:
-        self.out += struct.pack(">h", value)
-        return self
-
-    def int32(self, value: int) -> _Writer:
-        self.out += struct.pack(">i", value)
-        return self
-
-    def int64(self, value: int) -> _Writer:
-        self.out += struct.pack(">q", value)
-        return self
-
-    def string(self, value: str | None) -> _Writer:
-        if value is None:
-            return self.int16(-1)
-        data = value.encode()
-        if len(data) > 32767:
-            raise RecordFormatError(f"a {len(data)}-byte string does not fit an int16 length")
-        self.int16(len(data))
-        self.out += data
-        return self
-
-    def blob(self, value: bytes) -> _Writer:
-        self.int32(len(value))
-        self.out += value
-        return self
-
-
 def encode_offset_key(key: OffsetKey) -> bytes:
-    w = _Writer().int16(OFFSET_KEY_VERSION)
+    w = Writer().int16(OFFSET_KEY_VERSION)
     return bytes(w.string(key.group).string(key.topic).int32(key.partition).out)
 
 
 def encode_group_key(key: GroupKey) -> bytes:
-    return bytes(_Writer().int16(GROUP_KEY_VERSION).string(key.group).out)
+    return bytes(Writer().int16(GROUP_KEY_VERSION).string(key.group).out)
 
 
 def encode_offset_value(value: OffsetValue) -> bytes:
     if value.expire_timestamp != NO_EXPIRY:
-        w = _Writer().int16(OFFSET_VALUE_VERSION_WITH_EXPIRY).int64(value.offset)
+        w = Writer().int16(OFFSET_VALUE_VERSION_WITH_EXPIRY).int64(value.offset)
         w.string(value.metadata).int64(value.commit_timestamp).int64(value.expire_timestamp)
         return bytes(w.out)
-    w = _Writer().int16(OFFSET_VALUE_VERSION).int64(value.offset).int32(value.leader_epoch)
+    w = Writer().int16(OFFSET_VALUE_VERSION).int64(value.offset).int32(value.leader_epoch)
     return bytes(w.string(value.metadata).int64(value.commit_timestamp).out)
 
 
 def encode_group_value(value: GroupValue) -> bytes:
-    w = _Writer().int16(GROUP_VALUE_VERSION).string(value.protocol_type)
+    w = Writer().int16(GROUP_VALUE_VERSION).string(value.protocol_type)
     w.int32(value.generation).string(value.protocol).string(value.leader)
     w.int64(value.current_state_timestamp).int32(len(value.members))
     for m in value.members:
@@ -133,85 +98,9 @@ def encode_group_value(value: GroupValue) -> bytes:
     return bytes(w.out)
 
 
-# ---- reading -------------------------------------------------------------------------------
-
-
-class _Reader:
-    def __init__(self, data: bytes, flexible: bool = False) -> None:
-        self.data = data
-        self.pos = 0
-        self.flexible = flexible
-
-    def _take(self, size: int) -> bytes:
-        if size < 0 or self.pos + size > len(self.data):
-            raise RecordFormatError(f"record ends at {len(self.data)}, needs {self.pos + size}")
-        chunk = self.data[self.pos:self.pos + size]
-        self.pos += size
-        return chunk
-
-    def int16(self) -> int:
-        value: int = struct.unpack(">h", self._take(2))[0]
-        return value
-
-    def int32(self) -> int:
-        value: int = struct.unpack(">i", self._take(4))[0]
-        return value
-
-    def int64(self) -> int:
-        value: int = struct.unpack(">q", self._take(8))[0]
-        return value
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            byte = self._take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
-    def _length(self, wide: bool) -> int:
-        if self.flexible:
-            return self.uvarint() - 1
-        return self.int32() if wide else self.int16()
-
-    def nullable_string(self) -> str | None:
-        size = self._length(wide=False)
-        if size < 0:
-            return None
-        try:
-            return self._take(size).decode()
-        except UnicodeDecodeError as exc:
-            raise RecordFormatError(f"string is not UTF-8: {exc}") from None
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise RecordFormatError("null in a non-nullable string")
-        return value
-
-    def blob(self) -> bytes:
-        size = self._length(wide=True)
-        return b"" if size < 0 else self._take(size)
-
-    def array_length(self) -> int:
-        size = self._length(wide=True)
-        if size > len(self.data):
-            raise RecordFormatError(f"array of {size} in a {len(self.data)}-byte record")
-        return max(size, 0)
-
-    def tags(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()
-                self._take(self.uvarint())
-
-
 def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
     """The key, or None for a key version this coordinator does not handle (skip it)."""
-    reader = _Reader(data)
+    reader = Reader(data)
     version = reader.int16()
     if version in (0, 1):
         return OffsetKey(reader.string(), reader.string(), reader.int32())
@@ -221,7 +110,7 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
 
 
 def decode_offset_value(data: bytes) -> OffsetValue:
-    reader = _Reader(data)
+    reader = Reader(data)
     version = reader.int16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown offset commit value version {version}")
@@ -236,7 +125,7 @@ def decode_offset_value(data: bytes) -> OffsetValue:
 
 
 def decode_group_value(data: bytes) -> GroupValue:
-    reader = _Reader(data)
+    reader = Reader(data)
     version = reader.int16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown group metadata value version {version}")

@@ -13,8 +13,13 @@ the transactional id expired. The status byte is Kafka's TransactionState id.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
+
+from broker.schema_codec import Reader, Writer
+
+# The callers catch it from here (broker.schema_codec raises it).
+from broker.schema_codec import RecordFormatError as RecordFormatError
 
 KEY_VERSION = 0
 VALUE_VERSION = 0  # transaction.version 0
@@ -36,10 +41,6 @@ class TxnState(IntEnum):
     PREPARE_EPOCH_FENCE = 7
 
 
-class RecordFormatError(ValueError):
-    """Bytes that are not a record of the version they claim."""
-
-
 @dataclass(frozen=True, slots=True)
 class TxnLogValue:
     producer_id: int
@@ -55,153 +56,70 @@ class TxnLogValue:
     client_transaction_version: int = 0  # v1 only (tag 2)
 
 
-@dataclass(slots=True)
-class _Writer:
-    out: bytearray = field(default_factory=bytearray)
-
-    def pack(self, fmt: str, value: int) -> _Writer:
-        self.out += struct.pack(fmt, value)
-        return self
-
-    def uvarint(self, value: int) -> _Writer:
-        while value >= 0x80:
-            self.out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        self.out.append(value)
-        return self
-
-    def string(self, value: str, flexible: bool) -> _Writer:
-        data = value.encode()
-        if flexible:
-            self.uvarint(len(data) + 1)
-        elif len(data) > 32767:
-            raise RecordFormatError(f"a {len(data)}-byte string does not fit an int16 length")
-        else:
-            self.pack(">h", len(data))
-        self.out += data
-        return self
-
-
 def encode_key(transactional_id: str) -> bytes:
-    return bytes(_Writer().pack(">h", KEY_VERSION).string(transactional_id, False).out)
+    return bytes(Writer().int16(KEY_VERSION).string(transactional_id).out)
 
 
 def encode_value(value: TxnLogValue, version: int = VALUE_VERSION) -> bytes:
     if version not in (VALUE_VERSION, FLEXIBLE_VALUE_VERSION):
         raise RecordFormatError(f"TransactionLogValue has no version {version}")
-    flexible = version == FLEXIBLE_VALUE_VERSION
-    w = _Writer().pack(">h", version).pack(">q", value.producer_id)
-    w.pack(">h", value.producer_epoch).pack(">i", value.timeout_ms).pack(">b", value.state)
+    w = Writer().int16(version)
+    w.flexible = version == FLEXIBLE_VALUE_VERSION
+    w.int64(value.producer_id).int16(value.producer_epoch).int32(value.timeout_ms)
+    w.int8(value.state)
     # Kafka writes null for Empty (TransactionLog.valueToBytes), the list otherwise.
     partitions = None if value.state is TxnState.EMPTY else value.partitions
-    if partitions is None:
-        w.uvarint(0) if flexible else w.pack(">i", -1)
-    else:
-        w.uvarint(len(partitions) + 1) if flexible else w.pack(">i", len(partitions))
-        for topic, ids in partitions:
-            w.string(topic, flexible)
-            w.uvarint(len(ids) + 1) if flexible else w.pack(">i", len(ids))
-            for partition in ids:
-                w.pack(">i", partition)
-            if flexible:
-                w.uvarint(0)  # the entry's tagged fields
-    w.pack(">q", value.last_update_ms).pack(">q", value.start_ms)
-    if flexible:
-        tags = []
-        if value.previous_producer_id != NO_PRODUCER_ID:
-            tags.append((0, struct.pack(">q", value.previous_producer_id)))
-        if value.next_producer_id != NO_PRODUCER_ID:
-            tags.append((1, struct.pack(">q", value.next_producer_id)))
-        if value.client_transaction_version != 0:
-            tags.append((2, struct.pack(">h", value.client_transaction_version)))
-        w.uvarint(len(tags))
-        for tag, data in tags:
-            w.uvarint(tag).uvarint(len(data))
-            w.out += data
-    return bytes(w.out)
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def take(self, size: int) -> bytes:
-        if size < 0 or self.pos + size > len(self.data):
-            raise RecordFormatError(f"record ends at {len(self.data)}, needs {self.pos + size}")
-        chunk = self.data[self.pos:self.pos + size]
-        self.pos += size
-        return chunk
-
-    def unpack(self, fmt: str) -> int:
-        raw = self.take(struct.calcsize(fmt))
-        value: int = struct.unpack(fmt, raw)[0]
-        return value
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
-    def string(self, flexible: bool) -> str:
-        size = self.uvarint() - 1 if flexible else self.unpack(">h")
-        if size < 0:
-            raise RecordFormatError("null in a non-nullable string")
-        try:
-            return self.take(size).decode()
-        except UnicodeDecodeError as exc:
-            raise RecordFormatError(f"string is not UTF-8: {exc}") from None
-
-    def length(self, flexible: bool) -> int:
-        return self.uvarint() - 1 if flexible else self.unpack(">i")
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.take(self.uvarint())
+    w.array_length(None if partitions is None else len(partitions))
+    for topic, ids in partitions or ():
+        w.string(topic).array_length(len(ids))
+        for partition in ids:
+            w.int32(partition)
+        w.tags()  # the entry's tagged fields (flexible only)
+    w.int64(value.last_update_ms).int64(value.start_ms)
+    tags = []
+    if value.previous_producer_id != NO_PRODUCER_ID:
+        tags.append((0, struct.pack(">q", value.previous_producer_id)))
+    if value.next_producer_id != NO_PRODUCER_ID:
+        tags.append((1, struct.pack(">q", value.next_producer_id)))
+    if value.client_transaction_version != 0:
+        tags.append((2, struct.pack(">h", value.client_transaction_version)))
+    return bytes(w.tags(tags).out)  # v1 only: v0 has no tagged fields
 
 
 def decode_key(data: bytes) -> str:
     """The transactional id of a key (RecordFormatError for any other version)."""
-    reader = _Reader(data)
-    version = reader.unpack(">h")
+    reader = Reader(data)
+    version = reader.int16()
     if version != KEY_VERSION:
         raise RecordFormatError(f"TransactionLogKey version {version} is not 0")
-    return reader.string(False)
+    return reader.string()
 
 
 def decode_value(data: bytes) -> TxnLogValue:
-    reader = _Reader(data)
-    version = reader.unpack(">h")
+    reader = Reader(data)
+    version = reader.int16()
     if version not in (VALUE_VERSION, FLEXIBLE_VALUE_VERSION):
         raise RecordFormatError(f"TransactionLogValue version {version} is unknown")
-    flexible = version == FLEXIBLE_VALUE_VERSION
-    producer_id = reader.unpack(">q")
-    epoch = reader.unpack(">h")
-    timeout_ms = reader.unpack(">i")
-    status = reader.unpack(">b")
+    reader.flexible = version == FLEXIBLE_VALUE_VERSION
+    producer_id = reader.int64()
+    epoch = reader.int16()
+    timeout_ms = reader.int32()
+    status = reader.int8()
     try:
         state = TxnState(status)
     except ValueError:
         raise RecordFormatError(f"transaction status {status} is unknown") from None
     partitions = []
-    for _ in range(max(reader.length(flexible), 0)):
-        topic = reader.string(flexible)
-        count = reader.length(flexible)
-        ids = tuple(reader.unpack(">i") for _ in range(max(count, 0)))
-        if flexible:
-            reader.skip_tags()
+    for _ in range(max(reader.length(wide=True), 0)):
+        topic = reader.string()
+        count = reader.length(wide=True)
+        ids = tuple(reader.int32() for _ in range(max(count, 0)))
+        reader.tags()
         partitions.append((topic, ids))
-    last_update_ms = reader.unpack(">q")
-    start_ms = reader.unpack(">q")
+    last_update_ms = reader.int64()
+    start_ms = reader.int64()
     tagged = {0: NO_PRODUCER_ID, 1: NO_PRODUCER_ID, 2: 0}
-    if flexible:
+    if reader.flexible:
         for _ in range(reader.uvarint()):
             tag = reader.uvarint()
             raw = reader.take(reader.uvarint())

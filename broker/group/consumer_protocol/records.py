@@ -17,12 +17,11 @@ section, which we write empty and skip when reading). A null value is a tombston
 
 from __future__ import annotations
 
-import struct
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from broker.group.records import RecordFormatError
+from broker.schema_codec import Reader, RecordFormatError, Writer
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -76,84 +75,37 @@ class CurrentAssignment:
 # ---- writing -------------------------------------------------------------------------------
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def uvarint(self, value: int) -> _Writer:
-        while value >= 0x80:
-            self.out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        self.out.append(value)
-        return self
-
-    def int8(self, value: int) -> _Writer:
-        self.out += struct.pack(">b", value)
-        return self
-
-    def int16(self, value: int) -> _Writer:
-        self.out += struct.pack(">h", value)
-        return self
-
-    def int32(self, value: int) -> _Writer:
-        self.out += struct.pack(">i", value)
-        return self
-
-    def key_string(self, value: str) -> _Writer:
-        data = value.encode()
-        self.int16(len(data))
-        self.out += data
-        return self
-
-    def string(self, value: str | None) -> _Writer:
-        if value is None:
-            return self.uvarint(0)
-        data = value.encode()
-        self.uvarint(len(data) + 1)
-        self.out += data
-        return self
-
-    def uuid(self, value: uuid.UUID) -> _Writer:
-        self.out += value.bytes
-        return self
-
-    def array_length(self, size: int) -> _Writer:
-        return self.uvarint(size + 1)
-
-    def no_tags(self) -> _Writer:
-        return self.uvarint(0)
-
-    def assignment(self, assignment: Assignment) -> _Writer:
-        self.array_length(len(assignment))
-        for topic_id, partitions in sorted(assignment.items()):
-            self.uuid(topic_id).array_length(len(partitions))
-            for partition in sorted(partitions):
-                self.int32(partition)
-            self.no_tags()
-        return self
+def _write_assignment(w: Writer, assignment: Assignment) -> Writer:
+    w.array_length(len(assignment))
+    for topic_id, partitions in sorted(assignment.items()):
+        w.uuid(topic_id).array_length(len(partitions))
+        for partition in sorted(partitions):
+            w.int32(partition)
+        w.tags()
+    return w
 
 
 def encode_key(key: ConsumerKey) -> bytes:
-    w = _Writer().int16(key.type).key_string(key.group)
+    w = Writer().int16(key.type).string(key.group)  # keys are not flexible
     if key.type in _MEMBER_KEYS:
-        w.key_string(key.member)
+        w.string(key.member)
     return bytes(w.out)
 
 
-def _value() -> _Writer:
-    return _Writer().int16(VALUE_VERSION)
+def _value() -> Writer:
+    return Writer(flexible=True).int16(VALUE_VERSION)
 
 
 def group_metadata_value(epoch: int) -> bytes:
-    return bytes(_value().int32(epoch).no_tags().out)
+    return bytes(_value().int32(epoch).tags().out)
 
 
 def partition_metadata_value(topics: Mapping[uuid.UUID, TopicMetadata]) -> bytes:
     w = _value().array_length(len(topics))
     for topic in sorted(topics.values(), key=lambda t: t.name):
         w.uuid(topic.topic_id).string(topic.name).int32(topic.partitions)
-        w.array_length(0).no_tags()  # PartitionMetadata: no racks
-    return bytes(w.no_tags().out)
+        w.array_length(0).tags()  # PartitionMetadata: no racks
+    return bytes(w.tags().out)
 
 
 def member_metadata_value(m: MemberMetadata) -> bytes:
@@ -162,119 +114,52 @@ def member_metadata_value(m: MemberMetadata) -> bytes:
     for name in m.subscribed_topic_names:
         w.string(name)
     w.string(m.subscribed_topic_regex).int32(m.rebalance_timeout_ms).string(m.server_assignor)
-    return bytes(w.no_tags().out)
+    return bytes(w.tags().out)
 
 
 def target_assignment_metadata_value(epoch: int) -> bytes:
-    return bytes(_value().int32(epoch).no_tags().out)
+    return bytes(_value().int32(epoch).tags().out)
 
 
 def target_assignment_member_value(assignment: Assignment) -> bytes:
-    return bytes(_value().assignment(assignment).no_tags().out)
+    return bytes(_write_assignment(_value(), assignment).tags().out)
 
 
 def current_assignment_value(a: CurrentAssignment) -> bytes:
     w = _value().int32(a.member_epoch).int32(a.previous_member_epoch).int8(a.state)
-    return bytes(w.assignment(a.assigned).assignment(a.pending_revocation).no_tags().out)
+    _write_assignment(_write_assignment(w, a.assigned), a.pending_revocation)
+    return bytes(w.tags().out)
 
 
 # ---- reading -------------------------------------------------------------------------------
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def take(self, size: int) -> bytes:
-        if size < 0 or self.pos + size > len(self.data):
-            raise RecordFormatError(f"record ends at {len(self.data)}, needs {self.pos + size}")
-        chunk = self.data[self.pos:self.pos + size]
-        self.pos += size
-        return chunk
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
-    def int8(self) -> int:
-        value: int = struct.unpack(">b", self.take(1))[0]
-        return value
-
-    def int16(self) -> int:
-        value: int = struct.unpack(">h", self.take(2))[0]
-        return value
-
-    def int32(self) -> int:
-        value: int = struct.unpack(">i", self.take(4))[0]
-        return value
-
-    def key_string(self) -> str:
-        return self._decode(self.take(self.int16()))
-
-    def nullable_string(self) -> str | None:
-        size = self.uvarint() - 1
-        return None if size < 0 else self._decode(self.take(size))
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise RecordFormatError("null in a non-nullable string")
-        return value
-
-    @staticmethod
-    def _decode(data: bytes) -> str:
-        try:
-            return data.decode()
-        except UnicodeDecodeError as exc:
-            raise RecordFormatError(f"string is not UTF-8: {exc}") from None
-
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self.take(16))
-
-    def array_length(self) -> int:
-        size = self.uvarint() - 1
-        if size > len(self.data):
-            raise RecordFormatError(f"array of {size} in a {len(self.data)}-byte record")
-        return max(size, 0)
-
-    def tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.take(self.uvarint())
-
-    def assignment(self) -> Assignment:
-        out: dict[uuid.UUID, frozenset[int]] = {}
-        for _ in range(self.array_length()):
-            topic_id = self.uuid()
-            out[topic_id] = frozenset(self.int32() for _ in range(self.array_length()))
-            self.tags()  # AssignmentEpochs (a later Kafka's tag 0) is not used
-        return out
+def _read_assignment(reader: Reader) -> Assignment:
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for _ in range(reader.array_length()):
+        topic_id = reader.uuid()
+        out[topic_id] = frozenset(reader.int32() for _ in range(reader.array_length()))
+        reader.tags()  # AssignmentEpochs (a later Kafka's tag 0) is not used
+    return out
 
 
 def decode_key(data: bytes) -> ConsumerKey | None:
     """The key, or None when it is not a consumer group key (another type)."""
-    reader = _Reader(data)
+    reader = Reader(data)
     key_type = reader.int16()
     if key_type not in KEY_TYPES:
         return None
-    group = reader.key_string()
+    group = reader.text(reader.int16())
     return ConsumerKey(key_type, group,
-                       reader.key_string() if key_type in _MEMBER_KEYS else "")
+                       reader.text(reader.int16()) if key_type in _MEMBER_KEYS else "")
 
 
-def _value_reader(data: bytes) -> _Reader:
-    reader = _Reader(data)
+def _value_reader(data: bytes) -> Reader:
+    reader = Reader(data)
     version = reader.int16()
     if version != VALUE_VERSION:
         raise RecordFormatError(f"unknown consumer group record value version {version}")
+    reader.flexible = True
     return reader
 
 
@@ -313,10 +198,11 @@ def decode_member_metadata(data: bytes) -> MemberMetadata:
 
 
 def decode_target_assignment(data: bytes) -> Assignment:
-    return _value_reader(data).assignment()
+    return _read_assignment(_value_reader(data))
 
 
 def decode_current_assignment(data: bytes) -> CurrentAssignment:
     reader = _value_reader(data)
     epoch, previous, state = reader.int32(), reader.int32(), reader.int8()
-    return CurrentAssignment(epoch, previous, state, reader.assignment(), reader.assignment())
+    return CurrentAssignment(epoch, previous, state, _read_assignment(reader),
+                             _read_assignment(reader))
