@@ -5,7 +5,6 @@ server/group_client.py."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime
 import json
 import re
@@ -13,17 +12,16 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from server.admin_client import CommandError, parse_servers
+from server.admin_client import CommandError
 from server.group_client import (
     EARLIEST,
     LATEST,
     GroupAdmin,
-    GroupCommandError,
     GroupDescription,
     TopicPartition,
     error_text,
 )
-from server.kafka_client_config import KafkaClientConfigError, load_kafka_client_config
+from server.kafka_tool import run_command
 
 MISSING = "-"
 INACTIVE = ("Empty", "Dead")
@@ -33,24 +31,7 @@ _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)
 
 
 def run(args: argparse.Namespace) -> str:
-    servers = parse_servers(getattr(args, "bootstrap_server", None))
-    try:
-        config = load_kafka_client_config(getattr(args, "command_config", None))
-    except KafkaClientConfigError as exc:
-        raise CommandError(str(exc)) from None
-    admin = GroupAdmin(servers, config.ssl_context, sasl=config.sasl_exchange)
-    handler = _HANDLERS[args.command]
-
-    async def main() -> str:
-        try:
-            return await handler(admin, args)
-        finally:
-            await admin.close()
-
-    try:
-        return asyncio.run(main())
-    except GroupCommandError as exc:
-        raise CommandError(str(exc)) from exc
+    return run_command(args, GroupAdmin, _HANDLERS)
 
 
 def _warn(text: str) -> None:

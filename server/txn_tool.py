@@ -12,15 +12,14 @@ then no coordinator will ever send that partition its marker."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from server.admin_client import CommandError, parse_servers
+from server.admin_client import CommandError
 from server.group_client import GroupCommandError
-from server.kafka_client_config import KafkaClientConfigError, load_kafka_client_config
+from server.kafka_tool import run_command
 from server.txn_client import ProducerState, TopicPartition, TxnAdmin, TxnDescription
 
 NONE = "None"  # what Kafka's tool prints for an absent value
@@ -32,24 +31,7 @@ def now_ms() -> int:
 
 
 def run(args: argparse.Namespace) -> str:
-    servers = parse_servers(getattr(args, "bootstrap_server", None))
-    try:
-        config = load_kafka_client_config(getattr(args, "command_config", None))
-    except KafkaClientConfigError as exc:
-        raise CommandError(str(exc)) from None
-    admin = TxnAdmin(servers, config.ssl_context, sasl=config.sasl_exchange)
-    handler = HANDLERS[args.command]
-
-    async def main() -> str:
-        try:
-            return await handler(admin, args)
-        finally:
-            await admin.close()
-
-    try:
-        return asyncio.run(main())
-    except GroupCommandError as exc:  # the connection's own failures: no bootstrap answered
-        raise CommandError(str(exc)) from exc
+    return run_command(args, TxnAdmin, HANDLERS)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
