@@ -33,7 +33,7 @@ from broker.group.txn_offsets import Resolved, TxnOffsets, resolve
 from broker.log.partition_log import OffsetOutOfRange
 from broker.records import HEADER_SIZE, Record, build_batch, parse_header
 from broker.replica.manager import ReplicaManager, TopicPartition
-from kraft.errors import Errors
+from kraft.errors import Errors, error_name
 
 log = logging.getLogger(__name__)
 
@@ -247,18 +247,11 @@ class GroupStorage:
                      config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
             return
         self._create_failed_at = self._now_ms()
-        why = f"{_name(code)} ({message})"
+        why = f"{error_name(code)} ({message})"
         # Once per reason: clients keep asking while it lasts (e.g. too few brokers for the RF).
         (log.warning if why != self._last_create_error else log.debug)(
             "cannot create %s yet: %s; consumers see COORDINATOR_NOT_AVAILABLE", OFFSETS_TOPIC, why)
         self._last_create_error = why
-
-
-def _name(code: int) -> str:
-    try:
-        return Errors(code).name
-    except ValueError:
-        return f"ERROR_{code}"
 
 
 def _batches(data: bytes) -> Iterator[bytes]:

@@ -27,7 +27,7 @@ from broker.replica.manager import ReplicaManager, TopicPartition
 from broker.txn.config import TxnConfig
 from broker.txn.coordinator import TransactionCoordinator
 from broker.txn.markers import Connect, MarkerSender
-from kraft.errors import Errors
+from kraft.errors import Errors, error_name
 
 log = logging.getLogger(__name__)
 
@@ -190,11 +190,7 @@ class TxnStorage:
                      config.state_log_num_partitions, config.state_log_replication_factor)
             return
         self._create_failed_at = self._now_ms()
-        try:
-            name = Errors(code).name
-        except ValueError:
-            name = f"ERROR_{code}"
-        why = f"{name} ({message})"
+        why = f"{error_name(code)} ({message})"
         (log.warning if why != self._last_create_error else log.debug)(
             "cannot create %s yet: %s; transactional producers see COORDINATOR_NOT_AVAILABLE",
             TXN_TOPIC, why)
