@@ -1,11 +1,12 @@
 """Fast broker failure detection with real processes (3 controllers + 3 brokers, Kafka's default
 broker.session.timeout.ms of 9 s): a broker killed with kill -9 is fenced within ~1.5 s through
 its broken liveness stream — with a 5-s grace window, so only the controller's probe of its
-listeners (refused: nothing listens) can do it that fast; a broker frozen with SIGSTOP for 3 s keeps its connection and is not
-fenced, and carries on after SIGCONT; after a controller failover the new active controller
-fences a killed broker quickly too, once the brokers' streams have moved to it; a live broker
-whose connections to the controller are reset (`ss -K`, as a middlebox or a conntrack flush
-would) reopens its stream within the grace window and is not fenced.
+listeners (refused: nothing listens) can do it that fast; a broker frozen with SIGSTOP for 3 s
+keeps its connection and is not fenced, and carries on after SIGCONT; after a controller
+failover the new active controller fences a killed broker quickly too, once the brokers' streams
+have moved to it; a live broker whose connections to the controller are reset (`ss -K`, as a
+middlebox or a conntrack flush would) reopens its stream within the grace window and is not
+fenced.
 
 `FENCING_ROUNDS=N` repeats the kill -9 measurement N times (default 3); each round's time from
 SIGKILL to the fencing seen on the active controller is printed (run with -s to see them)."""
