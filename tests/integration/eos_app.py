@@ -78,7 +78,7 @@ class App:
             "isolation.level": "read_committed", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", **DEBUG})
         self.producer = self.new_producer()
-        self.done = 0  # the sum of the committed input offsets
+        self.committed: dict[int, int] = {}  # input partition -> its committed offset
         self.transactions = 0
         self.rewind()
 
@@ -103,7 +103,7 @@ class App:
         self.consumer.assign([TopicPartition(t.topic, t.partition,
                                              t.offset if t.offset >= 0 else OFFSET_BEGINNING)
                               for t in committed])
-        self.done = sum(max(t.offset, 0) for t in committed)
+        self.committed = {t.partition: t.offset for t in committed if t.offset >= 0}
 
     def process(self, batch: list[Message]) -> None:
         """One transaction: the batch transformed, its offsets, the commit."""
@@ -125,8 +125,15 @@ class App:
             except KafkaException as failure:
                 if not failure.args[0].retriable():
                     raise
-        self.done = sum(max(p.offset, 0) for p in positions)
+        # A partition not read from since the last rewind has no position (-1001), and
+        # librdkafka leaves it out of the offsets it sends: its committed offset stands.
+        self.committed.update((p.partition, p.offset) for p in positions if p.offset >= 0)
         say(f"committed {self.done}")
+
+    @property
+    def done(self) -> int:
+        """The sum of the committed input offsets: how many input records are done."""
+        return sum(self.committed.values())
 
     def abort(self, reason: str) -> None:
         """Abort the open transaction (a new producer if the abort fails fatally) and rewind."""
