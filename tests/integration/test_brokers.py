@@ -136,7 +136,7 @@ def test_brokers_cache_the_log_catch_up_and_are_fenced_when_killed(make_cluster)
                          for p in t.partitions), WAIT_S, "broker 5's leaderships moved",
              poll_s=0.2)  # each answer lists 10,000 partitions
     cluster.start(5)
-    wait_for(lambda: fenced(active_endpoint(cluster), 5) is False, WAIT_S,
+    wait_for(lambda: fenced(active_endpoint(cluster), 5) is False, RESTART_WAIT_S,
              "broker 5 unfenced after its restart")
     state = wait_for(lambda: broker_cluster(endpoints[5]).broker_state, WAIT_S, "broker 5 up")
     assert state == "RUNNING"

@@ -471,9 +471,14 @@ def test_a_group_of_three_consumes_across_a_kill_of_its_coordinator(
 
     wait_for(lambda: len(seen()) == 600, WAIT_S, "the group to read the first 600 records")
     wait_committed(100, "every partition's offset committed at 100")
-    description = admin.describe_consumer_groups([group])[group].result(timeout=WAIT_S)
-    assert description.state.name == "STABLE" and len(description.members) == 3
-    coordinator = description.coordinator.id
+    def stable() -> Any:
+        """The group's description once it is Stable with its three members (a KIP-848 group
+        may still be Reconciling a moment after its commits: librdkafka shows that UNKNOWN)."""
+        description = admin.describe_consumer_groups([group])[group].result(timeout=WAIT_S)
+        return description if description.state.name == "STABLE" \
+            and len(description.members) == 3 else None
+
+    coordinator = wait_for(stable, WAIT_S, "the group Stable with three members").coordinator.id
 
     killed_at = time.monotonic()
     cluster.kill(coordinator)
