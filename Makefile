@@ -36,7 +36,7 @@ lint: $(STAMP)
 # Two test files at a time: a file's tests share its module fixtures (one cluster) and run in
 # order on one worker; `pytest` alone still runs everything serially.
 test: lint
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=30
 
 demo: $(STAMP)
 	$(PY) tools/demo.py

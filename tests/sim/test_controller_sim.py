@@ -13,7 +13,7 @@ from kraft.delivery import ListenerContext
 from kraft.sim.invariants import SimViolation
 from tests.sim.controller_sim import run_seed
 
-SEEDS = int(os.environ.get("KRAFT_CONTROLLER_SIM_SEEDS", "30"))
+SEEDS = int(os.environ.get("KRAFT_CONTROLLER_SIM_SEEDS", "20"))
 
 
 def test_the_controller_holds_every_invariant_through_leader_changes() -> None:

@@ -23,7 +23,7 @@ from kraft.sim.__main__ import (
 )
 from kraft.sim.membership_scenarios import MEMBERSHIP_SCENARIOS
 
-SEEDS = int(os.environ.get("KRAFT_SIM_MEMBERSHIP_SEEDS", "40"))
+SEEDS = int(os.environ.get("KRAFT_SIM_MEMBERSHIP_SEEDS", "24"))
 
 
 def test_membership_seeds_hold_every_invariant() -> None:

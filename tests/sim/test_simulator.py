@@ -18,7 +18,7 @@ from kraft.sim.__main__ import NAMES, plan, replay_command, run_many, run_seed
 from kraft.sim.cluster import SimCluster
 from kraft.sim.state_machine import SimStateMachine
 
-SEEDS = int(os.environ.get("KRAFT_SIM_SEEDS", "150"))
+SEEDS = int(os.environ.get("KRAFT_SIM_SEEDS", "100"))
 
 
 def test_simulator_seeds_hold_every_invariant() -> None:
