@@ -68,6 +68,8 @@ def spread(values: list[float], digits: int = 2) -> dict[str, Any]:
 
 
 class Bench:
+    topic = TOPIC  # the benchmark's one topic (a subclass names its own)
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.cluster = Cluster(root, 3, dict(SETTINGS))
@@ -89,7 +91,8 @@ class Bench:
 
     def partitions(self) -> list[Any]:
         try:
-            reply = self.admin_call("DescribeTopics", apb.DescribeTopicsRequest(names=[TOPIC]))
+            reply = self.admin_call("DescribeTopics",
+                                    apb.DescribeTopicsRequest(names=[self.topic]))
         except ClusterError:
             return []
         return [p for t in reply.topics for p in t.partitions]
@@ -151,7 +154,8 @@ class Bench:
         every partition (its log created, fetching from the leader)."""
         started = time.monotonic()
         reply = self.admin_call("CreateTopics", apb.CreateTopicsRequest(topics=[
-            apb.CreatableTopic(name=TOPIC, num_partitions=partitions, replication_factor=3)]),
+            apb.CreatableTopic(name=self.topic, num_partitions=partitions,
+                               replication_factor=3)]),
             timeout_s=60)
         if reply.status.error_code or (reply.topics and reply.topics[0].error_code):
             raise ClusterError(f"CreateTopics: {reply.topics[0].error_message}")

@@ -55,7 +55,6 @@ from bench.log_bench import filesystem, machine
 from bench.quorum_bench import git
 from bench.restart_bench import BROKERS
 from bench.restart_bench import Bench as ClusterBench
-from metadata.rpc import admin_pb2 as apb
 
 PYTHON = sys.executable
 TOPIC = "scale"
@@ -76,24 +75,11 @@ def spread(values: list[float], digits: int = 2) -> dict[str, Any]:
 class Bench(ClusterBench):
     """bench.restart_bench's cluster, with this benchmark's topic."""
 
-    def partitions(self) -> list[Any]:
-        try:
-            reply = self.admin_call("DescribeTopics", apb.DescribeTopicsRequest(names=[TOPIC]))
-        except ClusterError:
-            return []
-        return [p for t in reply.topics for p in t.partitions]
+    topic = TOPIC
 
     def create_topic(self, partitions: int) -> float:
         """Seconds from CreateTopics to every broker holding its replica of each partition."""
-        started = time.monotonic()
-        reply = self.admin_call("CreateTopics", apb.CreateTopicsRequest(topics=[
-            apb.CreatableTopic(name=TOPIC, num_partitions=partitions, replication_factor=3)]),
-            timeout_s=60)
-        if reply.status.error_code or (reply.topics and reply.topics[0].error_code):
-            raise ClusterError(f"CreateTopics: {reply.topics[0].error_message}")
-        self.wait(lambda: self.full_isr(partitions), 300, "full ISRs")
-        return self.wait(lambda: all(self.replicas_held(b) == partitions for b in BROKERS),
-                         300, "every replica held") - started
+        return self.create(partitions)[1]
 
     def leader_of(self, partition: int) -> int:
         return int(next(p.leader for p in self.partitions() if p.partition_index == partition))
