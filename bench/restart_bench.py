@@ -17,7 +17,9 @@ times, on brokers 4, 5, 6 in turn:
 
 Also from the restarted broker's own log: when its partition logs were loaded and when it
 served (seconds after the start). Medians and spread (min-max) over the trials, the machine,
-the commit and the load average are printed and kept in the JSON.
+the commit and the load average are printed and kept in the JSON. `--spy DIR`: py-spy
+(`record --format raw --gil --nonblocking`) on every node from the first trial's clean
+restart until its full ISRs, one file per node, and each one's heaviest frames in the JSON.
 
 `--logs-only`: the LogManager alone, in this process, with --partitions logs of 3 idempotent
 batches: a clean start and close; an append to every log and a crash (files closed
@@ -31,8 +33,10 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +48,7 @@ from typing import Any
 import grpc
 
 from bench._cluster import CLIENT_OPTIONS, Cluster, ClusterError
+from bench.admin_write_bench import top_frames
 from bench.log_bench import filesystem, machine
 from bench.quorum_bench import git
 from harness.cluster import write_broker_configs
@@ -231,7 +236,36 @@ class Bench:
         self.cluster.kill_all()
 
 
-def trial(bench: Bench, broker: int, partitions: int) -> dict[str, Any]:
+def start_spies(bench: Bench, out_dir: Path) -> dict[int, subprocess.Popen[bytes]]:
+    """py-spy on every running node, sampling the thread holding the GIL (the Python work)
+    without pausing the process; stopped (and written) by stop_spies."""
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy is None:
+        raise SystemExit("--spy needs py-spy (pip install py-spy into the venv)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return {node_id: subprocess.Popen(
+        [spy, "record", "--pid", str(node.process.pid), "--format", "raw", "--gil", "--nonblocking",
+         "-o", str(out_dir / f"node-{node_id}.txt")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for node_id, node in bench.cluster.nodes.items() if node.process is not None}
+
+
+def stop_spies(spies: dict[int, subprocess.Popen[bytes]], out_dir: Path) -> dict[str, Any]:
+    """SIGINT ends a recording and writes it; each node's 15 heaviest frames."""
+    for process in spies.values():
+        process.send_signal(signal.SIGINT)
+    frames: dict[str, Any] = {}
+    for node_id, process in spies.items():
+        process.wait(60)
+        raw = out_dir / f"node-{node_id}.txt"
+        if raw.exists():
+            frames[str(node_id)] = [(f, round(own, 1), round(tot, 1))
+                                    for f, own, tot in top_frames(raw, 15)]
+    return frames
+
+
+def trial(bench: Bench, broker: int, partitions: int,
+          spy_dir: Path | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"broker": broker}
     old = bench.incarnation(broker)
     bench.cluster.signal(broker, signal.SIGKILL)
@@ -251,10 +285,13 @@ def trial(bench: Bench, broker: int, partitions: int) -> dict[str, Any]:
     out["sigterm_events"] = bench.log_events(broker, time.time() - out["sigterm_exit_s"] - 1)
     wall, started = time.time(), time.monotonic()
     bench.cluster.start(broker)
+    spies = start_spies(bench, spy_dir) if spy_dir is not None else {}
     out["clean_restart_full_isr_s"] = round(
         bench.wait(lambda: bench.back(broker, old, partitions), 300,
                    "full ISRs after a clean restart") - started, 2)
     out["clean_events"] = bench.log_events(broker, wall)
+    if spy_dir is not None:
+        out["clean_restart_top_frames"] = stop_spies(spies, spy_dir)
     return out
 
 
@@ -277,7 +314,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"seeded in {result['seed_s']} s", flush=True)
         trials = []
         for index in range(args.trials):
-            one = trial(bench, BROKERS[index % len(BROKERS)], args.partitions)
+            spy_dir = Path(args.spy) if args.spy and index == 0 else None
+            one = trial(bench, BROKERS[index % len(BROKERS)], args.partitions, spy_dir)
             print(json.dumps(one), flush=True)
             trials.append(one)
         result["trials"] = trials
@@ -382,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs-only", action="store_true",
                         help="the LogManager alone, in this process (module docstring)")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--spy", default="",
+                        help="directory for py-spy's records of the first clean restart")
     args = parser.parse_args(argv)
     if args.logs_only:
         figures = logs_only(args)
