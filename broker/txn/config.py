@@ -17,3 +17,8 @@ class TxnConfig:
     remove_expired_interval_ms: int = 3600000
     write_timeout_ms: int = 5000  # the acks=all append's wait (Kafka's request.timeout.ms)
     marker_retry_backoff_ms: int = 100  # the first retry of a leader's markers; doubles to 5 s
+    # A request held while the id's previous transaction completes is answered
+    # CONCURRENT_TRANSACTIONS after this (well under clients' 30-60 s request timeouts), and
+    # at most this many are held at a time (coordinator.py).
+    held_request_max_ms: int = 2000
+    max_held_requests: int = 1000

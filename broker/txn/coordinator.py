@@ -8,6 +8,14 @@ which calls `markers_written` when every partition has its marker.
 A transactional id lives on partition abs(String.hashCode(id)) % partitions of
 `__transaction_state`; this broker coordinates it while it leads that partition and has
 loaded it (COORDINATOR_LOAD_IN_PROGRESS while loading, NOT_COORDINATOR otherwise).
+
+Unlike Kafka, a request that would be answered CONCURRENT_TRANSACTIONS only because the id's
+previous transaction is completing (PrepareCommit/PrepareAbort, its markers or its Complete*
+record in flight) is *held* until that completes and then served: AddPartitionsToTxn,
+AddOffsetsToTxn, InitProducerId (also after it aborted an open transaction). Bounded: after
+`held_request_max_ms` it is answered CONCURRENT_TRANSACTIONS as Kafka answers at once, beyond
+`max_held_requests` held at a time too; a lost (or reloaded) coordinator partition answers
+NOT_COORDINATOR (docs/transactions.md, "Held requests").
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ from broker.txn.records import NO_PRODUCER_ID, TxnLogValue, TxnState, encode_key
 log = logging.getLogger(__name__)
 E = TxnError
 COMPLETE_RETRY_S = 0.5  # a failed Complete* write is tried again after this
+_ENDING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.COMPLETE_COMMIT,
+           TxnState.COMPLETE_ABORT)
 
 
 class TxnLog(Protocol):
@@ -83,6 +93,8 @@ class TransactionCoordinator:
         self.partitions: dict[int, _Partition] = {}
         self.txns: dict[str, TxnMetadata] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._changed: dict[str, asyncio.Event] = {}  # set when the id's state moves
+        self.held = 0  # requests held now
 
     def now_ms(self) -> int:
         """The coordinator's clock (the admin views' durations are measured on it)."""
@@ -131,6 +143,7 @@ class TransactionCoordinator:
     def _drop(self, partition: int) -> None:
         for txn_id in [t for t in self.txns if self.partition_of(t) == partition]:
             del self.txns[txn_id]
+            self._notify(txn_id)  # its held requests answer NOT_COORDINATOR
         if self.markers is not None:
             self.markers.cancel(partition)
 
@@ -147,31 +160,38 @@ class TransactionCoordinator:
             return InitResult(error)
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
             return InitResult(E.INVALID_TRANSACTION_TIMEOUT)
-        meta = self.txns.get(transactional_id)
-        if meta is None:
-            producer_id = await self._new_producer_id()
-            if producer_id is None:
-                return InitResult(E.COORDINATOR_NOT_AVAILABLE)
-            error = self.coordinator_error(transactional_id)  # it may have moved meanwhile
-            if error is not None:
-                return InitResult(error)
-            meta = self.txns.setdefault(transactional_id, TxnMetadata(
-                transactional_id, producer_id, NO_EPOCH, timeout_ms,
-                last_update_ms=self._now()))
-        if meta.pending is not None:
-            return InitResult(E.CONCURRENT_TRANSACTIONS)
-        if expected_id != NO_PRODUCER_ID and not (
-                meta.producer_epoch == NO_EPOCH or expected_id == meta.producer_id
-                or (expected_id == meta.previous_producer_id
-                    and expected_epoch >= EPOCH_EXHAUSTED)):
-            return InitResult(E.PRODUCER_FENCED)
-        if meta.state in PREPARED:
-            return InitResult(E.CONCURRENT_TRANSACTIONS)
-        if meta.state is TxnState.ONGOING:
-            # Fence the producer of the open transaction and abort it; the client retries.
-            await self._end(meta, commit=False, epoch=min(meta.producer_epoch + 1, MAX_EPOCH))
-            return InitResult(E.CONCURRENT_TRANSACTIONS)
-        return await self._bump(meta, timeout_ms, expected_id, expected_epoch)
+        deadline = self._hold_deadline()
+        while True:
+            meta = self.txns.get(transactional_id)
+            if meta is None:
+                producer_id = await self._new_producer_id()
+                if producer_id is None:
+                    return InitResult(E.COORDINATOR_NOT_AVAILABLE)
+                error = self.coordinator_error(transactional_id)  # it may have moved meanwhile
+                if error is not None:
+                    return InitResult(error)
+                meta = self.txns.setdefault(transactional_id, TxnMetadata(
+                    transactional_id, producer_id, NO_EPOCH, timeout_ms,
+                    last_update_ms=self._now()))
+            if meta.pending is not None and not self._completing(meta):
+                return InitResult(E.CONCURRENT_TRANSACTIONS)
+            if expected_id != NO_PRODUCER_ID and not (
+                    meta.producer_epoch == NO_EPOCH or expected_id == meta.producer_id
+                    or (expected_id == meta.previous_producer_id
+                        and expected_epoch >= EPOCH_EXHAUSTED)):
+                return InitResult(E.PRODUCER_FENCED)
+            if self._completing(meta):
+                held = await self._hold(meta, deadline)
+                if held is not None:
+                    return InitResult(held)
+                continue  # looked at again, as Kafka's client would retry
+            if meta.state is TxnState.ONGOING:
+                # Fence the producer of the open transaction and abort it; then held.
+                if await self._end(meta, commit=False,
+                                   epoch=min(meta.producer_epoch + 1, MAX_EPOCH)) is not E.NONE:
+                    return InitResult(E.CONCURRENT_TRANSACTIONS)
+                continue
+            return await self._bump(meta, timeout_ms, expected_id, expected_epoch)
 
     async def _bump(self, meta: TxnMetadata, timeout_ms: int, expected_id: int,
                     expected_epoch: int) -> InitResult:
@@ -208,8 +228,8 @@ class TransactionCoordinator:
 
     # ---- AddPartitionsToTxn, AddOffsetsToTxn ---------------------------------------------
 
-    def _check_producer(self, transactional_id: str, producer_id: int,
-                        epoch: int) -> TxnMetadata | TxnError:
+    def _check_producer(self, transactional_id: str, producer_id: int, epoch: int,
+                        completing_ok: bool = False) -> TxnMetadata | TxnError:
         error = self.coordinator_error(transactional_id)
         if error is not None:
             return error
@@ -218,16 +238,26 @@ class TransactionCoordinator:
             return E.INVALID_PRODUCER_ID_MAPPING
         if meta.producer_epoch != epoch:
             return E.PRODUCER_FENCED
-        if meta.pending is not None:
+        if meta.pending is not None and not (completing_ok and self._completing(meta)):
             return E.CONCURRENT_TRANSACTIONS
         return meta
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                              partitions: Sequence[TopicPartition]) -> TxnError:
-        meta = self._check_producer(transactional_id, producer_id, epoch)
-        if isinstance(meta, TxnError):
-            return meta
-        if meta.state in PREPARED or meta.state is TxnState.DEAD:
+        """AddPartitionsToTxn and AddOffsetsToTxn; held while the previous transaction
+        completes."""
+        deadline = self._hold_deadline()
+        while True:
+            meta = self._check_producer(transactional_id, producer_id, epoch,
+                                        completing_ok=True)
+            if isinstance(meta, TxnError):
+                return meta
+            if not self._completing(meta):
+                break
+            held = await self._hold(meta, deadline)
+            if held is not None:
+                return held
+        if meta.state is TxnState.DEAD:
             return E.CONCURRENT_TRANSACTIONS
         ongoing = meta.state is TxnState.ONGOING
         if ongoing and meta.partitions.issuperset(partitions):
@@ -275,6 +305,17 @@ class TransactionCoordinator:
         elif self.markers is not None:
             self.markers.send(job)
 
+    def marker_written(self, job: MarkerJob, tp: TopicPartition) -> None:
+        """One partition of `job` has its marker: no longer pending (Kafka's removePartition;
+        DescribeTransactions shows those left). Memory only: a new coordinator resends all."""
+        meta = self.txns.get(job.transactional_id)
+        partition = self.partitions.get(job.coordinator_partition)
+        if meta is not None and meta.state in PREPARED and partition is not None \
+                and partition.epoch == job.coordinator_epoch \
+                and meta.producer_id == job.producer_id \
+                and meta.producer_epoch == job.producer_epoch:
+            meta.partitions.discard(tp)
+
     def markers_written(self, job: MarkerJob) -> None:
         """Every partition of `job` has its marker: CompleteCommit/CompleteAbort next."""
         self._background(self._complete(job))
@@ -297,6 +338,48 @@ class TransactionCoordinator:
                 log.warning("transactional id %s: cannot write %s (%s); trying again",
                             job.transactional_id, state.name, error.name)
             await asyncio.sleep(COMPLETE_RETRY_S)
+
+    # ---- held requests -------------------------------------------------------------------
+
+    @staticmethod
+    def _completing(meta: TxnMetadata) -> bool:
+        """The id's previous transaction is ending: prepared (markers going out), or its
+        Prepare*/Complete* record in flight."""
+        return meta.state in PREPARED or meta.pending in _ENDING
+
+    def _hold_deadline(self) -> float:
+        return asyncio.get_running_loop().time() + self.config.held_request_max_ms / 1000
+
+    async def _hold(self, meta: TxnMetadata, deadline: float) -> TxnError | None:
+        """Wait until `meta`'s state moves: None to look at the request again;
+        CONCURRENT_TRANSACTIONS past `deadline` or with `max_held_requests` held already (the
+        client retries, as with Kafka); NOT_COORDINATOR once the partition is lost or
+        reloaded meanwhile."""
+        txn_id = meta.transactional_id
+        partition = self.partitions.get(self.partition_of(txn_id))
+        if partition is None:
+            return E.NOT_COORDINATOR
+        left = deadline - asyncio.get_running_loop().time()
+        if left <= 0 or self.held >= self.config.max_held_requests:
+            return E.CONCURRENT_TRANSACTIONS
+        epoch = partition.epoch
+        changed = self._changed.setdefault(txn_id, asyncio.Event())
+        self.held += 1
+        try:
+            await asyncio.wait_for(changed.wait(), left)
+        except TimeoutError:
+            return E.CONCURRENT_TRANSACTIONS
+        finally:
+            self.held -= 1
+        now = self.partitions.get(self.partition_of(txn_id))
+        if now is None or now.epoch != epoch or now.status is not PartitionStatus.ACTIVE:
+            return E.NOT_COORDINATOR
+        return None
+
+    def _notify(self, txn_id: str) -> None:
+        changed = self._changed.pop(txn_id, None)
+        if changed is not None:
+            changed.set()
 
     # ---- timers --------------------------------------------------------------------------
 
@@ -342,7 +425,15 @@ class TransactionCoordinator:
 
     async def _write(self, meta: TxnMetadata, value: TxnLogValue | None,
                      pending: TxnState) -> TxnError:
-        """Append the id's next record and take it once written (None: a tombstone)."""
+        """Append the id's next record and take it once written (None: a tombstone); the
+        requests held on the id look again, whatever the outcome."""
+        try:
+            return await self._write_once(meta, value, pending)
+        finally:
+            self._notify(meta.transactional_id)
+
+    async def _write_once(self, meta: TxnMetadata, value: TxnLogValue | None,
+                          pending: TxnState) -> TxnError:
         txn_id = meta.transactional_id
         partition = self.partition_of(txn_id)
         before = self.partitions.get(partition)

@@ -59,7 +59,8 @@ class TxnList:
 def describe(coordinator: TransactionCoordinator, transactional_id: str) -> TxnDescription:
     """One id: INVALID_REQUEST when empty, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
     off its coordinator, TRANSACTIONAL_ID_NOT_FOUND when unknown or expiring; else its state.
-    The partitions are those of the open (or prepared, markers not all written) transaction."""
+    The partitions are those of the open transaction; of a prepared one, only those still
+    without their marker (Kafka's topicPartitions: removePartition as each marker is written)."""
     if not transactional_id:
         return TxnDescription(transactional_id, TxnError.INVALID_REQUEST)
     error = coordinator.coordinator_error(transactional_id)

@@ -52,7 +52,8 @@ class TxnStorage:
         self.coordinator = TransactionCoordinator(config, self, allocate_producer_id, now_ms)
         self.markers = MarkerSender(self._leader_of, self._endpoint_of, connect,
                                     self.coordinator.markers_written,
-                                    config.marker_retry_backoff_ms)
+                                    config.marker_retry_backoff_ms,
+                                    on_marked=self.coordinator.marker_written)
         self.coordinator.markers = self.markers
         self.create_topic: CreateTopic | None = None  # set once the broker can reach a controller
         self._listener = listener

@@ -106,7 +106,7 @@ def test_request_checks() -> None:
 
 def test_commit_prepares_sends_markers_then_completes() -> None:
     async def body() -> None:
-        front = Front()
+        front = Front(held_request_max_ms=20)  # held requests answer 51 after 20 ms
         pid, epoch = await started(front)
         front.txns.clock.now += 10
         assert await front.add(pid, epoch, {"t": (0, 1)}) == {("t", 0): 0, ("t", 1): 0}
@@ -128,7 +128,8 @@ def test_commit_prepares_sends_markers_then_completes() -> None:
         assert (job.producer_id, job.producer_epoch, job.commit, job.coordinator_epoch) == \
             (pid, epoch, True, 5)
         assert job.partitions == {("t", 0), ("t", 1), ("__consumer_offsets", group_partition)}
-        # Until the markers are written: the same EndTxn, a new partition, a new producer wait.
+        # Until the markers are written: the same EndTxn, a new partition, a new producer wait
+        # (the last two held to the bound; tests/unit/test_txn_held_requests.py).
         assert await front.end(pid, epoch, True) == 51
         assert await front.add(pid, epoch, T0) == {("t", 0): 51}
         assert (await front.init()).error_code == 51
@@ -148,10 +149,10 @@ def test_commit_prepares_sends_markers_then_completes() -> None:
 
 def test_a_new_producer_aborts_the_open_transaction_first() -> None:
     async def body() -> None:
-        front = Front()
+        front = Front(held_request_max_ms=20)
         pid, epoch = await started(front)
         await front.add(pid, epoch, T0)
-        assert (await front.init()).error_code == 51  # CONCURRENT_TRANSACTIONS: aborting
+        assert (await front.init()).error_code == 51  # aborting; held to the bound
         (job,) = front.txns.markers.sent
         assert (job.commit, job.producer_epoch) == (False, epoch + 1)  # the old one fenced
         assert states(front)[-1] is TxnState.PREPARE_ABORT

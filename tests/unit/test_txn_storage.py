@@ -57,11 +57,12 @@ class Leader:
             decoded = decode_request(frame[4:])
             assert (decoded.api_key, decoded.api_version) == (27, 1)
             self.leader.requests.append(decoded.body)
-            (marker,) = decoded.body.markers
-            return SimpleNamespace(markers=[SimpleNamespace(topics=[
-                SimpleNamespace(name=t.name, partitions=[
-                    SimpleNamespace(partition_index=p, error_code=self.leader.answer)
-                    for p in t.partition_indexes]) for t in marker.topics])])
+            return SimpleNamespace(markers=[SimpleNamespace(
+                producer_id=marker.producer_id, topics=[SimpleNamespace(
+                    name=t.name, partitions=[
+                        SimpleNamespace(partition_index=p, error_code=self.leader.answer)
+                        for p in t.partition_indexes]) for t in marker.topics])
+                for marker in decoded.body.markers])
 
         async def close(self) -> None:
             pass
