@@ -49,6 +49,13 @@ def parse_args(argv: list[str] | None) -> tuple[Options, Path | None]:
                              "default that fault is skipped until the broker is back in service "
                              "(one fault, one recovery). The availability bound does not apply "
                              "then (reported as not applicable)")
+    parser.add_argument("--txn-writers", type=int, default=2,
+                        help="transactional writers (processes, a transactional.id each; "
+                             "every 5th transaction aborted on purpose) on an RF-3 topic; 0: "
+                             "none (2)")
+    parser.add_argument("--no-eos", action="store_true",
+                        help="no consume-transform-produce app (exactly once from the data "
+                             "topic to another; it runs when --producers > 0)")
     parser.add_argument("--no-audit", action="store_true", help="skip the Spark audit")
     parser.add_argument("--work-dir", type=Path, help="cluster data and logs (a temp dir)")
     parser.add_argument("--keep", action="store_true",
@@ -69,7 +76,8 @@ def parse_args(argv: list[str] | None) -> tuple[Options, Path | None]:
                    kinds=kinds, snapshot_bytes=args.snapshot_bytes, producers=args.producers,
                    consumers=args.consumers, partitions=args.partitions,
                    availability_bound_s=args.availability_bound,
-                   refault_recovering=args.refault_recovering), args.out
+                   refault_recovering=args.refault_recovering,
+                   txn_writers=args.txn_writers, eos=not args.no_eos), args.out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,6 +44,7 @@ from tests.chaos.report import fault_timings, recovery_stats, summary_lines, wri
 from tests.chaos.schedule import KINDS, build_schedule
 from tests.chaos.served import served_by, unfenced_brokers
 from tests.chaos.snapshots import to_check as snapshot_check
+from tests.chaos.txn_phase import TxnPart
 from tests.chaos.writers import (
     CONFIG_KEY,
     Refused,
@@ -102,6 +103,10 @@ class Options:
     # Fault a broker again while it recovers from a fault that took it down (the old, harsher
     # model; service.py): the availability bound does not apply then.
     refault_recovering: bool = False
+    # Transactional writers (processes, txn_writer.py) and the consume-transform-produce app
+    # (of the data topic; needs producers): off here, on in `python -m tests.chaos`.
+    txn_writers: int = 0
+    eos: bool = False
 
     def replay_command(self) -> str:
         parts = [f"{sys.executable} -m tests.chaos", f"--seed {self.seed}",
@@ -118,6 +123,9 @@ class Options:
             parts.append(f"--availability-bound {self.availability_bound_s:g}")
         if self.refault_recovering:
             parts.append("--refault-recovering")
+        parts.append(f"--txn-writers {self.txn_writers}")
+        if not self.eos:
+            parts.append("--no-eos")
         if not self.audit:
             parts.append("--no-audit")
         return " ".join(parts)
@@ -142,6 +150,10 @@ class Campaign:
         self.data = DataPart(self.cluster, self.brokers, f"kdata{options.seed}",
                              options.producers, options.consumers, options.partitions,
                              options.duration_s)
+        self.txn = TxnPart(self.cluster, self.root, options.seed, options.txn_writers,
+                           options.partitions, options.eos and options.producers > 0,
+                           self.data.topic, options.partitions)
+        self.transactional = options.txn_writers > 0 or self.txn.eos
         derived, terms = derive_bound(campaign_timeouts(CLUSTER_CONFIG))
         self.bound_s: float | None = derived if options.availability_bound_s is None \
             else options.availability_bound_s
@@ -219,8 +231,11 @@ class Campaign:
                 writer.start()
             if self.o.producers:
                 self.data.start(t0, stop)
+            if self.transactional:
+                self.txn.start(t0)
             self._run_for(t0, writers, injector)
             stop.set()
+            self.txn.stop()  # the writers finish their transaction; waited for after the heal
             healed_at = injector.heal()
             self.say(f"{healed_at:8.2f} s  healed: fault files removed, paused nodes "
                      "continued, dead nodes restarted")
@@ -230,6 +245,7 @@ class Campaign:
                     raise RuntimeError(f"writer {writer.writer} failed: {writer.error}")
                 self.writes.extend(writer.writes)
             self.data.join()
+            self.txn.join()
             if injector.error is not None:
                 raise RuntimeError(f"the fault injector failed: {injector.error!r}")
             served, index = self._after_heal(t0 + healed_at)
@@ -238,6 +254,9 @@ class Campaign:
                                             self.checks)
                 if data is not None:
                     self.say(f"data: high watermarks {data[0]}, ISRs {data[2]}")
+            if self.transactional:
+                self.txn.after_heal(self._timed, t0 + healed_at,
+                                    None if data is None else data[1])
             injector.confirm_file_faults()  # the nodes' confirmations, long written by now
             injector.check_crashes()
             crashes = [{"nodeId": c.node_id, "exitCode": c.exit_code, "atS": round(c.at_s, 2),
@@ -247,6 +266,7 @@ class Campaign:
             stop.set()  # on an error too: no thread keeps writing or faulting
             if injector is not None:
                 injector.stop()
+            self.txn.kill()
             self.cluster.stop_all()
         if index is None:  # the cluster never converged: read what the files hold now
             index = self._read_logs(retry=False)
@@ -259,6 +279,8 @@ class Campaign:
             check, availability = self.data.availability(
                 injector.outages, injector.records, events, self.bound_s, self.bound_terms)
             self.checks.append(check)
+        if self.transactional:
+            self.checks.extend(self.txn.checks(None if data is None else data[1]))
         clock_check, clock = check_clock_steps(
             injector.records, injector.outages, events,
             int(CLUSTER_CONFIG["broker.session.timeout.ms"]) / 1000,
@@ -294,6 +316,7 @@ class Campaign:
             "brokerDiskStops": disk_stops,
             "snapshots": self._snapshots(),
             "data": self.data.counts() if self.o.producers else {},
+            "transactions": self.txn.counts() if self.transactional else {},
             "availability": availability, "clockSteps": clock,
             "outages": [o.to_json() for o in injector.outages],
             "wallT0": injector.wall_t0,  # node log times minus this: campaign times
@@ -329,6 +352,8 @@ class Campaign:
                                      time.monotonic() - self.t0, True))
         if self.o.producers:
             self.data.setup(client)
+        if self.transactional:
+            self.txn.setup(client)
         self.say(f"cluster up: controllers {self.controllers}, brokers {self.brokers}")
 
     def _run_for(self, t0: float, writers: list[Writer], injector: Injector) -> None:

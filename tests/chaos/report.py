@@ -124,6 +124,7 @@ def summary_lines(report: dict) -> list[str]:  # type: ignore[type-arg]
                         if d.get("consumersHung") else "") + "); "
                      f"consumer-visible HW went back {len(d['hwRegressions'])} time(s)")
         lines.extend(f"  {r}" for r in d["hwRegressions"][:5])
+    lines.extend(transaction_lines(report.get("transactions") or {}))
     lines.extend(availability_lines(report.get("availability") or {}))
     clock = report.get("clockSteps") or {}
     if clock:
@@ -145,6 +146,29 @@ def summary_lines(report: dict) -> list[str]:  # type: ignore[type-arg]
         lines.append(f"node {crash['nodeId']} exited by itself at {crash['atS']} s "
                      f"(code {crash['exitCode']})")
     lines.append(f"replay: {report['replay']}")
+    return lines
+
+
+def transaction_lines(t: dict) -> list[str]:  # type: ignore[type-arg]
+    """What the transactional writers and the consume-transform-produce app did."""
+    if not t:
+        return []
+    n = t["transactions"]
+    lines = [f"transactions: {t['writers']} writer(s) on {t['topic']}: "
+             f"{sum(n.values())} transactions ({t['records']} records): {n['committed']} "
+             f"committed, {n['aborted']} aborted ({t['abortedOnPurpose']} on purpose), "
+             f"{n['unknown']} with unknown commit outcome, {n['unfinished']} unfinished "
+             f"(failed before asking to commit); {t['writerRestarts']} writer restarts, "
+             f"{t['stalls']} client process(es) killed for a stall"]
+    lines.extend(f"  {reason}: {count}" for reason, count in t["reasons"].items())
+    lines.extend(f"  {name}: {'; '.join(why)}" for name, why in t["killed"].items())
+    e = t.get("eos")
+    if e:
+        lines.append(f"eos app ({e['input']} -> {e['topic']}): {e['committedTransactions']} "
+                     f"transactions committed, {e['aborts']} aborted, {e['reinits']} new "
+                     f"producers, {e['restarts']} restarts, finished {e['finished']}; output "
+                     f"{e['outputRecords']} records read_committed, {e['abortedOutputRecords']} "
+                     "more read_uncommitted (aborted)" + "".join(f"; {k}" for k in e["killed"]))
     return lines
 
 
