@@ -52,8 +52,10 @@ _ENDING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.COMPLETE_CO
 
 
 class TxnLog(Protocol):
-    async def append(self, partition: int, key: bytes, value: bytes | None) -> int:
-        """Append one record (acks=all); the Kafka error code of the append."""
+    async def append(self, partition: int, key: bytes, value: bytes | None,
+                     following: Sequence[bytes] = ()) -> int:
+        """Append one record, and `following` values of the same key after it in the same
+        batch (acks=all); the Kafka error code of the append."""
         ...
 
 
@@ -72,6 +74,18 @@ class PartitionStatus(Enum):
 class _Partition:
     status: PartitionStatus
     epoch: int  # the leader epoch of the __transaction_state partition: the coordinator epoch
+
+
+@dataclass(eq=False, slots=True)
+class _Successor:
+    """A held AddPartitionsToTxn/AddOffsetsToTxn of the producer whose transaction awaits
+    its markers: its partitions' Ongoing record goes in one batch with the Complete* record."""
+
+    producer_id: int
+    epoch: int
+    partitions: frozenset[TopicPartition]
+    answer: asyncio.Future[TxnError | None]  # None: look at the request again
+    taken: bool = False  # in a write now
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +108,7 @@ class TransactionCoordinator:
         self.txns: dict[str, TxnMetadata] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed: dict[str, asyncio.Event] = {}  # set when the id's state moves
+        self._successors: dict[str, list[_Successor]] = {}
         self.held = 0  # requests held now
 
     def now_ms(self) -> int:
@@ -254,7 +269,10 @@ class TransactionCoordinator:
                 return meta
             if not self._completing(meta):
                 break
-            held = await self._hold(meta, deadline)
+            if meta.state in PREPARED and meta.pending is None:
+                held = await self._follow(meta, partitions, deadline)
+            else:
+                held = await self._hold(meta, deadline)
             if held is not None:
                 return held
         if meta.state is TxnState.DEAD:
@@ -331,8 +349,18 @@ class TransactionCoordinator:
                 return  # moved on or no longer ours: the new coordinator resends
             if meta.pending is None:
                 state = TxnState.COMPLETE_COMMIT if job.commit else TxnState.COMPLETE_ABORT
-                value = meta.value(state, self._now(), partitions=())
-                error = await self._write(meta, value, state)
+                now = self._now()
+                value = meta.value(state, now, partitions=())
+                # The producer's next transaction, held meanwhile, starts in the same batch:
+                # one replicated append, not two in a row.
+                successors = self._take_successors(meta)
+                following = () if not successors else (meta.value(
+                    TxnState.ONGOING, now, start_ms=now,
+                    partitions=frozenset().union(*(s.partitions for s in successors))),)
+                error = await self._write(meta, value, state, following)
+                for successor in successors:
+                    if not successor.answer.done():
+                        successor.answer.set_result(E.NONE if error is E.NONE else None)
                 if error is E.NONE or error is E.NOT_COORDINATOR:
                     return
                 log.warning("transactional id %s: cannot write %s (%s); trying again",
@@ -376,10 +404,64 @@ class TransactionCoordinator:
             return E.NOT_COORDINATOR
         return None
 
+    async def _follow(self, meta: TxnMetadata, partitions: Sequence[TopicPartition],
+                      deadline: float) -> TxnError | None:
+        """Held as the next transaction of `meta`'s producer, whose transaction awaits its
+        markers: NONE once its partitions are written with the Complete* record; otherwise as
+        `_hold`."""
+        txn_id = meta.transactional_id
+        partition = self.partitions.get(self.partition_of(txn_id))
+        if partition is None:
+            return E.NOT_COORDINATOR
+        loop = asyncio.get_running_loop()
+        left = deadline - loop.time()
+        if left <= 0 or self.held >= self.config.max_held_requests:
+            return E.CONCURRENT_TRANSACTIONS
+        epoch = partition.epoch
+        successor = _Successor(meta.producer_id, meta.producer_epoch, frozenset(partitions),
+                               loop.create_future())
+        self._successors.setdefault(txn_id, []).append(successor)
+        self.held += 1
+        try:
+            await asyncio.wait_for(asyncio.shield(successor.answer), left)
+        except TimeoutError:
+            if not successor.taken:
+                return E.CONCURRENT_TRANSACTIONS
+            await successor.answer  # in a write already (bounded by its timeout): its outcome
+        finally:
+            self.held -= 1
+            waiting = self._successors.get(txn_id, [])
+            if successor in waiting:
+                waiting.remove(successor)
+            if not waiting:
+                self._successors.pop(txn_id, None)
+        answer = successor.answer.result()
+        if answer is None:
+            now = self.partitions.get(self.partition_of(txn_id))
+            if now is None or now.epoch != epoch or now.status is not PartitionStatus.ACTIVE:
+                return E.NOT_COORDINATOR
+        return answer
+
+    def _take_successors(self, meta: TxnMetadata) -> list[_Successor]:
+        """The held requests to write with `meta`'s Complete* record: those of its producer
+        (another id or epoch looks again, to be fenced)."""
+        taken = []
+        for successor in self._successors.pop(meta.transactional_id, []):
+            if (successor.producer_id, successor.epoch) == (meta.producer_id,
+                                                             meta.producer_epoch):
+                successor.taken = True
+                taken.append(successor)
+            elif not successor.answer.done():
+                successor.answer.set_result(None)
+        return taken
+
     def _notify(self, txn_id: str) -> None:
         changed = self._changed.pop(txn_id, None)
         if changed is not None:
             changed.set()
+        for successor in self._successors.get(txn_id, []):  # not taken: look again
+            if not successor.answer.done():
+                successor.answer.set_result(None)
 
     # ---- timers --------------------------------------------------------------------------
 
@@ -424,16 +506,17 @@ class TransactionCoordinator:
     # ---- writes --------------------------------------------------------------------------
 
     async def _write(self, meta: TxnMetadata, value: TxnLogValue | None,
-                     pending: TxnState) -> TxnError:
-        """Append the id's next record and take it once written (None: a tombstone); the
-        requests held on the id look again, whatever the outcome."""
+                     pending: TxnState, following: Sequence[TxnLogValue] = ()) -> TxnError:
+        """Append the id's next record (and `following` ones, in the same batch) and take them
+        once written (None: a tombstone); the requests held on the id look again, whatever
+        the outcome."""
         try:
-            return await self._write_once(meta, value, pending)
+            return await self._write_once(meta, value, pending, following)
         finally:
             self._notify(meta.transactional_id)
 
     async def _write_once(self, meta: TxnMetadata, value: TxnLogValue | None,
-                          pending: TxnState) -> TxnError:
+                          pending: TxnState, following: Sequence[TxnLogValue]) -> TxnError:
         txn_id = meta.transactional_id
         partition = self.partition_of(txn_id)
         before = self.partitions.get(partition)
@@ -443,7 +526,8 @@ class TransactionCoordinator:
         meta.pending = pending
         try:
             code = await self.log.append(
-                partition, encode_key(txn_id), None if value is None else encode_value(value))
+                partition, encode_key(txn_id), None if value is None else encode_value(value),
+                [encode_value(v) for v in following])
         finally:
             meta.pending = None
         error = E(int(append_error(code, commit=False)))
@@ -456,7 +540,8 @@ class TransactionCoordinator:
         if value is None:
             del self.txns[txn_id]
         else:
-            meta.apply(value)
+            for written in (value, *following):
+                meta.apply(written)
         return E.NONE
 
     def _background(self, work: Coroutine[None, None, None]) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from broker.api import ProducePartition
 from broker.log.partition_log import OffsetOutOfRange
@@ -86,8 +86,10 @@ class TxnStorage:
 
     # ---- the coordinator's TxnLog and the marker sender's view of the cluster -------------
 
-    async def append(self, partition: int, key: bytes, value: bytes | None) -> int:
-        batch = build_batch([Record(value, key)], base_timestamp=self._now_ms())
+    async def append(self, partition: int, key: bytes, value: bytes | None,
+                     following: Sequence[bytes] = ()) -> int:
+        batch = build_batch([Record(value, key), *(Record(v, key) for v in following)],
+                            base_timestamp=self._now_ms())
         results = await self.replicas.produce(
             -1, self.config.write_timeout_ms, [ProducePartition(TXN_TOPIC, partition, batch)])
         return results[0].error

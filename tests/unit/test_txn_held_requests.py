@@ -48,14 +48,16 @@ def test_add_partitions_and_add_offsets_are_answered_once_the_commit_completes()
             producer_epoch=epoch, group_id="g"))
         await front.settle()
         assert not offsets.done() and front.coordinator.held == 2
+        batches = front.txns.log.batches
         front.coordinator.markers_written(front.txns.markers.sent[-1])
         assert await adding == {("t", 1): 0}
         assert (await offsets).error_code == 0
         assert front.coordinator.held == 0
+        # Both start the next transaction in the batch of the CompleteCommit record.
+        assert front.txns.log.batches == batches + 1
         values = front.txns.log.values()
         assert [v.state for v in values if v is not None][2:] == [
-            TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT, TxnState.ONGOING,
-            TxnState.ONGOING]
+            TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT, TxnState.ONGOING]
         last = values[-1]
         assert last is not None and last.partitions == (
             ("__consumer_offsets", (partition_for("g", 50),)), ("t", (1,)))

@@ -198,3 +198,30 @@ def test_leadership_unloads_and_a_new_one_reloads_and_resends_markers(tmp_path: 
         await until(lambda: meta.state is TxnState.COMPLETE_COMMIT, "markers resent")
         assert leader.requests[-1].markers[0].coordinator_epoch == 2
     run(tmp_path, body)
+
+
+def test_a_held_next_transaction_is_written_in_the_batch_of_complete_commit(
+        tmp_path: Path) -> None:
+    async def body(cluster: Cluster, storage: TxnStorage, leader: Leader) -> None:
+        await until(loaded(storage), "loaded")
+        pid, epoch = await open_transaction(storage)
+        leader.serves = False  # the markers wait until the next transaction is held
+        assert await storage.coordinator.end_txn("tx", pid, epoch, True) == 0
+        adding = asyncio.ensure_future(
+            storage.coordinator.add_partitions("tx", pid, epoch, [("t", 1)]))
+        await until(lambda: storage.coordinator.held == 1, "held")
+        leader.serves = True
+        assert await adding == 0
+        assert logged_states(cluster) == [TxnState.EMPTY, TxnState.ONGOING,
+                                          TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT,
+                                          TxnState.ONGOING]
+        log = cluster.nodes[1].log(0, TXN_TOPIC)
+        assert log.end_offset == 5 and parse_header(log.read(3, 1 << 20, 5), 0).next_offset == 5
+        # A new leadership replays both records of that batch: the transaction is open.
+        cluster.change(topic_id=TXN_STATE_ID, leader=-1)
+        await until(lambda: 0 not in storage.coordinator.partitions, "unloaded")
+        cluster.change(topic_id=TXN_STATE_ID, leader=1)
+        await until(loaded(storage), "reloaded")
+        meta = storage.coordinator.txns["tx"]
+        assert (meta.state, meta.partitions) == (TxnState.ONGOING, {("t", 1)})
+    run(tmp_path, body)

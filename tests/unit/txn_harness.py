@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,13 +45,16 @@ class FakeTxnLog:
     records: dict[int, list[tuple[bytes, bytes | None]]] = field(default_factory=dict)
     error: int = 0
     gate: asyncio.Event | None = None  # set: appends wait for it
+    batches: int = 0  # appends made
 
-    async def append(self, partition: int, key: bytes, value: bytes | None) -> int:
+    async def append(self, partition: int, key: bytes, value: bytes | None,
+                     following: Sequence[bytes] = ()) -> int:
         if self.gate is not None:
             await self.gate.wait()
         if self.error:
             return self.error
-        self.records.setdefault(partition, []).append((key, value))
+        self.records.setdefault(partition, []).extend((key, v) for v in (value, *following))
+        self.batches += 1
         return 0
 
     def values(self, txn_id: str = TXN_ID) -> list[TxnLogValue | None]:
