@@ -9,16 +9,21 @@ the `kraft-partitions` rows (audit/partition_source.py: `is_transactional`, `pro
   a marker below the transaction's epoch. A warning: a transaction still open at the end of
   the log (running, or hanging: `kraft-admin transactions find-hanging`), and a second marker
   at the same epoch with no batch of the producer between (a retried WriteTxnMarkers, or a
-  later transaction that wrote nothing here: the two cannot be told apart from the log, so a
-  COMMIT then an ABORT is no violation either);
+  later transaction that wrote nothing here, or one whose batches the cleaner removed: these
+  cannot be told apart from the log, so a COMMIT then an ABORT is no violation either). A
+  transaction whose batches and marker the cleaner both removed leaves nothing to check; the
+  cleaner never removes a marker while a batch of its transaction is left;
 * read_committed never exposes aborted data (`txn-aborted-exposed`, `txn-index-mismatch`): a
   read_committed Fetch names the aborted transactions from the index, and the consumer drops a
   producer's batches from an entry's first offset to its ABORT marker. So the aborted batches,
   each ABORT transaction's from its first batch to its marker, must be exactly the index's
   entries: one missing or starting late exposes aborted records, one starting early or naming
-  no ABORT marker hides committed ones. A missing index file is no finding (the broker rebuilds
-  it from the log on first use); entries wholly below the log start or at its end are skipped
-  (the broker drops them when it loads the file);
+  no ABORT marker hides committed ones. An ABORT marker with no batch of its transaction left
+  needs no entry (the cleaner removes the entry with the last batch, the marker after its delete
+  horizon: broker/log/cleaner_txn.py), though it may keep one (a crash between the cleaner's
+  swap and its index step). A missing index file is no finding (the broker rebuilds it from the
+  log on first use); entries wholly below the log start or at its end are skipped (the broker
+  drops them when it loads the file);
 * the LSO never passes an open transaction (`txn-lso-past-open`): each index entry records
   the last stable offset at its ABORT marker; it must not lie past the first offset of any
   transaction still open there (nor past the marker). The LSO a Fetch answered is not on disk:
@@ -120,7 +125,8 @@ def walk_replica(node: int, name: str, rows: Iterable[tuple[int, int, int, bool,
             find(WARNING, "txn-marker", base, pid,
                  f"{_NAMES[kind]} marker at offset {base} after the {_NAMES[previous[2]]} "
                  f"marker at offset {previous[0]} (epoch {epoch}) with no batch of the "
-                 "producer between: a retried marker, or a transaction that wrote nothing here")
+                 "producer between: a retried marker, a transaction that wrote nothing here, "
+                 "or one whose batches were cleaned")
         last_marker[pid] = (base, epoch, kind)
         if kind == ABORT:
             aborts.append(_Abort(pid, None if began is None else began[0], base,
@@ -144,6 +150,8 @@ def _compare_index(node: int, name: str, aborts: list[_Abort], index: list[Index
         where = f"transaction aborted at offset {a.marker}"
         if a.first is not None:
             where += f" (its batches from offset {a.first})"
+        if entry is None and a.first is None:
+            continue  # no batch of it is left (the cleaner removed them): nothing to expose
         if entry is None:
             out.append(Finding(VIOLATION, "txn-aborted-exposed", node, a.first or a.marker,
                                f"{name}: producer {a.producer_id}: {where} has no entry in "

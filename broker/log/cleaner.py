@@ -11,10 +11,13 @@ waits `log.cleaner.backoff.ms`:
 * its dirty part starts at the cleaner checkpoint (`cleaner-offset-checkpoint` in each log
   dir, Kafka's file); a log is cleaned when dirty bytes / cleanable bytes reach
   `min.cleanable.dirty.ratio`, when its oldest dirty record is older than
-  `max.compaction.lag.ms`, or when a tombstone it keeps passes its delete horizon;
+  `max.compaction.lag.ms`, or when a tombstone or transaction marker it keeps passes its
+  delete horizon;
 * the offset map (key -> latest offset) is built over the dirty part, as many whole segments
   as `log.cleaner.dedupe.buffer.size` holds, and every segment from the log start up to where
-  the map reaches is rewritten, small segments grouped up to `segment.bytes`.
+  the map reaches is rewritten, small segments grouped up to `segment.bytes`; aborted
+  transactions' records go, and a COMMIT/ABORT marker goes once no batch of its transaction is
+  left and its delete horizon has passed (broker/log/cleaner_txn.py).
 The swap happens on the event loop (PartitionLog.replace_segments) after a check that the
 segments did not change meanwhile (retention, truncation); otherwise the cleaned files are
 dropped and the next round starts over. A leader and its followers clean independently.
@@ -49,6 +52,7 @@ from broker.log.cleaner_core import (
     map_capacity,
 )
 from broker.log.cleaner_swap import cleaned_path, discard
+from broker.log.cleaner_txn import CleanedTxns
 from broker.log.config import NEVER
 from broker.log.partition_log import PartitionLog
 from kraft.log.base import CorruptRecordError
@@ -87,6 +91,7 @@ class CleanerStats:
     last_clean_ms: int = -1  # wall clock of the last installed cleaning
     last_duration_ms: int = 0
     aborted: int = 0  # cleanings dropped because the log changed meanwhile
+    markers_removed: int = 0  # transaction markers past their delete horizon
 
 
 @dataclass(slots=True)
@@ -110,6 +115,7 @@ class _Cleaned:
     bytes_written: int
     records_removed: int
     next_horizon_ms: int | None
+    txns: CleanedTxns
 
 
 Logs = Callable[[], Mapping[TopicPartition, PartitionLog]]
@@ -340,7 +346,7 @@ class LogCleaner:
         rules.offsets = offsets
         chosen = [f for f in files if f.end <= reached]
         views = {v.base_offset: v for v in plan.segments}
-        cleaned = _Cleaned([], reached, 0, 0, 0, None)
+        cleaned = _Cleaned([], reached, 0, 0, 0, None, rules.txns)
         directory = plan.log.directory
         try:
             for group in group_segments(chosen, plan.log.config.segment_bytes):
@@ -374,7 +380,7 @@ class LogCleaner:
         try:
             if log is not plan.log:
                 raise ValueError("the log was deleted or reopened")
-            log.replace_segments(cleaned.swaps)
+            log.replace_segments(cleaned.swaps, cleaned.txns)
         except ValueError as exc:
             for path, _ in cleaned.swaps:
                 discard(path)
@@ -403,6 +409,7 @@ class LogCleaner:
         stats.bytes_read += cleaned.bytes_read
         stats.bytes_written += cleaned.bytes_written
         stats.records_removed += cleaned.records_removed
+        stats.markers_removed += cleaned.txns.markers_removed
         stats.last_clean_ms = _now_ms()
         stats.last_duration_ms = int((time.monotonic() - started) * 1000)
         logger.info("cleaned %s up to offset %d: %d -> %d bytes, %d record(s) removed",

@@ -30,6 +30,7 @@ from typing import BinaryIO
 
 from broker import compression
 from broker.compression import assemble_batch
+from broker.log.cleaner_txn import DELETE_HORIZON_BIT, REMOVE, SET_HORIZON, CleanedTxns
 from broker.records import (
     CODEC_MASK,
     CONTROL_BIT,
@@ -47,8 +48,6 @@ from broker.records import (
 )
 from kraft.log.base import CorruptRecordError
 
-# KIP-534: baseTimestamp holds the delete horizon of the batch's tombstones.
-DELETE_HORIZON_BIT = 0x40
 # The offset map is keyed by a 16-byte digest of the key, as Kafka's SkimpyOffsetMap (MD5).
 # Its entries are CPython objects: a 16-byte bytes (49 B), an int offset (32 B) and the dict's
 # share (24 B an entry, table growth by doubling); measured with tracemalloc at most 163 B an
@@ -99,6 +98,11 @@ class CleanRules:
     # Aborted transactions of the cleaned range (producer id -> [(first offset, marker offset)],
     # the aborted-transaction index's): their data is removed and never enters the offset map.
     aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    # The pass's transactions and markers (broker/log/cleaner_txn.py), across its groups.
+    txns: CleanedTxns = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.txns = CleanedTxns(self.now_ms, self.delete_retention_ms)
 
 
 def is_aborted(header: RecordBatchHeader, aborted: dict[int, list[tuple[int, int]]]) -> bool:
@@ -222,7 +226,10 @@ def clean_group(group: list[SegmentFile], rules: CleanRules, out_path: str) -> G
             result.bytes_read += segment.size
             for header, blob in read_batches(segment):
                 kept = _clean_batch(header, blob, rules, result)
-                if kept is None and not _producer_last(header, rules):
+                last = _producer_last(header, rules)
+                if header.transactional and not header.control:
+                    rules.txns.data_batch(header.producer_id, kept is not None or last)
+                if kept is None and not last:
                     if filler and (filler[2] != header.partition_leader_epoch
                                    or header.next_offset - filler[0] > _MAX_SPAN):
                         writer.write(_filler(*filler))
@@ -256,6 +263,8 @@ def _clean_batch(
     header: RecordBatchHeader, blob: bytes, rules: CleanRules, result: GroupResult
 ) -> bytes | None:
     """The batch as it stays (maybe the original bytes), or None when no record stays."""
+    if header.control and header.producer_id >= 0:
+        return _clean_marker(header, blob, rules, result)
     if is_aborted(header, rules.aborted):
         result.records_removed += header.records_count
         return None
@@ -281,6 +290,22 @@ def _clean_batch(
                                       & DELETE_HORIZON_BIT):
         return blob
     return _rebuild(header, kept, horizon if tombstones else None)
+
+
+def _clean_marker(
+    header: RecordBatchHeader, blob: bytes, rules: CleanRules, result: GroupResult
+) -> bytes | None:
+    """A producer's control batch as it stays, or None (broker/log/cleaner_txn.py)."""
+    fate, horizon = rules.txns.marker(header, blob, _producer_last(header, rules))
+    if horizon is not None and (result.next_horizon_ms is None
+                                or horizon < result.next_horizon_ms):
+        result.next_horizon_ms = horizon  # the pass that may remove it
+    if fate == REMOVE:
+        result.records_removed += header.records_count
+        return None
+    if fate == SET_HORIZON:
+        return _rebuild(header, compression.batch_records(header, blob), horizon)
+    return blob
 
 
 def _retain(record: DecodedRecord, horizon: int | None, rules: CleanRules) -> bool:

@@ -33,7 +33,6 @@ from broker.log.log_files import DELETED_SUFFIX, PartitionFlushJob, never_synced
 from broker.log.log_state import SegmentTimes, StateCheckpoint
 from broker.log.partition_open import open_log
 from broker.log.partition_reads import LogReads
-from broker.log.partition_retention import LogRetention
 from broker.log.partition_state import (
     OffsetOutOfRange,
     PartitionMetadataError,
@@ -82,7 +81,7 @@ class LeaderAppend:
 
 
 
-class PartitionLog(LogReads, LogRetention, LogTxns):
+class PartitionLog(LogReads, LogTxns):
     """A replica's log. Create with `PartitionLog.open`."""
 
     @classmethod

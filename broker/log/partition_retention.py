@@ -178,13 +178,7 @@ class LogRetention(PartitionLogState):
         the producer state, leader epochs and log start stay: the producers' last batches
         are kept by the cleaner, and a replay of the cleaned log would forget the earlier
         batches an idempotent retry is answered from (as Kafka, which keeps its state)."""
-        self._check_open()
-        current = self._log.segments()
-        active = current[-1] if current else None
-        for _, old in swaps:
-            for view in old:
-                if view not in current or view == active:
-                    raise ValueError(f"{view.path} changed while it was being cleaned")
+        self._check_swaps(swaps)
         committed = [(cleaner_swap.commit(path), old) for path, old in swaps]
         faults = self._log.faults
         self._log.close()
@@ -197,6 +191,17 @@ class LogRetention(PartitionLogState):
         self._checkpoints.clear()  # they may hold the times of a replaced segment
         for _, old in swaps:
             self._rebuild_times(old[0].base_offset, old[-1].end_offset)
+
+    def _check_swaps(self, swaps: list[tuple[str, list[SegmentView]]]) -> None:
+        """ValueError unless every segment the swaps replace is in the log, unchanged and
+        below the active segment."""
+        self._check_open()
+        current = self._log.segments()
+        active = current[-1] if current else None
+        for _, old in swaps:
+            for view in old:
+                if view not in current or view == active:
+                    raise ValueError(f"{view.path} changed while it was being cleaned")
 
     def _rebuild_times(self, first: int, end: int) -> None:
         """The times of the segments now holding offsets [first, end) (a swap replaced the

@@ -1,22 +1,24 @@
 """A partition log's transactions (PartitionLog, broker/log/partition_log.py): the checks a
 leader makes on a WriteTxnMarkers marker, what a written marker changes (the producer's
 coordinator epoch, the aborted-transaction index), the last stable offset and the aborted
-transactions a read_committed Fetch names (broker/log/producer_txn.py,
-broker/log/txn_index.py)."""
+transactions a read_committed Fetch names, the index's part of a cleaner swap
+(broker/log/producer_txn.py, broker/log/txn_index.py, broker/log/cleaner_txn.py)."""
 
 from __future__ import annotations
 
-from broker.log.partition_state import PartitionLogState
+from broker.log.cleaner_txn import CleanedTxns
+from broker.log.partition_retention import LogRetention
 from broker.log.producer_txn import ABORT, CompletedTxn, TxnTracker, marker_of
 from broker.log.txn_index import TxnIndex
 from broker.records import HEADER_SIZE, AppendError, parse_header
 from kraft.errors import Errors
+from kraft.log.segmented import SegmentView
 
 TRANSACTION_COORDINATOR_FENCED = 52  # Errors.java (kraft.errors has no transaction codes)
 _REBUILD_CHUNK = 1 << 20
 
 
-class LogTxns(PartitionLogState):
+class LogTxns(LogRetention):
     """The transaction methods of PartitionLog."""
 
     _aborted: TxnIndex | None = None  # loaded on first use (a log opens without reading it)
@@ -88,6 +90,28 @@ class LogTxns(PartitionLogState):
         return marker_of(data[position:position + size])
 
     # -- the index's life --------------------------------------------------------------------
+
+    def replace_segments(self, swaps: list[tuple[str, list[SegmentView]]],
+                         txns: CleanedTxns | None = None) -> None:
+        """The cleaner's swap (LogRetention.replace_segments) with what its pass did to the
+        transactions (broker/log/cleaner_txn.py), in an order that is consistent at every
+        crash point: before the swap commits, the index entries of transactions with no batch
+        left go, durably, and so do the producer snapshots at or below the last marker removed
+        (a replay from one would reopen the transaction that marker closed); once the swap is
+        installed, the entries of the transactions whose last batches it removed."""
+        if txns is None or not (txns.unneeded or txns.emptied or txns.removed_upto >= 0):
+            super().replace_segments(swaps)
+            return
+        self._check_swaps(swaps)
+        index = self._txn_index(create=False)
+        if index is not None:
+            index.remove(txns.unneeded, durable=True)
+        removed_upto = txns.removed_upto
+        self._drop_snapshots(lambda offset: offset <= removed_upto)
+        super().replace_segments(swaps)
+        if index is not None and txns.emptied:
+            index.remove(txns.emptied)
+            self._unsynced([index.path], [self._directory])
 
     def _reload(self, end: int, all_times: bool = False) -> None:
         super()._reload(end, all_times)

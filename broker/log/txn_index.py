@@ -8,7 +8,8 @@ Where this departs from Kafka: one file per partition directory
 (`aborted-transactions.txnindex`) rather than one per segment. It is appended at every ABORT
 marker a replica writes (leader or follower), written without fsync and synced by the log's
 next flush job like its other metadata files; rewritten (temporary file + rename) when a
-truncation cuts entries or retention leaves entries wholly below the log start. On opening, the
+truncation cuts entries, retention leaves entries wholly below the log start or the cleaner
+removes an aborted transaction's data or marker (broker/log/cleaner_txn.py). On opening, the
 entries whose marker lies past the log end are dropped (a cut tail), and a missing file is
 rebuilt from the log when the producer state shows markers were written (a log written before
 the index existed, or a file lost).
@@ -22,6 +23,7 @@ import struct
 from collections.abc import Iterable
 
 from broker.log.producer_txn import CompletedTxn
+from kraft.log._common import fsync_dir
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +99,15 @@ class TxnIndex:
             self._entries = kept
             self.rewrite()
 
+    def remove(self, markers: set[tuple[int, int]], durable: bool = False) -> None:
+        """Forget the transactions of these (producer id, ABORT marker offset): the cleaner
+        removes their data or marker. `durable`: fsynced with the directory before returning
+        (it must hold before the cleaner's swap commits)."""
+        kept = [txn for txn in self._entries if (txn.producer_id, txn.last_offset) not in markers]
+        if len(kept) != len(self._entries):
+            self._entries = kept
+            self.rewrite(durable)
+
     def collect(self, fetch_offset: int, upper_offset: int) -> list[CompletedTxn]:
         """The aborted transactions a read of [fetch_offset, upper_offset) overlaps (Kafka's
         collectAbortedTxns: marker at or past the fetch offset, first offset below the
@@ -105,12 +116,18 @@ class TxnIndex:
                  if txn.last_offset >= fetch_offset and txn.first_offset < upper_offset]
         return sorted(found, key=lambda txn: txn.first_offset)
 
-    def rewrite(self) -> None:
-        """Write the whole file again (temporary file + rename), without fsync."""
+    def rewrite(self, durable: bool = False) -> None:
+        """Write the whole file again (temporary file + rename), without fsync unless
+        `durable`."""
         temporary = self.path + ".tmp"
         with open(temporary, "wb") as file:
             file.write(b"".join(_pack(txn) for txn in self._entries))
+            if durable:
+                file.flush()
+                os.fsync(file.fileno())
         os.replace(temporary, self.path)
+        if durable:
+            fsync_dir(os.path.dirname(self.path))
 
 
 def _pack(txn: CompletedTxn) -> bytes:

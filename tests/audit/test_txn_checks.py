@@ -79,3 +79,16 @@ def test_a_recorded_lso_past_an_open_transaction_is_a_violation() -> None:
     found = walk(index=[IndexEntry(8, 3, 8, 9)])  # pid 9 is open from offset 5
     assert checks(found) == [(VIOLATION, "txn-lso-past-open", 8)]
     assert "past offset 5" in found[0].detail
+
+
+def test_a_cleaned_log_has_no_finding() -> None:
+    # The cleaner removed pid 8's aborted batch and its index entry (the ABORT marker stays
+    # until its delete horizon), and pid 7's committed batch (its COMMIT marker stays).
+    cleaned = [row for row in HEALTHY if row[0] not in (1, 3)]
+    assert walk(cleaned, index=[]) == []
+    assert walk(cleaned) == []  # a crash before the index step keeps the entry: harmless
+    # Both of pid 7's transactions' batches cleaned, both markers kept: a warning, as for a
+    # retried marker; once removed, nothing is left to check.
+    twice = [*cleaned, (10, 7, 0, True, COMMIT)]
+    assert checks(walk(twice, index=[], end=12)) == [(WARNING, "txn-marker", 10)]
+    assert walk([row for row in cleaned if row[1] != 7], index=[]) == []
