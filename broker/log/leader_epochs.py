@@ -126,11 +126,12 @@ class LeaderEpochCache:
         """(the largest epoch ≤ `epoch`, where it ends: the next epoch's start, or `log_end`
         for the latest); (-1, -1) when `epoch` is undefined or above every entry;
         (`epoch`, the first start) when below every entry (Kafka's endOffsetFor)."""
-        entries = self._cache.entries()
-        if epoch == UNDEFINED or not entries:
+        if epoch == UNDEFINED or not len(self._cache):
             return UNDEFINED, UNDEFINED
-        if entries[-1][0] == epoch:
+        if self._cache.last_epoch == epoch:
+            # A follower's every fetch asks for the latest epoch: no copy of the entries.
             return epoch, log_end
+        entries = self._cache.entries()
         index = bisect_right([e for e, _ in entries], epoch)
         if index == len(entries):
             return UNDEFINED, UNDEFINED

@@ -383,9 +383,22 @@ class ReplicaFetcher:
                 self._update(tp, self.partitions.get(tp), now)
             return
         self._next_sweep = now + SWEEP_S
-        self._unsent = None
-        for tp in [*self.partitions, *(tp for tp in self._wanted if tp not in self.partitions)]:
+        for tp in marked:
             self._update(tp, self.partitions.get(tp), now)
+        # The sweep rebuilds only what may have moved unmarked: a log start (retention), a
+        # replica, or a state out of step with what is asked. Rebuilding every request was
+        # 8 % of a follower's loop with 2,000 partitions followed (issue 28).
+        replicas = self.owner.manager.partitions
+        wanted, states = self._wanted, self._states
+        for tp, state in self.partitions.items():
+            request = wanted.get(tp)
+            if request is None or states.get(tp) is not state \
+                    or (partition := replicas.get(tp)) is not state.partition \
+                    or partition is None \
+                    or partition.log.start_offset != request.log_start_offset:
+                self._update(tp, state, now)
+        for tp in [tp for tp in wanted if tp not in self.partitions]:
+            self._update(tp, None, now)
 
     def _update(self, tp: TopicPartition, state: _Fetching | None, now: float | None) -> None:
         """What to ask for `tp`, or nothing: gone, backing off (unless `now` is None), or

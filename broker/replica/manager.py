@@ -84,6 +84,7 @@ class ReplicaManager(ReplicaLeadership, ReplicaWrites, ReplicaReads):
         self._apply_task = None
         self._create_tasks = set()  # new logs created off the loop (manager_leadership.py)
         self._log_configs = {}  # per topic, for the current image
+        self._min_isrs = (EMPTY_IMAGE, {})  # the image they were parsed from, per topic
         self._shrink_task = None
         self._closed = False
         self._latest = EMPTY_IMAGE

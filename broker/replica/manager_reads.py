@@ -127,10 +127,13 @@ class ReplicaReads(ReplicaManagerState):
     def _leader_of(self, partition: Partition) -> tuple[int, int] | None:
         return (partition.leader, partition.leader_epoch) if partition.leader >= 0 else None
 
-    def _diverging(self, request: FetchPartition, partition: Partition) -> DivergingEpoch | None:
+    def _diverging(self, request: FetchPartition, partition: Partition,
+                   epoch_end: tuple[int, int] | None = None) -> DivergingEpoch | None:
+        """KIP-320: where the follower's log leaves ours, or None; `epoch_end` is the
+        leader's end_offset_for_epoch(last fetched epoch) when the caller has it."""
         if request.last_fetched_epoch == NO_EPOCH:
             return None
-        epoch, end = partition.log.end_offset_for_epoch(request.last_fetched_epoch)
+        epoch, end = epoch_end or partition.log.end_offset_for_epoch(request.last_fetched_epoch)
         if epoch < 0 or end < 0:
             return None  # undefined: _read answers OFFSET_OUT_OF_RANGE
         if epoch < request.last_fetched_epoch or end < request.fetch_offset:
@@ -159,10 +162,10 @@ class ReplicaReads(ReplicaManagerState):
         base = FetchPartitionResult(high_watermark=hw, last_stable_offset=lso,
                                     log_start_offset=log_.start_offset)
         if params.from_follower and request.last_fetched_epoch != NO_EPOCH:
-            epoch, end = log_.end_offset_for_epoch(request.last_fetched_epoch)
-            if epoch < 0 or end < 0:
+            epoch_end = log_.end_offset_for_epoch(request.last_fetched_epoch)
+            if epoch_end[0] < 0 or epoch_end[1] < 0:
                 return replace(base, error=Errors.OFFSET_OUT_OF_RANGE)
-            diverging = self._diverging(request, partition)
+            diverging = self._diverging(request, partition, epoch_end)
             if diverging is not None:
                 return replace(base, diverging_epoch=diverging)
         committed = params.isolation_level == READ_COMMITTED and not params.from_follower
@@ -212,24 +215,30 @@ class ReplicaReads(ReplicaManagerState):
         timestamp = request.timestamp
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return ListOffsetsResult(offset=log_.start_offset, leader_epoch=epoch)
+        # Kafka's Partition.fetchOffsetForTimestamp: what the caller may read ends at the LSO
+        # (read_committed), the HW (read_uncommitted) or, for a replica, the log end.
+        if replica_id >= 0:
+            fetchable = log_.end_offset
+        elif isolation_level == READ_COMMITTED:
+            fetchable = log_.last_stable_offset(partition.high_watermark)
+        else:
+            fetchable = partition.high_watermark
+        lagging = replica_id < 0 and partition.high_watermark < partition.leader_epoch_start_offset
         if timestamp in (LATEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
-            if replica_id >= 0:
-                return ListOffsetsResult(offset=log_.end_offset, leader_epoch=epoch)
-            if partition.high_watermark < partition.leader_epoch_start_offset:
+            if lagging:
                 return ListOffsetsResult(Errors.OFFSET_NOT_AVAILABLE)
-            latest = (log_.last_stable_offset(partition.high_watermark)
-                      if isolation_level == READ_COMMITTED else partition.high_watermark)
-            return ListOffsetsResult(offset=latest, leader_epoch=epoch)
+            return ListOffsetsResult(offset=fetchable, leader_epoch=epoch)
+        # By timestamp and MAX_TIMESTAMP, as Kafka's ReplicaManager.fetchOffset: the record is
+        # looked up in the whole log, and one at or past `fetchable` is no answer (offset and
+        # timestamp -1: an open transaction's records are not named to read_committed).
         if timestamp == MAX_TIMESTAMP:
-            found = log_.max_timestamp_offset(partition.high_watermark)
+            found = log_.max_timestamp_offset()
         elif timestamp >= 0:
             found = log_.offset_for_timestamp(timestamp)
-            if found is not None and found[0] >= partition.high_watermark:
-                found = None
         else:
             return ListOffsetsResult(Errors.INVALID_REQUEST)
-        if found is None:
-            return ListOffsetsResult(leader_epoch=epoch)
+        if found is None or found[0] >= fetchable:
+            return ListOffsetsResult(Errors.OFFSET_NOT_AVAILABLE if lagging else Errors.NONE)
         offset, found_timestamp = found
         return ListOffsetsResult(timestamp=found_timestamp, offset=offset, leader_epoch=epoch)
 

@@ -132,6 +132,43 @@ def test_a_log_start_moved_by_local_retention_reaches_the_leader_with_a_sweep(
     run(tmp_path, scenario, live=True, config=short_polls, replicas=(1, 2), partitions=8)
 
 
+def test_a_sweep_rebuilds_only_the_request_whose_log_start_moved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep looks at every partition followed but rebuilds a request only where something
+    may have moved unmarked (rebuilding all 2,000 each second was 8 % of a follower's loop)."""
+    rebuilt: list[int] = []
+    original = fetcher_module._Fetching.request_for
+
+    def counted(self: fetcher_module._Fetching, tp: tuple[str, int], *args: object) -> object:
+        rebuilt.append(tp[1])
+        return original(self, tp, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fetcher_module._Fetching, "request_for", counted)
+
+    async def scenario(c: Cluster) -> None:
+        leader, follower = c.nodes[1], c.nodes[2]
+        assert (await leader.produce(batch(1), partition=5))[0].error == Errors.NONE
+        await until(lambda: follower.log(5).end_offset == 1, "the follower holds the record")
+        fetcher = follower.fetcher(1)
+        now = asyncio.get_running_loop().time()
+
+        def sweep() -> list[int]:
+            """One sweep, with nothing marked since the last round."""
+            rebuilt.clear()
+            fetcher._marked.clear()
+            fetcher._next_sweep = 0.0
+            fetcher._refresh(now)
+            return sorted(rebuilt)
+
+        sweep()
+        assert sweep() == []
+        follower.log(5).advance_start_offset(1)  # as local retention would
+        assert sweep() == [5]
+        assert fetcher._wanted[(TOPIC, 5)].log_start_offset == 1
+
+    run(tmp_path, scenario, live=True, replicas=(1, 2), partitions=8)
+
+
 def test_the_handler_compares_only_the_keys_it_is_told_may_have_changed() -> None:
     handler = FetchSessionHandler()
     a, b, c = fp(0), fp(1), fp(2)
