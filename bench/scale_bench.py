@@ -355,7 +355,7 @@ def worker_paced_kafka_python(spec: dict[str, Any]) -> dict[str, Any]:
     p.close(30)
     with lock:
         return {"scheduled": scheduled, "sent": sent, "acked": sorted(acked), "errors": errors,
-                "undelivered": len(pending),
+                "undelivered": len(pending), "client_cpu_s": round(time.process_time(), 2),
                 "seconds": time.monotonic() - started, "window": [started, time.monotonic()]}
 
 
