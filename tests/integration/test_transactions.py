@@ -5,8 +5,9 @@ with the same transactional.id fences the first (epoch 1); a committed and an ab
 transaction, read by a read_committed and a read_uncommitted consumer (the partition side:
 WriteTxnMarkers from the coordinator, the LSO, the aborted transactions in Fetch), and a
 group's offsets sent in a transaction (TxnOffsetCommit) visible once it commits, not when it
-aborts; `kraft-admin transactions` (list, describe, describe-producers, find-hanging, abort) on
-an initialized id and its open transaction."""
+aborts; offsets_for_times with isolation.level=read_committed answers nothing at or past an
+open transaction (ListOffsets bounded by the LSO); `kraft-admin transactions` (list, describe,
+describe-producers, find-hanging, abort) on an initialized id and its open transaction."""
 
 from __future__ import annotations
 
@@ -148,6 +149,35 @@ def test_read_committed_sees_only_committed_transactions(cluster: ProcessCluster
         b"committed-1", b"committed-2", b"committed-3"]
     assert read_until(cluster, topic, "read_uncommitted", b"committed-3") == [
         b"committed-1", b"committed-2", b"aborted-1", b"aborted-2", b"committed-3"]
+
+
+def test_offsets_for_times_read_committed_stops_at_an_open_transaction(
+        cluster: ProcessCluster) -> None:
+    topic = "txn-times"
+    before = int(time.time() * 1000) - 60_000
+    plain = Producer({"bootstrap.servers": cluster.bootstrap_servers()})
+    plain.produce(topic, b"plain", partition=0, timestamp=before)  # 0
+    assert plain.flush(30) == 0
+    writer = producer(cluster, "txn-times")
+    writer.init_transactions(30)
+    writer.begin_transaction()
+    writer.produce(topic, b"open", partition=0, timestamp=before + 1000)  # 1: the LSO
+    writer.flush(30)
+
+    def offsets(isolation: str) -> list[int]:
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers(),
+                             "group.id": f"times-{isolation}", "isolation.level": isolation})
+        try:  # one partition per request: a partition named twice is INVALID_REQUEST
+            return [consumer.offsets_for_times([TopicPartition(topic, 0, at)], 30)[0].offset
+                    for at in (before, before + 1000)]
+        finally:
+            consumer.close()
+
+    # As Kafka: a record at or past the last stable offset is no answer (-1) to read_committed.
+    assert offsets("read_committed") == [0, -1]
+    assert offsets("read_uncommitted") == [0, 1]
+    writer.commit_transaction(30)
+    assert offsets("read_committed") == [0, 1]
 
 
 def test_offsets_sent_in_a_transaction_count_only_when_it_commits(

@@ -2,7 +2,8 @@
 on the wire) onto real ReplicaManagers and PartitionLogs (tests/unit/replica_harness.py):
 transactional Produce, WriteTxnMarkers (API 27) answered once replicated, Fetch with
 isolation_level 1 up to the last stable offset with the aborted transactions, the LSO in both
-isolation levels, ListOffsets by isolation level, and API 27's authorization."""
+isolation levels, ListOffsets by isolation level (latest, by time and max timestamp bounded by
+the LSO for read_committed), and API 27's authorization."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import datetime
 from pathlib import Path
 from typing import Any
 
-from broker.api import Request
+from broker.api import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Request
 from broker.kafka.apis import KafkaApis
 from broker.kafka.codec import (
     build,
@@ -96,10 +97,22 @@ class Front:
                                                partitions=(part,)),))
         return int(answer.topics[0].partitions[0].offset)
 
+    async def offset_at(self, timestamp: int, isolation: int) -> tuple[int, int, int, int]:
+        """ListOffsets v7 by `timestamp`: (error, offset, timestamp, leader epoch)."""
+        module = request_module(ApiKey.LIST_OFFSETS, 7)
+        part = build(module, "ListOffsetsPartition", partition_index=0, current_leader_epoch=-1,
+                     timestamp=timestamp)
+        answer = await self.call(ApiKey.LIST_OFFSETS, 7, replica_id=-1, isolation_level=isolation,
+                                 topics=(build(module, "ListOffsetsTopic", name=TOPIC,
+                                               partitions=(part,)),))
+        p = answer.topics[0].partitions[0]
+        return int(p.error_code), int(p.offset), int(p.timestamp), int(p.leader_epoch)
 
-def txn(seq: int, count: int = 2, pid: int = PID) -> bytes:
+
+def txn(seq: int, count: int = 2, pid: int = PID, timestamp: int = 0) -> bytes:
     return build_batch([b"t%d-%d" % (seq, i) for i in range(count)], producer_id=pid,
-                       producer_epoch=0, base_sequence=seq, attributes=TRANSACTIONAL_BIT)
+                       producer_epoch=0, base_sequence=seq, attributes=TRANSACTIONAL_BIT,
+                       base_timestamp=timestamp)
 
 
 def values(records: bytes) -> list[bytes]:
@@ -161,6 +174,27 @@ def test_read_committed_reads_up_to_the_lso_and_learns_the_aborted_transactions(
         assert list((await front.fetch(7, 1, max_bytes=1)).aborted_transactions) == []
         assert [a.first_offset for a in (await front.fetch(7, 1)).aborted_transactions] == [8]
         assert await front.latest(1) == 11
+    one_broker(tmp_path, scenario)
+
+
+def test_list_offsets_by_time_for_read_committed_stops_at_the_lso(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster, front: Front) -> None:
+        assert await front.produce(build_batch([b"early"], base_timestamp=1000)) == (0, 0)
+        assert await front.produce(txn(0, timestamp=2000)) == (0, 1)  # 1-2: still open
+        assert await front.produce(build_batch([b"late"], base_timestamp=3000)) == (0, 3)
+        epoch = (await front.offset_at(500, 0))[3]
+        # As Kafka: a record at or past the LSO is no answer for read_committed (offset and
+        # timestamp -1, no epoch), the HW bounds read_uncommitted; earliest is the log start.
+        asked = (500, 1500, 2500, MAX_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)
+        none = (0, -1, -1, -1)
+        assert [await front.offset_at(ts, 1) for ts in asked] == [
+            (0, 0, 1000, epoch), none, none, none, (0, 0, -1, epoch), (0, 1, -1, epoch)]
+        assert [await front.offset_at(ts, 0) for ts in asked] == [
+            (0, 0, 1000, epoch), (0, 1, 2000, epoch), (0, 3, 3000, epoch), (0, 3, 3000, epoch),
+            (0, 0, -1, epoch), (0, 4, -1, epoch)]
+        assert await front.markers(commit=True) == {0: Errors.NONE}  # 4: the LSO is 5
+        assert [await front.offset_at(ts, 1) for ts in (1500, 2500)] == [
+            (0, 1, 2000, epoch), (0, 3, 3000, epoch)]
     one_broker(tmp_path, scenario)
 
 
