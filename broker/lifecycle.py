@@ -4,7 +4,9 @@ It registers with the active controller under an incarnation id that is new for 
 start, then heartbeats, reporting the offset of the metadata it has applied:
 
 * STARTING: registered, catching up; heartbeats come quickly and ask to stay fenced until the
-  controller says the broker has applied its own registration record (`is_caught_up`).
+  controller says the broker has applied its own registration record (`is_caught_up`) and the
+  broker is ready to be unfenced (`set_ready_to_unfence`: its partition logs are loaded; it
+  registers and catches up meanwhile, as Kafka's BrokerServer does).
 * RECOVERY: caught up; heartbeats stop asking to be fenced, and the controller unfences it.
 * RUNNING: unfenced; a heartbeat every `broker.heartbeat.interval.ms`.
 * PENDING_CONTROLLED_SHUTDOWN: heartbeats ask to shut down until the controller has moved
@@ -110,6 +112,7 @@ class BrokerLifecycleManager:
         tls: TlsConfig | None = None,
         liveness_backoff_ms: int = LIVENESS_BACKOFF_MS,
         liveness_stream: bool = True,
+        ready_to_unfence: bool = True,
     ) -> None:
         self.tls = tls  # the controllers' listener is SSL
         self.broker_id = broker_id
@@ -127,6 +130,8 @@ class BrokerLifecycleManager:
         self.state = BrokerState.STARTING
         self.broker_epoch = -1
         self.fenced = True
+        self._ready_to_unfence = ready_to_unfence
+        self._caught_up = False
         self.registrations = 0
         self.fatal_error: BaseException | None = None
         self._hint: str | None = None
@@ -150,6 +155,12 @@ class BrokerLifecycleManager:
         self._task = asyncio.ensure_future(self._run())
         if self._liveness_enabled:
             self._liveness_task = asyncio.ensure_future(self._keep_liveness_stream())
+
+    def set_ready_to_unfence(self) -> None:
+        """Nothing local holds the broker fenced any more (its logs are loaded): the next
+        heartbeat, sent at once, may leave STARTING."""
+        self._ready_to_unfence = True
+        self._wakeup.set()
 
     @property
     def liveness_endpoint(self) -> str | None:
@@ -251,6 +262,9 @@ class BrokerLifecycleManager:
             self.fatal_error = exc
 
     def _pause_s(self) -> float:
+        if self._caught_up and not self._ready_to_unfence:
+            # Caught up, waiting for the logs: nothing to hurry; set_ready_to_unfence wakes us.
+            return self.heartbeat_interval_s
         if self.state in (BrokerState.STARTING, BrokerState.RECOVERY):
             return min(STARTUP_HEARTBEAT_S, self.heartbeat_interval_s)
         if self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
@@ -314,7 +328,8 @@ class BrokerLifecycleManager:
             log.info("broker %d is now %s", self.broker_id,
                      "fenced" if reply.is_fenced else "unfenced")
         self.fenced = reply.is_fenced
-        if self.state is BrokerState.STARTING and reply.is_caught_up:
+        self._caught_up = self._caught_up or reply.is_caught_up
+        if self.state is BrokerState.STARTING and reply.is_caught_up and self._ready_to_unfence:
             self._set_state(BrokerState.RECOVERY)
             self._wakeup.set()  # ask to be unfenced at once
         elif self.state is BrokerState.RECOVERY and not reply.is_fenced:

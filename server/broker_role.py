@@ -134,7 +134,7 @@ class BrokerRole:
         cleaner_metrics.register(registry, self.logs.cleaner)
         recovery_metrics.register(registry, self.logs.loading)
         # The logs load in worker threads from `bind` on, while the node starts; the broker
-        # registers once they are loaded (`start_lifecycle`).
+        # registers meanwhile and is unfenced once they are loaded (`start_lifecycle`).
         self._loading: asyncio.Future[None] | None = None
         self._starting: asyncio.Future[None] | None = None
         self._log_dir_failure: LogDirFailure | None = None
@@ -354,21 +354,12 @@ class BrokerRole:
             self._loading = asyncio.ensure_future(self.logs.load_logs())
 
     def start_lifecycle(self) -> None:
-        """Register and run the data plane once the partition logs are loaded: a replica must
-        not be created empty while its log is still loading (Kafka's broker also unfences only
-        after its logs are loaded). The node meanwhile serves the quorum."""
+        """Register and catch up with the metadata at once, and run the data plane once the
+        partition logs are loaded: a replica must not be created empty while its log is still
+        loading, so the broker asks to stay fenced until then (Kafka's BrokerServer registers
+        first, too, and unfences only after its logs are loaded). Registering while the logs
+        load overlaps the registration and the catch-up with the loading."""
         self.load_logs()
-        self._starting = asyncio.ensure_future(self._start_after_load())
-
-    async def _start_after_load(self) -> None:
-        assert self._loading is not None
-        try:
-            await self._loading
-        except Exception:
-            return  # fatal_error reports it; the server stops
-        self._start_lifecycle_now()
-
-    def _start_lifecycle_now(self) -> None:
         config = self.config
         self.lifecycle = BrokerLifecycleManager(
             config.node_id, self.cluster_id, self._advertised(),
@@ -384,13 +375,23 @@ class BrokerRole:
             on_state=self._on_state,
             tls=config.controller_tls,
             liveness_backoff_ms=config.broker_liveness_reconnect_backoff_ms,
+            ready_to_unfence=False,
         )
         self.lifecycle.start()
+        self._starting = asyncio.ensure_future(self._start_after_load(self.lifecycle))
+
+    async def _start_after_load(self, lifecycle: BrokerLifecycleManager) -> None:
+        assert self._loading is not None
+        try:
+            await self._loading
+        except Exception:
+            return  # fatal_error reports it; the server stops
         self.logs.start()
         self.replicas.start()
         self.groups.start()
         self.txns.start()
         self.group_lag.start()
+        lifecycle.set_ready_to_unfence()
 
     async def _alter_partition(
         self, request: broker_pb2.AlterPartitionRequest

@@ -207,3 +207,30 @@ def test_registration_gives_up_after_its_timeout() -> None:
             await m.close()
 
     run(scenario())
+
+
+def test_a_caught_up_broker_stays_fenced_until_it_is_ready_then_unfences_at_once() -> None:
+    """It registers and catches up while its logs load, asking to stay fenced; being made
+    ready sends a heartbeat at once (not after a heartbeat interval) that unfences it."""
+    async def scenario() -> None:
+        server = grpc.aio.server()
+        controller = ScriptedController(registration_offset=10)
+        rpc.add_BrokerLifecycleServicer_to_server(controller, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        m = manager([f"127.0.0.1:{port}"], lambda: 100, ready_to_unfence=False)
+        m.heartbeat_interval_s = 60.0  # one heartbeat a minute once caught up and waiting
+        try:
+            m.start()
+            await until(lambda: len(controller.heartbeats) >= 1, "a caught-up heartbeat")
+            assert m.broker_epoch == 10 and m.state is BrokerState.STARTING and m.fenced
+            assert all(h.want_fence for h in controller.heartbeats)
+            m.set_ready_to_unfence()
+            await asyncio.wait_for(m.wait_running(), 5)
+            assert m.states == [BrokerState.RECOVERY, BrokerState.RUNNING]  # type: ignore[attr-defined]
+            assert not controller.heartbeats[-1].want_fence and not m.fenced
+        finally:
+            await m.close()
+            await server.stop(None)
+
+    run(scenario())
