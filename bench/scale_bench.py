@@ -6,7 +6,8 @@ at its default (fsync on; the cluster start of bench.restart_bench). One topic o
 --partitions partitions, RF 3 (each broker holds a replica of every partition, leads a third),
 created and waited for (every broker holding its replicas). Every client is confluent-kafka in
 another process (bench.data_plane_bench's worker pattern), at its defaults but for what each
-goal names; the paced producer can be kafka-python instead (--paced-client kafka-python):
+goal names; the paced producer can be kafka-python or aiokafka instead (--paced-client,
+bench/paced_clients.py):
 librdkafka sends one partition per ProduceRequest (its issue 1700) with at most 5 requests in
 flight per broker under idempotence, so each paced partition waits its turn in the client;
 kafka-python, like Kafka's Java client, sends every ready partition of a broker in one.
@@ -52,9 +53,10 @@ from pathlib import Path
 from typing import Any
 
 from bench._cluster import ClusterError, proc_cpu_seconds
-from bench.data_plane_bench import VALUE_SIZE, run_worker
+from bench.data_plane_bench import run_worker
 from bench.data_plane_targets import percentile
 from bench.log_bench import filesystem, machine
+from bench.paced_clients import PACED_CLIENTS, start_paced
 from bench.quorum_bench import git
 from bench.restart_bench import BROKERS
 from bench.restart_bench import Bench as ClusterBench
@@ -108,6 +110,20 @@ def py_spy(pid: int, seconds: float, out: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([PY_SPY, "record", "--pid", str(pid), "--duration",
                              str(int(seconds)), "-o", out, "--format", "raw"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def end_spy(spy: subprocess.Popen[bytes]) -> None:
+    """Wait for a py-spy recording; one still sampling a minute past its duration (a loaded
+    machine) is told to stop, which writes what it has (it must not end the benchmark)."""
+    try:
+        spy.wait(60)
+    except subprocess.TimeoutExpired:
+        spy.send_signal(signal.SIGINT)
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait()
 
 
 # ------------------------------------------------------------------------------------------
@@ -165,7 +181,7 @@ def seeding(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
         result["server_cpu_pct"] = cpu_pct(cpu0, bench.cpu(), time.monotonic() - t0)
         result["load_average_before"] = load
         if spy is not None:
-            spy.wait(60)
+            end_spy(spy)
         if result["undelivered"] or result["error_count"]:
             raise ClusterError(f"seeding round {index + 1}: {result}")
         rounds.append(result)
@@ -180,11 +196,15 @@ def seeding(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def phase_figures(scheduled: list[float], acked: list[tuple[int, float, int]],
-                  partitions: int, start: float, end: float) -> dict[str, Any]:
+                  partitions: int, start: float, end: float,
+                  sent: list[float] | None = None) -> dict[str, Any]:
     """Latency from the scheduled send of every record scheduled in [start, end), and each
-    partition's longest stretch without an acknowledgement in that span."""
+    partition's longest stretch without an acknowledgement in that span; with `sent`, also
+    from the actual send() (the difference is the client's own lateness in calling it)."""
     ms = sorted((t - scheduled[seq]) * 1000 for seq, t, _ in acked
                 if start <= scheduled[seq] < end)
+    from_send = sorted((t - sent[seq]) * 1000 for seq, t, _ in acked
+                       if start <= scheduled[seq] < end) if sent else []
     acks: dict[int, list[float]] = {p: [] for p in range(partitions)}
     for seq, t, _ in acked:
         if start <= t < end:
@@ -199,14 +219,9 @@ def phase_figures(scheduled: list[float], acked: list[tuple[int, float, int]],
             "max_ms": round(ms[-1], 1) if ms else None,
             "max_gap_s": round(gaps[worst], 2), "max_gap_partition": worst,
             "partitions_over_3s": sum(1 for g in gaps.values() if g > GOALS["max_gap_s"]),
-            "seconds": round(end - start, 1)}
-
-
-def start_paced(client: str, spec: dict[str, Any], out: str) -> subprocess.Popen[str]:
-    module, kind = PACED_CLIENTS[client]
-    return subprocess.Popen([PYTHON, "-m", module, "--worker", kind, "--spec", json.dumps(spec),
-                             "--out", out],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            "seconds": round(end - start, 1),
+            "from_send_p50_ms": round(percentile(from_send, 0.5), 1) if from_send else None,
+            "from_send_p99_ms": round(percentile(from_send, 0.99), 1) if from_send else None}
 
 
 def paced(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
@@ -239,7 +254,7 @@ def paced(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
         out["cpu_pct_before"] = cpu_pct(cpu0, bench.cpu(), time.monotonic() - t0)
         out["load_average_kill"] = os.getloadavg()
         if spy is not None:
-            spy.wait(60)
+            end_spy(spy)
         old = bench.incarnation(victim)
         killed_at = time.monotonic()
         bench.cluster.signal(victim, signal.SIGKILL)
@@ -265,9 +280,11 @@ def paced(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
     scheduled, acked = r["scheduled"], r["acked"]
     begin, end = r["window"]
     warm = begin + 0.1 * (killed_at - begin)
-    out["before"] = phase_figures(scheduled, acked, args.paced_partitions, warm, killed_at)
+    sent = r.get("sent")
+    out["first_ack_s"] = round(min((t for _, t, _ in acked), default=end) - begin, 2)
+    out["before"] = phase_figures(scheduled, acked, args.paced_partitions, warm, killed_at, sent)
     out["through"] = phase_figures(scheduled, acked, args.paced_partitions, killed_at,
-                                   scheduled[-1] if scheduled else end)
+                                   scheduled[-1] if scheduled else end, sent)
     out["records_sent"], out["records_acked"] = len(scheduled), len(acked)
     out["error_count"], out["errors"] = len(r["errors"]), r["errors"][:5]
     out["undelivered"] = r["undelivered"]
@@ -285,78 +302,14 @@ def paced(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
         print(f"  {name} the kill: {f['records']} records, p50 {f['p50_ms']} ms, p99 "
               f"{f['p99_ms']} ms, max {f['max_ms']} ms; longest gap without an ack "
               f"{f['max_gap_s']} s (partition {f['max_gap_partition']}), "
-              f"{f['partitions_over_3s']} partition(s) over 3 s", flush=True)
+              f"{f['partitions_over_3s']} partition(s) over 3 s; from the actual send p50 "
+              f"{f['from_send_p50_ms']} ms, p99 {f['from_send_p99_ms']} ms", flush=True)
+    print(f"  first acknowledgement {out['first_ack_s']} s after the stream began", flush=True)
     print(f"  sent {out['records_sent']}, acked {out['records_acked']}, errors "
           f"{out['error_count']}, read back {out['read_back']}, lost {out['lost']}, "
           f"duplicates {out['duplicates']}; CPU% before the kill {out['cpu_pct_before']}",
           flush=True)
     return out
-
-
-def worker_paced_kafka_python(spec: dict[str, Any]) -> dict[str, Any]:
-    """bench.data_plane_bench's paced worker (same pacing, timing from the scheduled send,
-    stop and progress files, result) with kafka-python, which, like Kafka's Java client, puts
-    every ready partition for a broker into one ProduceRequest (librdkafka sends one partition
-    per request). At its defaults but for acks=all and idempotence, as PACED_SETTINGS."""
-    import threading
-
-    from kafka import KafkaProducer
-    p = KafkaProducer(bootstrap_servers=spec["bootstrap"], acks="all",
-                      enable_idempotence=True)
-    topic, rate, partitions = spec["topic"], spec["rate"], spec["partitions"]
-    stop_file, progress_file = spec.get("stop_file"), spec.get("progress_file")
-    scheduled: list[float] = []
-    sent: list[float] = []
-    acked: list[tuple[int, float, int]] = []  # (seq, ack time, offset)
-    errors: list[tuple[int, str]] = []
-    pending: set[int] = set()
-    lock = threading.Lock()  # callbacks run on the producer's sender thread
-
-    def on_ack(seq: int) -> Any:
-        def done(meta: Any) -> None:
-            now = time.monotonic()
-            with lock:
-                acked.append((seq, now, meta.offset))
-                pending.discard(seq)
-        return done
-
-    def on_error(seq: int) -> Any:
-        def failed(exc: BaseException) -> None:
-            with lock:
-                errors.append((seq, repr(exc)))
-                pending.discard(seq)
-        return failed
-
-    p.partitions_for(topic)  # metadata first: the clock starts at the send
-    pad = b" " * VALUE_SIZE
-    started = time.monotonic()
-    end = started + spec.get("seconds", 1e9)
-    last_progress, seq = 0.0, 0
-    while True:
-        due = started + seq / rate
-        now = time.monotonic()
-        if now < due:
-            time.sleep(due - now)
-            now = time.monotonic()
-        if now >= end or (stop_file and seq % 50 == 0 and os.path.exists(stop_file)):
-            break
-        scheduled.append(due)
-        sent.append(now)
-        with lock:
-            pending.add(seq)
-        future = p.send(topic, (str(seq).encode() + pad)[:VALUE_SIZE], partition=seq % partitions)
-        future.add_callback(on_ack(seq)).add_errback(on_error(seq))
-        seq += 1
-        if progress_file and now - last_progress > 0.1:
-            last_progress = now
-            Path(progress_file + ".tmp").write_text(str(len(acked)))
-            os.replace(progress_file + ".tmp", progress_file)
-    p.flush(150)
-    p.close(30)
-    with lock:
-        return {"scheduled": scheduled, "sent": sent, "acked": sorted(acked), "errors": errors,
-                "undelivered": len(pending), "client_cpu_s": round(time.process_time(), 2),
-                "seconds": time.monotonic() - started, "window": [started, time.monotonic()]}
 
 
 # ------------------------------------------------------------------------------------------
@@ -414,10 +367,7 @@ def probe(bench: Bench, seconds: float) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------
 
 
-WORKERS = {"seed": worker_seed, "paced_kafka_python": worker_paced_kafka_python}
-# The paced phase's clients: confluent-kafka runs bench.data_plane_bench's worker.
-PACED_CLIENTS = {"confluent": ("bench.data_plane_bench", "paced"),
-                 "kafka-python": ("bench.scale_bench", "paced_kafka_python")}
+WORKERS = {"seed": worker_seed}
 
 
 def run_worker_here(kind: str, spec: dict[str, Any], timeout_s: float = 900) -> dict[str, Any]:
@@ -507,8 +457,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-paced", action="store_true", help="no paced run with a kill")
     parser.add_argument("--paced-client", choices=sorted(PACED_CLIENTS), default="confluent",
                         help="the paced producer: confluent-kafka (librdkafka: one partition "
-                        "per ProduceRequest) or kafka-python (every ready partition of a "
-                        "broker in one request, as Kafka's Java client)")
+                        "per ProduceRequest), or kafka-python or aiokafka (every ready "
+                        "partition of a broker in one request, as Kafka's Java client; "
+                        "bench/paced_clients.py)")
     parser.add_argument("--probe", type=float, default=0, metavar="SECONDS",
                         help="paced runs of SECONDS at a few rates and partition counts, with "
                         "the brokers' Produce latency (where a record's time goes)")
