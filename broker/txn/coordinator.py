@@ -357,10 +357,13 @@ class TransactionCoordinator:
                 following = () if not successors else (meta.value(
                     TxnState.ONGOING, now, start_ms=now,
                     partitions=frozenset().union(*(s.partitions for s in successors))),)
-                error = await self._write(meta, value, state, following)
-                for successor in successors:
-                    if not successor.answer.done():
-                        successor.answer.set_result(E.NONE if error is E.NONE else None)
+                error = E.NOT_COORDINATOR
+                try:
+                    error = await self._write(meta, value, state, following)
+                finally:  # cancelled too (closing): a taken request waits for this answer
+                    for successor in successors:
+                        if not successor.answer.done():
+                            successor.answer.set_result(E.NONE if error is E.NONE else None)
                 if error is E.NONE or error is E.NOT_COORDINATOR:
                     return
                 log.warning("transactional id %s: cannot write %s (%s); trying again",

@@ -118,3 +118,17 @@ def test_a_lost_or_reloaded_coordinator_answers_not_coordinator() -> None:
         assert (await initing).error_code == 16
         assert front.coordinator.held == 0
     run(body)
+
+
+def test_a_request_taken_into_a_write_is_answered_when_the_coordinator_closes() -> None:
+    async def body() -> None:
+        front = Front(held_request_max_ms=100)
+        pid, epoch = await prepared(front)
+        adding = await held(front, front.add(pid, epoch, {"t": (1,)}))
+        front.txns.log.gate = asyncio.Event()  # the CompleteCommit + Ongoing write hangs
+        front.coordinator.markers_written(front.txns.markers.sent[-1])
+        await front.settle()
+        assert front.coordinator.txns[TXN_ID].pending is TxnState.COMPLETE_COMMIT
+        await front.coordinator.close()  # cancels that write
+        assert await asyncio.wait_for(adding, 2) == {("t", 1): 51}  # at its bound, not never
+    run(body)
