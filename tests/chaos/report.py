@@ -162,6 +162,8 @@ def transaction_lines(t: dict) -> list[str]:  # type: ignore[type-arg]
              f"{t['stalls']} client process(es) killed for a stall"]
     lines.extend(f"  {reason}: {count}" for reason, count in t["reasons"].items())
     lines.extend(f"  {name}: {'; '.join(why)}" for name, why in t["killed"].items())
+    lines.extend(f"  {name} exited by itself: {'; '.join(why)}"
+                 for name, why in t.get("exits", {}).items())
     e = t.get("eos")
     if e:
         lines.append(f"eos app ({e['input']} -> {e['topic']}): {e['committedTransactions']} "
@@ -169,6 +171,7 @@ def transaction_lines(t: dict) -> list[str]:  # type: ignore[type-arg]
                      f"producers, {e['restarts']} restarts, finished {e['finished']}; output "
                      f"{e['outputRecords']} records read_committed, {e['abortedOutputRecords']} "
                      "more read_uncommitted (aborted)" + "".join(f"; {k}" for k in e["killed"]))
+        lines.extend(f"  eos app exited by itself: {x}" for x in e.get("exits", []))
     return lines
 
 

@@ -83,6 +83,7 @@ class Child:
         self.lines: collections.deque[str] = collections.deque(maxlen=20)
         self.restarts = 0
         self.killed: list[str] = []  # each kill: why, and where its stacks are
+        self.exits: list[str] = []  # each exit by itself before the end, with its last lines
         self.stacks = root / f"{name}-0.stacks"
         self.process = self._start()
 
@@ -107,6 +108,8 @@ class Child:
         return self.process.poll() is None
 
     def restart(self) -> None:
+        self.exits.append(f"exit {self.process.returncode} "
+                          f"({'; '.join(list(self.lines)[-3:])})"[:600])
         self.lines.append(f"(exited with {self.process.returncode}: started again)")
         self.restarts += 1
         self.process = self._start()
@@ -329,10 +332,11 @@ class TxnPart:
                      "no read-back of its input" if inputs is None else "not finished")
         topics = [self.topic, *([self.eos_topic] if self.eos else [])]
         for topic in topics:
+            # Timed from here, not from the heal: the app's finish (above) came first.
             ok = timed(f"transactions: every transaction on {topic} settled (LSO = high "
                        "watermark)", SETTLE_S, lambda t=topic: settled(bootstrap, t,
                                                                        self.partitions),
-                       healed, None)
+                       time.monotonic(), None)
             if not ok:
                 continue
             for isolation in ("read_committed", "read_uncommitted"):
@@ -402,6 +406,7 @@ class TxnPart:
             "reasons": dict(reasons.most_common(10)),
             "writerRestarts": sum(w.restarts for w in self.writers),
             "killed": {w.name: w.killed for w in self.writers if w.killed},
+            "exits": {w.name: w.exits for w in self.writers if w.exits},
             "stalls": self.stalls,
         }
         if self.eos and self.app is not None:
@@ -414,7 +419,7 @@ class TxnPart:
                 "abortReasons": {k: n for k, n in self.app_lines.items()
                                  if k.startswith("abort ")},
                 "finished": self.app_finished, "restarts": self.app.restarts,
-                "killed": self.app.killed,
+                "killed": self.app.killed, "exits": self.app.exits,
                 "outputRecords": sum(len(v) for v in committed.values()),
                 "abortedOutputRecords": sum(len(v) for v in uncommitted.values())
                 - sum(len(v) for v in committed.values()),
