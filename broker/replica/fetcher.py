@@ -397,8 +397,9 @@ class ReplicaFetcher:
                     or partition is None \
                     or partition.log.start_offset != request.log_start_offset:
                 self._update(tp, state, now)
-        for tp in [tp for tp in wanted if tp not in self.partitions]:
-            self._update(tp, None, now)
+        if not wanted.keys() <= self.partitions.keys():  # (a set comparison in C)
+            for tp in [tp for tp in wanted if tp not in self.partitions]:
+                self._update(tp, None, now)
 
     def _update(self, tp: TopicPartition, state: _Fetching | None, now: float | None) -> None:
         """What to ask for `tp`, or nothing: gone, backing off (unless `now` is None), or
