@@ -5,7 +5,9 @@ starts without the campaign's checks (six nodes share two cores with it).
 
 Events: `begin` (transaction n and the records it will produce: partition, value
 `<transactional id>/<n>/<i>`), `commit` (it is about to ask to commit), `end` (the outcome it
-learned and the offsets of the delivery reports), `error` (a client error, n = -1) and `exit`.
+learned, the offsets of the delivery reports and, for a transaction that did not go as planned,
+librdkafka's last `debug=eos` lines under `client`), `error` (a client error, n = -1) and
+`exit`.
 
 A transaction's **outcome** is what its writer learned: `committed` (commit_transaction
 returned), `aborted` (abort_transaction returned: on purpose, or after an abortable error),

@@ -280,16 +280,13 @@ class TxnPart:
     def _supervise(self, t0: float) -> None:
         """A client process that exits by itself before the end is started again (a writer
         numbers on after its journal), and so is one that stalls while the data producers run
-        (no journal line, no app output for STALL_S: the librdkafka hangs of txn_phase's
-        docstring), after its stacks are written: nothing a client meets stops the campaign,
-        and a restart is one more fencing of the transactional.id to check."""
+        (no transaction ended for STALL_S: a writer's `end` lines, the app's output; the
+        librdkafka hangs of the module's docstring), after its stacks are written: nothing a
+        client meets stops the campaign, and a restart is one more fencing of the
+        transactional.id to check."""
         while not self.app_stopping.wait(0.5):  # polling interval of the supervision
             now = time.monotonic()
-            for k, child in enumerate(self.writers):
-                journal = self.journal(k)
-                if journal.exists():
-                    child.progress_at = max(child.progress_at, journal.stat().st_mtime
-                                            - time.time() + now)
+            for child in self.writers:
                 self._look_after(child, self.stopping.is_set(), now)
             if self.app is not None and not self.app_finished:
                 self._look_after(self.app, self.app_stopping.is_set(), now)

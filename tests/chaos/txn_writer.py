@@ -17,8 +17,10 @@ transaction's number (a writer started again goes on after its journal's last)."
 
 from __future__ import annotations
 
+import collections
 import faulthandler
 import json
+import logging
 import random
 import signal
 import sys
@@ -40,7 +42,19 @@ RETRY_S = 90.0
 # The coordinator aborts a transaction left open (by a killed writer) after this long.
 TRANSACTION_TIMEOUT_MS = 20_000
 MAX_ERROR_LINES = 300
+CLIENT_LINES = 40
 PAUSE_S = 0.05  # between transactions: two cores shared by six nodes and every client
+
+
+class _Keep(logging.Handler):
+    """librdkafka's log lines into a bounded deque, stamped with campaign time."""
+
+    def __init__(self, lines: collections.deque[str], now: Callable[[], float]) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines, self.now = lines, now
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{self.now():.3f} {record.getMessage()[:300]}")
 
 
 class Stop(Exception):
@@ -59,6 +73,11 @@ class Writer:
         self.failed: dict[str, str] = {}
         self.producer: Producer | None = None
         self.errors = 0  # the client's error callbacks (journaled up to MAX_ERROR_LINES)
+        self.client_lines: collections.deque[str] = collections.deque(maxlen=CLIENT_LINES)
+        self.client_log = logging.getLogger(f"chaos.txn_writer.{txn_id}")
+        self.client_log.propagate = False
+        self.client_log.setLevel(logging.DEBUG)
+        self.client_log.addHandler(_Keep(self.client_lines, self.now))
 
     def note(self, event: str, n: int, **more: object) -> None:
         self.journal.write(json.dumps({"e": event, "txn": n, "t": round(self.now(), 3),
@@ -90,7 +109,15 @@ class Writer:
             # As eos_app: a dropped coordinator connection is looked up again (librdkafka
             # #5511); costs nothing here.
             "connections.max.idle.ms": 3000,
+            # Kill -9 of brokers can leave the client knowing none that is up: librdkafka drops
+            # brokers missing from a Metadata answer, and a 60-s smoke run (seed 7) had one
+            # writer commit nothing in 110 s with "No brokers available for Transactions (1
+            # broker(s) known)". Bootstrap again after 10 s without metadata (default 5 min).
+            "metadata.recovery.rebootstrap.trigger.ms": 10_000,
             "error_cb": self.client_error,
+            # librdkafka's transaction state changes (a few lines a transaction), the last
+            # CLIENT_LINES kept and journaled with a transaction that did not go as planned.
+            "debug": "eos", "logger": self.client_log,
         })
         while True:
             try:
@@ -173,8 +200,17 @@ class Writer:
         self.note("exit", n)
 
     def end(self, n: int, outcome: str, reason: str) -> None:
+        planned = outcome == COMMITTED or (outcome, reason) == (ABORTED, "on purpose")
+        if self.producer is not None:
+            try:
+                self.producer.poll(0)  # the client's log lines still queued
+            except KafkaException:
+                pass  # a producer in a fatal state raises it again here: already journaled
         self.note("end", n, outcome=outcome, reason=reason,
-                  offsets=sorted(self.offsets.items()), failed=sorted(self.failed.items()))
+                  offsets=sorted(self.offsets.items()), failed=sorted(self.failed.items()),
+                  **({} if planned else {"client": list(self.client_lines)}))
+        self.client_lines.clear()
+        print(f"end {n} {outcome}", flush=True)  # the campaign's supervisor sees progress
 
 
 def main(argv: list[str]) -> int:
