@@ -288,6 +288,7 @@ def paced(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
     out["records_sent"], out["records_acked"] = len(scheduled), len(acked)
     out["error_count"], out["errors"] = len(r["errors"]), r["errors"][:5]
     out["undelivered"] = r["undelivered"]
+    out["client_cpu_s"] = r.get("client_cpu_s")  # kafka-python and aiokafka report it
     # Read back every paced partition: each acknowledged record exactly once.
     back = run_worker("consume", {"bootstrap": bench.bootstrap, "topic": TOPIC,
                                   "count": len(acked), "partitions": args.paced_partitions,
