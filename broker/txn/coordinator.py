@@ -109,6 +109,9 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed: dict[str, asyncio.Event] = {}  # set when the id's state moves
         self._successors: dict[str, list[_Successor]] = {}
+        # The epoch a fencing abort in flight moves the id to: as Kafka's
+        # prepareFenceProducerEpoch, the producer's requests at an older one are fenced at once.
+        self._fencing: dict[str, int] = {}
         self.held = 0  # requests held now
 
     def now_ms(self) -> int:
@@ -142,14 +145,15 @@ class TransactionCoordinator:
                 or current.epoch != epoch:
             return 0
         txns, _ = replay(records, f"__transaction_state-{partition}")
-        for txn_id, meta in txns.items():
-            if self.partition_of(txn_id) == partition:
-                self.txns[txn_id] = meta
+        # An id another partition owns (a changed partition count) is not this one's to serve.
+        owned = [meta for txn_id, meta in txns.items() if self.partition_of(txn_id) == partition]
+        for meta in owned:
+            self.txns[meta.transactional_id] = meta
         current.status = PartitionStatus.ACTIVE
-        for meta in txns.values():
+        for meta in owned:
             if meta.state in PREPARED:
                 self._send_markers(meta)
-        return len(txns)
+        return len(owned)
 
     def unload(self, partition: int) -> None:
         self._drop(partition)
@@ -251,7 +255,7 @@ class TransactionCoordinator:
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return E.INVALID_PRODUCER_ID_MAPPING
-        if meta.producer_epoch != epoch:
+        if meta.producer_epoch != epoch or epoch < self._fencing.get(transactional_id, epoch):
             return E.PRODUCER_FENCED
         if meta.pending is not None and not (completing_ok and self._completing(meta)):
             return E.CONCURRENT_TRANSACTIONS
@@ -305,7 +309,14 @@ class TransactionCoordinator:
 
     async def _end(self, meta: TxnMetadata, commit: bool, epoch: int | None = None) -> TxnError:
         state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        error = await self._write(meta, meta.value(state, self._now(), epoch=epoch), state)
+        txn_id = meta.transactional_id
+        if epoch is not None:
+            self._fencing[txn_id] = epoch
+        try:
+            error = await self._write(meta, meta.value(state, self._now(), epoch=epoch), state)
+        finally:
+            if epoch is not None:
+                self._fencing.pop(txn_id, None)
         if error is E.NONE:
             self._send_markers(meta)
         else:
