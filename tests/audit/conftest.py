@@ -1,5 +1,6 @@
-"""One SparkSession (local[2]) for every audit test, and logs to audit: a generated valid log
-copied to three nodes, and the logs of a real three-controller run with failovers."""
+"""One SparkSession (local[2], its JVM with tests/audit/jvm_flags.py) for every audit test,
+and logs to audit: a generated valid log copied to three nodes, and the logs of a real
+three-controller run with failovers."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ from audit.synthetic import SyntheticLog, generate
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     from audit.session import spark_session
+    from tests.audit.jvm_flags import quick_jvm_env
 
-    session = spark_session("local[2]", shuffle_partitions=2)
+    # The JVM reads the flags as it starts; the tests' later subprocesses do not get them.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JDK_JAVA_OPTIONS", quick_jvm_env()["JDK_JAVA_OPTIONS"])
+        session = spark_session("local[2]", shuffle_partitions=2)
     yield session
     session.stop()
 

@@ -26,6 +26,7 @@ import pytest
 
 from audit.synthetic import generate
 from harness.cluster import free_ports, wait_for
+from tests.audit.jvm_flags import quick_jvm_env
 
 SPARK_HOME = Path(pyspark.__file__).parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
@@ -57,9 +58,11 @@ class Cluster:
 def _spark_env(root: Path) -> dict[str, str]:
     conf = root / "conf"  # empty: no spark-env.sh or spark-defaults.conf from anywhere else
     conf.mkdir(exist_ok=True)
-    return {**os.environ, "SPARK_HOME": os.fspath(SPARK_HOME), "SPARK_CONF_DIR": os.fspath(conf),
-            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "256m",
-            "SPARK_LOG_DIR": os.fspath(root / "logs"), "PYSPARK_PYTHON": NO_PYTHON}
+    # Every JVM here (daemons, executors) starts with jvm_flags.FLAGS.
+    return {**quick_jvm_env(), "SPARK_HOME": os.fspath(SPARK_HOME),
+            "SPARK_CONF_DIR": os.fspath(conf), "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_DAEMON_MEMORY": "256m", "SPARK_LOG_DIR": os.fspath(root / "logs"),
+            "PYSPARK_PYTHON": NO_PYTHON}
 
 
 def _start(root: Path, env: dict[str, str], name: str, args: list[str]) -> tuple[
@@ -150,7 +153,7 @@ def test_kraft_audit_on_a_standalone_cluster_with_relative_paths(tmp_path: Path)
     spark_root = tmp_path / "spark"
     spark_root.mkdir()
     with standalone_cluster(spark_root) as cluster:
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": NO_PYTHON,
+        env = {**quick_jvm_env(), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": NO_PYTHON,
                "PYTHONPATH": os.pathsep.join(filter(None, (
                    os.fspath(Path(__file__).parents[2]), os.environ.get("PYTHONPATH"))))}
         started = time.monotonic()
