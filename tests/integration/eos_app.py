@@ -47,6 +47,9 @@ CALL_TIMEOUT_S = 30
 # holds aborted records whichever way the broker kills go.
 FAIL_EVERY = 7
 DEBUG = {"debug": os.environ["EOS_APP_DEBUG"]} if os.environ.get("EOS_APP_DEBUG") else {}
+COORDINATOR_MOVING = frozenset({KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                                KafkaError.COORDINATOR_LOAD_IN_PROGRESS})
+COORDINATOR_RETRY_S = 0.1
 
 
 class TransformFailed(Exception):
@@ -57,15 +60,22 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-def retry(call: Callable[[], T]) -> T:
-    """A call retried while librdkafka calls its failure retriable (a coordinator moving)."""
-    deadline = time.monotonic() + 60
+def retry(call: Callable[[], T], deadline_s: float = 60) -> T:
+    """A call retried while its failure is a coordinator moving or loading: what librdkafka
+    marks retriable (its transactional calls), and the coordinator errors it passes up as
+    they are (consumer.committed()'s OffsetFetch answered NOT_COORDINATOR while the group's
+    coordinator moves), after COORDINATOR_RETRY_S, as a real application retries them."""
+    deadline = time.monotonic() + deadline_s
     while True:
         try:
             return call()
         except KafkaException as failure:
-            if not failure.args[0].retriable() or time.monotonic() > deadline:
+            error = failure.args[0]
+            moving = error.code() in COORDINATOR_MOVING
+            if not (error.retriable() or moving) or time.monotonic() > deadline:
                 raise
+            if moving:
+                time.sleep(COORDINATOR_RETRY_S)  # librdkafka looks the coordinator up anew
 
 
 class App:
