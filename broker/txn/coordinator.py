@@ -305,6 +305,13 @@ class TransactionCoordinator:
             return E.NONE  # a retry of an EndTxn that completed
         if meta.state is prepared:
             return E.CONCURRENT_TRANSACTIONS
+        # As Kafka (4.x logs it at WARN): librdkafka takes the answer as fatal, and an EndTxn
+        # whose AddPartitionsToTxn never landed (the transaction is still the previous one)
+        # is told apart here only.
+        log.warning("transactional id %s: EndTxn(%s) of producer %d epoch %d found %s (last "
+                    "update %d ms ago): INVALID_TXN_STATE", transactional_id,
+                    "commit" if commit else "abort", producer_id, epoch, meta.state.name,
+                    self._now() - meta.last_update_ms)
         return E.INVALID_TXN_STATE
 
     async def _end(self, meta: TxnMetadata, commit: bool, epoch: int | None = None) -> TxnError:

@@ -17,6 +17,7 @@ CompleteCommit/CompleteAbort (Kafka's TransactionStateManager at load)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -77,7 +78,8 @@ TABLE = [(state, commit, kafka_end_txn(state, commit))
 @pytest.mark.parametrize(("state", "commit", "expected"), TABLE,
                          ids=[f"{s.name}-{'commit' if c else 'abort'}" for s, c, _ in TABLE])
 def test_end_txn_at_the_current_epoch_after_a_load(state: TxnState, commit: bool,
-                                                   expected: TxnError) -> None:
+                                                   expected: TxnError,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
     async def body() -> None:
         front = loaded(state)
         before = len(front.txns.log.values())
@@ -92,7 +94,12 @@ def test_end_txn_at_the_current_epoch_after_a_load(state: TxnState, commit: bool
         written = [v.state for v in front.txns.log.values()[before:] if v is not None]
         assert written == ([S.PREPARE_COMMIT if commit else S.PREPARE_ABORT]
                            if state is S.ONGOING else [])
-    run(body)
+    with caplog.at_level(logging.WARNING, logger="broker.txn.coordinator"):
+        run(body)
+    # Each INVALID_TXN_STATE is logged with the state it found (librdkafka takes it as fatal).
+    found = [r.getMessage() for r in caplog.records if "INVALID_TXN_STATE" in r.getMessage()]
+    assert len(found) == (4 if expected is E.INVALID_TXN_STATE else 0)
+    assert all(f"found {state.name}" in line for line in found)
 
 
 @pytest.mark.parametrize("state", STATES, ids=[s.name for s in STATES])
