@@ -157,9 +157,12 @@ class BrokerLifecycleManager:
             self._liveness_task = asyncio.ensure_future(self._keep_liveness_stream())
 
     def set_ready_to_unfence(self) -> None:
-        """Nothing local holds the broker fenced any more (its logs are loaded): the next
-        heartbeat, sent at once, may leave STARTING."""
+        """Nothing local holds the broker fenced any more (its logs are loaded). Already
+        caught up (the controller said so, and it stays so): RECOVERY at once, so the
+        heartbeat sent now asks to be unfenced; else the next one may leave STARTING."""
         self._ready_to_unfence = True
+        if self._caught_up and self.state is BrokerState.STARTING:
+            self._set_state(BrokerState.RECOVERY)
         self._wakeup.set()
 
     @property

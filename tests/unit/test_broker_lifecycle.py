@@ -211,7 +211,8 @@ def test_registration_gives_up_after_its_timeout() -> None:
 
 def test_a_caught_up_broker_stays_fenced_until_it_is_ready_then_unfences_at_once() -> None:
     """It registers and catches up while its logs load, asking to stay fenced; being made
-    ready sends a heartbeat at once (not after a heartbeat interval) that unfences it."""
+    ready sends a heartbeat at once (not after a heartbeat interval) that asks to be
+    unfenced (it knows it is caught up: no round trip asking to stay fenced first)."""
     async def scenario() -> None:
         server = grpc.aio.server()
         controller = ScriptedController(registration_offset=10)
@@ -225,8 +226,11 @@ def test_a_caught_up_broker_stays_fenced_until_it_is_ready_then_unfences_at_once
             await until(lambda: len(controller.heartbeats) >= 1, "a caught-up heartbeat")
             assert m.broker_epoch == 10 and m.state is BrokerState.STARTING and m.fenced
             assert all(h.want_fence for h in controller.heartbeats)
+            asked_fenced = len(controller.heartbeats)
             m.set_ready_to_unfence()
             await asyncio.wait_for(m.wait_running(), 5)
+            # Known to be caught up: the first heartbeat after it asks to be unfenced.
+            assert not controller.heartbeats[asked_fenced].want_fence
             assert m.states == [BrokerState.RECOVERY, BrokerState.RUNNING]  # type: ignore[attr-defined]
             assert not controller.heartbeats[-1].want_fence and not m.fenced
         finally:
