@@ -23,10 +23,12 @@ from kraft.security.authorizer import current_caller
 from kraft.security.tls import TlsConfig
 from metadata.admin_ops import FORWARD_TIMEOUT_S, FORWARDED_BY, AdminOperations, ControllerView
 from metadata.authorizer.admin_checks import admin_caller, authorized_admin_call
+from metadata.rpc import CLUSTER_ID_KEY
 from metadata.rpc import admin_pb2 as pb
 from metadata.rpc import admin_pb2_grpc as rpc
 
-__all__ = ["FORWARDED_BY", "AdminServicer", "ControllerView", "add_admin_service"]
+__all__ = ["CLUSTER_ID_KEY", "FORWARDED_BY", "AdminServicer", "ControllerView",
+           "add_admin_service"]
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -62,6 +64,7 @@ class AdminServicer(rpc.AdminServicer):
 
     async def _call(self, method: str, request: Any, context: Context) -> Any:
         from_peer = _from_peer(context)
+        context.set_trailing_metadata(((CLUSTER_ID_KEY, self.ops.cluster_id),))
         caller = current_caller()
         if caller is None:  # no authorizer configured
             return await self.ops.call(method, request, from_peer=from_peer)

@@ -12,6 +12,7 @@ from tenacity import RetryError, retry, retry_if_exception_type, stop_after_dela
 
 from kraft.errors import Errors, error_name
 from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, sync_channel
+from metadata.rpc import CLUSTER_ID_KEY
 from metadata.rpc import admin_pb2_grpc as rpc
 
 RPC_TIMEOUT_S = 15.0  # longer than a node's forwarding deadline (10 s)
@@ -45,15 +46,20 @@ def parse_servers(text: str | None) -> list[str]:
 class AdminClient:
     """Calls the Admin service at any of `servers`, following NOT_CONTROLLER hints."""
 
-    def __init__(self, servers: Sequence[str], tls: TlsConfig | None = None) -> None:
+    def __init__(self, servers: Sequence[str], tls: TlsConfig | None = None,
+                 cluster_id: str | None = None) -> None:
+        """`cluster_id`: accept answers only from nodes of that cluster (CommandError for any
+        other answer: another process may hold the port of a node that is down)."""
         self.tls = tls
         self.servers = list(servers)
+        self.cluster_id = cluster_id
         self._next = 0
         self._redirect: str | None = None
-        self.answered: str | None = None  # the server that gave the last answer
+        self.answered: str | None = None  # the server that answered the last call, if any
 
     def call(self, method: str, request: Any) -> Any:
         retry_for_s = RETRY_FOR_S
+        self.answered = None
 
         @retry(retry=retry_if_exception_type(_Retryable), stop=stop_after_delay(retry_for_s),
                wait=wait_exponential(multiplier=0.05, max=1.0), reraise=False)
@@ -70,8 +76,8 @@ class AdminClient:
         endpoint = self._redirect or self.servers[self._next % len(self.servers)]
         with sync_channel(endpoint, self.tls, MESSAGE_SIZE_OPTIONS) as channel:
             try:
-                response = getattr(rpc.AdminStub(channel), method)(request,
-                                                                    timeout=RPC_TIMEOUT_S)
+                response, call = getattr(rpc.AdminStub(channel), method).with_call(
+                    request, timeout=RPC_TIMEOUT_S)
             except grpc.RpcError as exc:
                 code = exc.code()
                 if code == grpc.StatusCode.UNAVAILABLE:
@@ -84,6 +90,12 @@ class AdminClient:
                 raise CommandError(f"{endpoint} answered {code.name}: "
                                    f"{exc.details()}") from exc
         self.answered = endpoint
+        if self.cluster_id is not None:
+            answered_for = dict(call.trailing_metadata() or ()).get(CLUSTER_ID_KEY)
+            if answered_for != self.cluster_id:
+                raise CommandError(f"{endpoint} answered for cluster {answered_for or '(none)'}, "
+                                   f"not {self.cluster_id}: not a node of this cluster (another "
+                                   "process on the port of a node that is down?)")
         status = response.status
         if status.error_code == Errors.NOT_CONTROLLER:
             self._redirect = status.controller_endpoint or None

@@ -61,7 +61,7 @@ from kraft.node.service import QuorumServicer
 from kraft.rpc import raft_pb2_grpc
 from kraft.security.authorizer import AuthorizingInterceptor
 from kraft.security.principal import AuthenticatingInterceptor
-from kraft.security.tls import MESSAGE_SIZE_OPTIONS, add_port
+from kraft.security.tls import add_port, new_server
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.authorizer.standard import StandardAuthorizer
 from metadata.loader import MetadataLoader
@@ -324,7 +324,7 @@ class BrokerRole:
             interceptors.insert(0, AuthorizingInterceptor(self.authorizer, mapper))
         if mapper.can_refuse:  # first: a certificate no rule names gets no call
             interceptors.insert(0, AuthenticatingInterceptor(mapper))
-        self.server = grpc.aio.server(options=MESSAGE_SIZE_OPTIONS, interceptors=interceptors)
+        self.server = new_server(interceptors)
         broker_metadata_pb2_grpc.add_BrokerMetadataServicer_to_server(
             BrokerMetadataServicer(
                 self.cache, self.cluster_id, self.config.node_id,

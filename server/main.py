@@ -45,10 +45,10 @@ from kraft.rpc import raft_pb2_grpc as rpc
 from kraft.security.authorizer import AuthorizingInterceptor
 from kraft.security.principal import AuthenticatingInterceptor
 from kraft.security.tls import (
-    MESSAGE_SIZE_OPTIONS,
     TlsConfigError,
     add_port,
     key_file_is_private,
+    new_server,
 )
 from metadata.admin_service import AdminServicer, add_admin_service
 from metadata.authorizer.publisher import AclPublisher
@@ -348,7 +348,7 @@ class Server:
             [] if self.authorizer is None else [AuthorizingInterceptor(self.authorizer, mapper)])
         if mapper.can_refuse:  # first: a certificate no rule names gets no call at all
             interceptors.insert(0, AuthenticatingInterceptor(mapper))
-        self.server = grpc.aio.server(options=MESSAGE_SIZE_OPTIONS, interceptors=interceptors)
+        self.server = new_server(interceptors)
         rpc.add_RaftServicer_to_server(RaftServicer(self.node), self.server)
         quorum = QuorumServicer(self.node, self.cluster_id, listener.name)
         rpc.add_QuorumServicer_to_server(quorum, self.server)

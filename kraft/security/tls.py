@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -25,6 +26,11 @@ MESSAGE_SIZE_OPTIONS: list[tuple[str, object]] = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 ]
+# gRPC servers set SO_REUSEPORT by default: a second process binding a node's port succeeds and
+# the kernel splits new connections between the two, so clients of the node silently reach
+# another process (on a shared machine, another cluster's node that was handed the port while
+# this node was down). A node's listener must own its port, as Kafka's does: binding fails.
+SERVER_OPTIONS: list[tuple[str, object]] = [*MESSAGE_SIZE_OPTIONS, ("grpc.so_reuseport", 0)]
 _KEY = re.compile(rb"-----BEGIN (?:RSA |EC |ENCRYPTED )?PRIVATE KEY-----.*?-----END "
                   rb"(?:RSA |EC |ENCRYPTED )?PRIVATE KEY-----\s*", re.S)
 _CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\s*", re.S)
@@ -109,6 +115,11 @@ def sync_channel(
     if tls is None:
         return grpc.insecure_channel(target, options=options)
     return grpc.secure_channel(target, tls.channel_credentials(), options=options)
+
+
+def new_server(interceptors: list[grpc.aio.ServerInterceptor[Any, Any]]) -> grpc.aio.Server:
+    """A node's gRPC server: SERVER_OPTIONS (large messages, its port its own)."""
+    return grpc.aio.server(options=SERVER_OPTIONS, interceptors=interceptors)
 
 
 def add_port(server: grpc.aio.Server, address: str, tls: TlsConfig | None) -> int:

@@ -1,0 +1,92 @@
+"""Knowing which cluster answered (chaos seed 32: a CreateTopics acknowledged that no node of
+the cluster logged, and "does not exist" for a topic every node held: answers no node of the
+cluster gave; the likely source, another cluster's process on the port of a node that was down).
+
+A node's gRPC listener owns its port (no SO_REUSEPORT), every Admin answer carries the node's
+cluster id, and an AdminClient given a cluster id refuses any other answer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from kraft.security.tls import new_server
+from metadata.admin_service import AdminServicer, add_admin_service
+from server.admin_client import AdminClient, CommandError
+from tests.chaos.writers import create_topic
+from tests.unit.test_admin_service import CLUSTER_ID, AdminHarness
+
+
+async def _bind_twice(make_first: Callable[[], grpc.aio.Server],
+                      make_second: Callable[[], grpc.aio.Server]) -> int:
+    """The port a second server got when asked for the one a first listens on (0: refused)."""
+    first, second = make_first(), make_second()
+    port = first.add_insecure_port("127.0.0.1:0")
+    await first.start()
+    try:
+        return second.add_insecure_port(f"127.0.0.1:{port}")
+    except RuntimeError:
+        return 0
+    finally:
+        await first.stop(0)
+
+
+def test_a_node_listener_shares_its_port_with_no_other_process() -> None:
+    # grpc's default (SO_REUSEPORT) lets both bind, and the kernel splits connections.
+    def node() -> grpc.aio.Server:
+        return new_server([])
+
+    assert asyncio.run(_bind_twice(grpc.aio.server, node)) == 0
+    assert asyncio.run(_bind_twice(node, grpc.aio.server)) == 0
+
+
+class Harness(AdminHarness):
+    """The Admin service of cluster CLUSTER_ID, and the same controller's Admin service
+    as another cluster's node would answer (its cluster id differs)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.run(self._start_foreign())
+
+    async def _start_foreign(self) -> None:
+        self.foreign = grpc.aio.server()
+        port = self.foreign.add_insecure_port("127.0.0.1:0")
+        self.foreign_endpoint = f"127.0.0.1:{port}"
+        self.foreign_servicer = AdminServicer(self.controller, "another-cluster",
+                                              {1: self.foreign_endpoint})
+        add_admin_service(self.foreign, self.foreign_servicer)
+        await self.foreign.start()
+
+    def close(self) -> None:
+        async def stop() -> None:
+            await self.foreign.stop(0)
+            await self.foreign_servicer.close()
+
+        self.run(stop())
+        super().close()
+
+
+@pytest.fixture(scope="module")
+def admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    harness = Harness(tmp_path_factory.mktemp("identity"))
+    yield harness
+    harness.close()
+
+
+def test_a_client_of_one_cluster_takes_answers_of_its_nodes_only(admin: Harness) -> None:
+    ours = AdminClient([admin.endpoint], cluster_id=CLUSTER_ID)
+    create_topic(ours, "identity-ours")
+    assert ours.answered == admin.endpoint
+
+    other = AdminClient([admin.foreign_endpoint], cluster_id=CLUSTER_ID)
+    with pytest.raises(CommandError, match="answered for cluster another-cluster, not "
+                                           f"{CLUSTER_ID}"):
+        create_topic(other, "identity-foreign")
+    assert other.answered == admin.foreign_endpoint
+    # Without a cluster id (kraft-admin), any node's answer is taken, as before.
+    create_topic(AdminClient([admin.foreign_endpoint]), "identity-any")
+
