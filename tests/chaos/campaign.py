@@ -224,7 +224,8 @@ class Campaign:
             self.t0 = t0
             injector = Injector(self.cluster, self.controllers, self.files, schedule, t0,
                                 self.say, refault_recovering=self.o.refault_recovering)
-            writers = [Writer(k, self.prefix, self.servers(), t0, stop, self.o.pace_s)
+            writers = [Writer(k, self.prefix, self.servers(), t0, stop, self.o.pace_s,
+                              cluster_id=self.cluster.cluster_id)
                        for k in range(self.o.writers)]
             injector.start()
             for writer in writers:
@@ -332,7 +333,7 @@ class Campaign:
         wait_for(lambda: find_leader(self.cluster, self.controllers), SETUP_S, "a leader")
         wait_for(lambda: unfenced_brokers(self.active_endpoint()) == set(self.brokers),
                  SETUP_S, "every broker registered and unfenced")
-        client = AdminClient(self.servers())
+        client = AdminClient(self.servers(), cluster_id=self.cluster.cluster_id)
         self.t0 = time.monotonic()  # moved to the fault phase's start once set up
 
         def created(name: str) -> bool:
@@ -435,7 +436,7 @@ class Campaign:
 
     def _probe(self, healed: float) -> bool:
         """A write after healing, acknowledged within the bound."""
-        client = AdminClient(self.servers())
+        client = AdminClient(self.servers(), cluster_id=self.cluster.cluster_id)
         attempt = 0
 
         def write() -> bool:

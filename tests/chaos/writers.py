@@ -31,6 +31,7 @@ class Write:
     end_s: float | None = None
     acked: bool = False
     error: str = ""
+    answered: str = ""  # the endpoint whose answer ended the write ("" for none)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -40,7 +41,8 @@ class Write:
         return {"writer": self.writer, "seq": self.seq, "kind": self.kind, "topic": self.topic,
                 "value": self.value or None, "startS": round(self.start_s, 4),
                 "endS": None if self.end_s is None else round(self.end_s, 4),
-                "acked": self.acked, "error": self.error or None}
+                "acked": self.acked, "error": self.error or None,
+                "answered": self.answered or None}
 
 
 def config_topic(prefix: str, writer: int) -> str:
@@ -80,11 +82,14 @@ def set_config(client: AdminClient, topic: str, value: str) -> None:
 
 class Writer(threading.Thread):
     def __init__(self, writer: int, prefix: str, servers: list[str], t0: float,
-                 stop: threading.Event, pace_s: float) -> None:
+                 stop: threading.Event, pace_s: float, cluster_id: str | None = None) -> None:
+        """`cluster_id`: answers from any other cluster are refused (a process of another
+        cluster on a shared machine can be handed the port of a node that is down)."""
         super().__init__(name=f"chaos-writer-{writer}", daemon=True)
         self.writer = writer
         self.prefix = prefix
         self.servers = servers
+        self.cluster_id = cluster_id
         self.t0 = t0
         self.stop_event = stop
         self.pace_s = pace_s
@@ -94,7 +99,7 @@ class Writer(threading.Thread):
 
     def _client(self) -> AdminClient:
         k = self._rotation % len(self.servers)
-        return AdminClient(self.servers[k:] + self.servers[:k])
+        return AdminClient(self.servers[k:] + self.servers[:k], cluster_id=self.cluster_id)
 
     def run(self) -> None:
         try:
@@ -115,8 +120,10 @@ class Writer(threading.Thread):
                     else:
                         set_config(client, write.topic, write.value)
                     write.acked = True
+                    write.answered = client.answered or ""
                 except CommandError as exc:
                     write.error = str(exc)[:300]
+                    write.answered = client.answered or ""
                     self._rotation += 1  # a failing server: start from the next one
                     client = self._client()
                 write.end_s = self._now()

@@ -3,21 +3,24 @@ the cluster logged, and "does not exist" for a topic every node held: answers no
 cluster gave; the likely source, another cluster's process on the port of a node that was down).
 
 A node's gRPC listener owns its port (no SO_REUSEPORT), every Admin answer carries the node's
-cluster id, and an AdminClient given a cluster id refuses any other answer."""
+cluster id, and an AdminClient given a cluster id refuses any other answer; the chaos writers
+journal which endpoint answered each write."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 
+from harness.cluster import wait_for
 from kraft.security.tls import new_server
 from metadata.admin_service import AdminServicer, add_admin_service
 from server.admin_client import AdminClient, CommandError
-from tests.chaos.writers import create_topic
+from tests.chaos.writers import Writer, config_topic, create_topic
 from tests.unit.test_admin_service import CLUSTER_ID, AdminHarness
 
 
@@ -90,3 +93,25 @@ def test_a_client_of_one_cluster_takes_answers_of_its_nodes_only(admin: Harness)
     # Without a cluster id (kraft-admin), any node's answer is taken, as before.
     create_topic(AdminClient([admin.foreign_endpoint]), "identity-any")
 
+
+def test_the_chaos_writers_journal_who_answered(admin: Harness) -> None:
+    create_topic(AdminClient([admin.endpoint]), config_topic("identity", 1))  # as at set-up
+    stop = threading.Event()
+    # A writer starts on server `writer % len(servers)`: writer 1 on the foreign one.
+    writer = Writer(1, "identity", [admin.endpoint, admin.foreign_endpoint], 0.0, stop, 0.0,
+                    cluster_id=CLUSTER_ID)
+    writer.start()
+    try:
+        wait_for(lambda: sum(w.end_s is not None for w in writer.writes) >= 3, 20,
+                 "three writes")
+    finally:
+        stop.set()
+        writer.join(20)
+    assert writer.error is None
+    first, second, third = writer.writes[:3]
+    assert (first.acked, first.answered) == (False, admin.foreign_endpoint)
+    assert "another-cluster" in first.error
+    # After a failure the writer starts from the next server: one of this cluster.
+    assert (second.acked, second.answered) == (True, admin.endpoint)
+    assert (third.acked, third.answered) == (True, admin.endpoint)
+    assert first.to_json()["answered"] == admin.foreign_endpoint
