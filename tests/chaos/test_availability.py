@@ -193,13 +193,15 @@ def test_a_window_without_a_partition_change_is_told_in_order() -> None:
 def test_the_bound_is_the_sum_of_its_stages_from_the_settings() -> None:
     timeouts = campaign_timeouts(CLUSTER_CONFIG)
     bound, terms = derive_bound(timeouts)
-    # recover max(restart 10, detect max(5, 3 + 0.3, 1.5 x 3, 0.5)) + controller 2 + 2 x 1
+    # recover max(restart 10, detect max(5, 9 + 2, 1.5 x 3, 0.5)) + controller 2 + 2 x 1
     # + propagate 0.5 + client 2 + 1
-    assert bound == pytest.approx(17.5)
-    assert len(terms) == 4 and "session 3 + heartbeat 0.3 s" in terms[0]
-    assert derive_bound(replace(timeouts, restart_s=4.0))[0] == pytest.approx(12.5)
+    assert bound == pytest.approx(18.5)
+    assert len(terms) == 4 and "session 9 + heartbeat 2 s" in terms[0]
+    # With 3-s sessions the longest fault (5 s) detects, and a shorter restart leaves it.
+    short = replace(timeouts, restart_s=4.0, session_timeout_s=3.0, heartbeat_interval_s=0.3)
+    assert derive_bound(short)[0] == pytest.approx(12.5)
     slower = {**CLUSTER_CONFIG, "broker.session.timeout.ms": "15000"}
-    assert derive_bound(campaign_timeouts(slower))[0] == pytest.approx(15.3 + 4 + 0.5 + 3)
+    assert derive_bound(campaign_timeouts(slower))[0] == pytest.approx(15 + 2 + 4 + 0.5 + 3)
 
 
 def test_node_log_lines_become_timed_events(tmp_path: Path) -> None:
