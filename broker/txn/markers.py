@@ -51,6 +51,9 @@ NOT_SERVED = -2  # a partition's result when its leader does not serve the API
 class MarkerClient(Protocol):
     """What the sender needs of a connection to a broker (broker/kafka/client.KafkaClient)."""
 
+    @property
+    def connected(self) -> bool: ...
+
     def version(self, api_key: int, newest: int | None = None) -> int: ...
 
     async def request(self, body: Any, extra_timeout_s: float = 0.0) -> Any: ...
@@ -232,6 +235,12 @@ class MarkerSender:
         try:
             client = await self._client(leader)
             if client is None:
+                return every(int(TxnError.NOT_LEADER_OR_FOLLOWER))
+            if not client.connected:
+                # The leader's connection broke (say it restarted at the same address): a new
+                # one next time. Taken for "not served", the dead client was kept and every
+                # retry failed alike: the transaction stayed prepared and its LSO stuck.
+                await self._drop_client(leader)
                 return every(int(TxnError.NOT_LEADER_OR_FOLLOWER))
             try:
                 client.version(WRITE_TXN_MARKERS, MARKERS_VERSION)

@@ -23,6 +23,7 @@ class Broker:
     """A partition leader: records each request; answers once its gate is open."""
 
     def __init__(self) -> None:
+        self.clients: list[Client] = []  # every connection made to it, in order
         self.requests: list[Any] = []
         self.gate = asyncio.Event()
         self.gate.set()
@@ -39,6 +40,8 @@ class Broker:
 class Client:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.connected = True  # KafkaClient's: False once the connection broke
+        broker.clients.append(self)
 
     def version(self, api_key: int, newest: int | None = None) -> int:
         return 1
@@ -96,6 +99,26 @@ def test_markers_queued_for_a_broker_go_in_one_request() -> None:
         eleven = brokers[1].requests[1].markers[0]
         assert [(t.name, t.partition_indexes) for t in eleven.topics] == [("t", (0, 1))]
         assert sender.requests_sent == 3 and not sender.pending()
+        await sender.close()
+    run(body)
+
+
+def test_a_broken_connection_is_replaced_not_taken_for_a_leader_without_the_api() -> None:
+    """The leader restarted at the same address between two transactions: its old connection
+    is gone. The sender connects again and the markers are written (it used to take the dead
+    connection for a leader that does not serve WriteTxnMarkers, keep it, and leave the
+    transaction prepared for good: a chaos campaign's hanging transaction)."""
+    async def body() -> None:
+        brokers = {1: Broker(), 2: Broker()}
+        done: list[int] = []
+        sender = sender_for(brokers, lambda j: done.append(j.producer_id))
+        sender.send(job(10, ("t", 0)))
+        await until(lambda: len(done) == 1)
+        brokers[1].clients[0].connected = False  # the leader's process went away
+        sender.send(job(11, ("t", 1)))
+        await until(lambda: len(done) == 2)
+        assert len(brokers[1].clients) == 2 and brokers[1].clients[1].connected
+        assert [[m.producer_id for m in r.markers] for r in brokers[1].requests] == [[10], [11]]
         await sender.close()
     run(body)
 

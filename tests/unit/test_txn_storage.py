@@ -46,6 +46,7 @@ class Leader:
     class Client:
         def __init__(self, leader: Leader) -> None:
             self.leader = leader
+            self.connected = True
 
         def version(self, api_key: int, newest: int | None = None) -> int:
             if not self.leader.serves:
