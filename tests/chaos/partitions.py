@@ -25,7 +25,7 @@ class Ack:
 
     producer: int
     partition: int
-    offset: int
+    offset: int | None  # None: a success reported without an offset (librdkafka does)
     value: bytes
     at_s: float
 
