@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.cluster import ProcessCluster, kafka_cluster, wait_for
@@ -63,6 +63,7 @@ class Member:
         self.read: list[tuple[int, int]] = []
         self.owned: set[int] = set()
         self.revoked: list[int] = []
+        self.commit_errors: list[int] = []  # KafkaError codes of commits refused on revoke
         self.consumer = Consumer({
             "bootstrap.servers": cluster.bootstrap_servers(), "group.id": group,
             "group.protocol": "consumer", "enable.auto.commit": False,
@@ -75,7 +76,13 @@ class Member:
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         positions = [tp for tp in consumer.position(partitions) if tp.offset >= 0]
         if positions:
-            consumer.commit(offsets=positions, asynchronous=False)
+            try:
+                consumer.commit(offsets=positions, asynchronous=False)
+            except KafkaException as exc:
+                # A member fenced meanwhile (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID) cannot
+                # commit; raised out of a callback run by close(), it aborted the process
+                # (the xdist worker, on a loaded clean-clone run). Kept for the test to see.
+                self.commit_errors.append(exc.args[0].code())
         gone = {tp.partition for tp in partitions}
         self.revoked += sorted(gone)
         self.owned -= gone
