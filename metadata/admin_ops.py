@@ -22,11 +22,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-import grpc
-
 from kraft.errors import Errors
-from kraft.security.tls import MESSAGE_SIZE_OPTIONS, TlsConfig, aio_channel
+from kraft.security.tls import TlsConfig
 from metadata.acl_ops import AclOperations
+from metadata.admin_forward import FORWARD_TIMEOUT_S, ControllerForwarder
 from metadata.configs import (
     AlterableConfig,
     AlterConfigOp,
@@ -53,7 +52,6 @@ from metadata.reassignment import (
 from metadata.records import ConfigResourceType
 from metadata.replication import ElectionType, elect_leaders, unregister_broker
 from metadata.rpc import admin_pb2 as pb
-from metadata.rpc import admin_pb2_grpc as rpc
 from metadata.security_ops import SecurityOperations
 from metadata.topics import (
     CreatableTopic,
@@ -67,13 +65,9 @@ from metadata.topics import (
 
 log = logging.getLogger(__name__)
 
-FORWARDED_BY = "kraft-forwarded-by"  # metadata key: the node that forwarded this request
-FORWARD_TIMEOUT_S = 10.0
 MAX_ENTRIES = 10_000  # per repeated field of a request: Kafka's bound on one user operation
 MAX_STRING_CHARS = 32_768
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
-# One forward, never a hidden second one.
-_CHANNEL_OPTIONS = [("grpc.enable_retries", 0), *MESSAGE_SIZE_OPTIONS]
 
 Response = TypeVar("Response")
 
@@ -210,14 +204,11 @@ class AdminOperations(AclOperations, SecurityOperations):  # acl_ops.py, securit
         # Read at each use: a live view (kraft.client.ControllerEndpoints) follows a dynamic
         # quorum's voter changes.
         self.controller_endpoints = controller_endpoints
-        self.forward_timeout_s = forward_timeout_s
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._forwarder = ControllerForwarder(cluster_id, timeout_s=forward_timeout_s, tls=tls)
 
     async def close(self) -> None:
         """Close the channels used for forwarding."""
-        channels, self._channels = self._channels, {}
-        for channel in channels.values():
-            await channel.close()  # type: ignore[call-arg]  # grpc-stubs 1.53 lags grpc 1.85
+        await self._forwarder.close()
 
     async def call(self, method: str, request: Any, *, from_peer: bool = False) -> Any:
         """The answer to the Admin RPC `method` (e.g. "CreateTopics"): every failure becomes a
@@ -262,23 +253,8 @@ class AdminOperations(AclOperations, SecurityOperations):  # acl_ops.py, securit
         if from_peer or leader < 0 or leader == self.node_id or not endpoint:
             known = f"; the active controller is {leader}" if leader >= 0 else ""
             raise NotControllerError(leader, f"This is not the active controller{known}")
-        channel = self._channels.get(endpoint)
-        if channel is None:
-            channel = self._channels[endpoint] = aio_channel(
-                endpoint, self.tls, _CHANNEL_OPTIONS)
-        call = getattr(rpc.AdminStub(channel), method)
-        try:
-            return await call(request, timeout=self.forward_timeout_s,
-                              metadata=((FORWARDED_BY, str(self.node_id)),))
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise ControllerApiError(
-                    Errors.REQUEST_TIMED_OUT, f"The active controller {leader} at {endpoint} did "
-                    f"not answer within {self.forward_timeout_s} s; the request may or may not "
-                    "have been applied.") from exc
-            raise NotControllerError(leader, f"This is not the active controller, and "
-                                     f"forwarding to controller {leader} at {endpoint} failed: "
-                                     f"{exc.code().name}") from exc
+        return await self._forwarder.forward(method, request, node_id=self.node_id,
+                                             leader=leader, endpoint=endpoint)
 
     async def _write(self, rule: Callable[[MetadataImage], ControllerResult[Response]]) -> Response:
         return await self.controller.write(rule)

@@ -21,7 +21,8 @@ import grpc
 
 from kraft.security.authorizer import current_caller
 from kraft.security.tls import TlsConfig
-from metadata.admin_ops import FORWARD_TIMEOUT_S, FORWARDED_BY, AdminOperations, ControllerView
+from metadata.admin_forward import FORWARD_TIMEOUT_S, FORWARDED_BY
+from metadata.admin_ops import AdminOperations, ControllerView
 from metadata.authorizer.admin_checks import admin_caller, authorized_admin_call
 from metadata.rpc import CLUSTER_ID_KEY
 from metadata.rpc import admin_pb2 as pb

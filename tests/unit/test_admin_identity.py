@@ -17,11 +17,13 @@ import grpc
 import pytest
 
 from harness.cluster import wait_for
+from kraft.errors import Errors as E
 from kraft.security.tls import new_server
 from metadata.admin_service import AdminServicer, add_admin_service
+from metadata.rpc import admin_pb2 as pb
 from server.admin_client import AdminClient, CommandError
 from tests.chaos.writers import Writer, config_topic, create_topic
-from tests.unit.test_admin_service import CLUSTER_ID, AdminHarness
+from tests.unit.test_admin_service import CLUSTER_ID, AdminHarness, TwoControllers
 
 
 async def _bind_twice(make_first: Callable[[], grpc.aio.Server],
@@ -115,3 +117,45 @@ def test_the_chaos_writers_journal_who_answered(admin: Harness) -> None:
     assert (second.acked, second.answered) == (True, admin.endpoint)
     assert (third.acked, third.answered) == (True, admin.endpoint)
     assert first.to_json()["answered"] == admin.foreign_endpoint
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoControllers]:
+    controllers = TwoControllers(tmp_path_factory.mktemp("pair"))
+    yield controllers
+    controllers.close()
+
+
+def test_a_standby_relays_no_answer_of_another_cluster(pair: TwoControllers) -> None:
+    """The active controller's endpoint answered by a node of another cluster: the standby
+    refuses the answer (NOT_CONTROLLER, naming the cluster) instead of relaying it."""
+    async def serve_foreign() -> tuple[grpc.aio.Server, AdminServicer, str]:
+        server = grpc.aio.server()
+        port = server.add_insecure_port("127.0.0.1:0")
+        # The active controller's own image behind another cluster's id: it would answer.
+        servicer = AdminServicer(pair.controllers[pair.active], "another-cluster",
+                                 pair.endpoints)
+        add_admin_service(server, servicer)
+        await server.start()
+        return server, servicer, f"127.0.0.1:{port}"
+
+    foreign, foreign_servicer, foreign_endpoint = pair.run(serve_foreign())
+    standby = AdminServicer(pair.controllers[pair.standby], CLUSTER_ID,
+                            {pair.active: foreign_endpoint})
+    # Refused by whoever applies it (replication factor 3 with one broker): no side effect.
+    request = pb.CreateTopicsRequest(topics=[pb.CreatableTopic(
+        name="relayed", num_partitions=1, replication_factor=3)])
+    try:
+        response = pair.run(standby.ops.call("CreateTopics", request))
+        assert response.status.error_code == E.NOT_CONTROLLER, response.status
+        assert f"answered for cluster another-cluster, not {CLUSTER_ID}" in \
+            response.status.error_message
+        # The same forward to this cluster's active controller is relayed as it answered.
+        relayed = AdminServicer(pair.controllers[pair.standby], CLUSTER_ID, pair.endpoints)
+        response = pair.run(relayed.ops.call("CreateTopics", request))
+        assert response.topics[0].error_code == E.INVALID_REPLICATION_FACTOR, response
+        pair.run(relayed.close())
+    finally:
+        pair.run(foreign.stop(0))
+        pair.run(foreign_servicer.close())
+        pair.run(standby.close())
