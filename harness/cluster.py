@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import grpc
 
 from broker.rpc import broker_metadata_pb2 as broker_pb
 from broker.rpc import broker_metadata_pb2_grpc as broker_rpc
+from harness.ports import free_ports as free_ports  # re-exported: tests take it from here
 from kraft.core.errors import Errors
 from kraft.log.meta_properties import random_uuid
 from kraft.rpc import raft_pb2 as pb
@@ -30,18 +30,6 @@ from server.storage_cli import main as storage_main
 
 T = TypeVar("T")
 PYTHON = sys.executable
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel hands out now; held open together so they are distinct."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def _broker_state(stub: broker_rpc.BrokerMetadataStub) -> str:

@@ -9,41 +9,18 @@ import ctypes
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness.ports import free_ports as free_ports  # re-exported for the peers
 
 PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
-_HANDED_OUT: set[int] = set()
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct loopback ports that were free a moment ago and that this process has
-    not handed out before (several clusters run at once; one must not get another's port
-    between its choice and its bind)."""
-    sockets = []
-    ports: list[int] = []
-    try:
-        while len(ports) < count:
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-            port = s.getsockname()[1]
-            if port not in _HANDED_OUT:
-                ports.append(port)
-                _HANDED_OUT.add(port)
-        return ports
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def proc_cpu_seconds(pid: int) -> float:
