@@ -74,6 +74,38 @@ def test_a_stalled_client_shows_in_the_latency_of_every_record_due_during_the_st
     assert figures["from_actual_send_p99_ms"] < 100, figures
 
 
+class WholeMillisecondProducer(StallingProducer):
+    """Polls as confluent-kafka's does: the timeout in whole milliseconds (truncated), so a
+    poll(0.0009) returns at once without waiting. Counts the polls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.polls = 0
+
+    def produce(self, topic: str, value: bytes, partition: int, on_delivery: Any) -> None:
+        self.pending.append(on_delivery)
+
+    def poll(self, timeout: float) -> int:
+        self.polls += 1
+        return super().poll(int(timeout * 1000) / 1000)
+
+
+def test_a_paced_client_waits_for_the_next_record_without_spinning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 1,000 records/s the wait for the next record is under 1 ms: the client must sleep
+    it, not poll(0) in a loop (a core lost to the servers of a 2-core machine), and still
+    send each record on time."""
+    producer = WholeMillisecondProducer()
+    monkeypatch.setattr(dpb, "_producer", lambda bootstrap, **settings: producer)
+    run = dpb.worker_paced({"bootstrap": "-", "topic": "t", "rate": 1000, "seconds": 0.5,
+                            "settings": TARGETS["latency_p99_ms"]["settings"]})
+    records = len(run["sent"])
+    assert records >= 400, records
+    assert producer.polls <= 4 * records, (producer.polls, records)
+    late = sorted(sent - due for sent, due in zip(run["sent"], run["scheduled"], strict=True))
+    assert late[len(late) // 2] < 0.001, late[len(late) // 2]
+
+
 def _results(consume: float, tuned: float) -> dict[str, Any]:
     def runs(mb_s: float) -> list[dict[str, float]]:
         return [{"mb_s": mb_s, "records_s": mb_s * 1000} for _ in range(3)]
