@@ -9,7 +9,8 @@ replicated, compacted partition log, so transaction state survives a broker like
 - Timers: the abort of timed-out transactions every
   `transaction.abort.timed.out.transaction.cleanup.interval.ms`, the removal of expired
   transactional ids every `transaction.remove.expired.transaction.cleanup.interval.ms`.
-- The marker sender (markers.py) talks to partition leaders on the inter-broker listener.
+- The marker sender (markers.py) talks to partition leaders on the inter-broker listener,
+  and writes the markers of the partitions this broker leads in-process (`local_markers`).
 - The topic is created on first use (FindCoordinator key type 1), through the controller.
 """
 
@@ -24,9 +25,11 @@ from broker.api import ProducePartition
 from broker.log.partition_log import OffsetOutOfRange
 from broker.records import HEADER_SIZE, Record, build_batch, decode_records, parse_header
 from broker.replica.manager import ReplicaManager, TopicPartition
+from broker.replica.txn_markers import TxnMarker
 from broker.txn.config import TxnConfig
 from broker.txn.coordinator import TransactionCoordinator
-from broker.txn.markers import Connect, MarkerSender
+from broker.txn.markers import Connect, MarkerSender, Results
+from broker.txn.model import MarkerJob
 from kraft.errors import Errors, error_name
 
 log = logging.getLogger(__name__)
@@ -44,16 +47,20 @@ def _now_ms() -> int:
 class TxnStorage:
     def __init__(self, replicas: ReplicaManager, config: TxnConfig,
                  allocate_producer_id: Callable[[], Awaitable[int]], connect: Connect,
-                 listener: str = "PLAINTEXT", now_ms: Callable[[], int] = _now_ms) -> None:
+                 listener: str = "PLAINTEXT", now_ms: Callable[[], int] = _now_ms,
+                 local_markers: bool = True) -> None:
         """`connect(host, port)`: a client of another broker's inter-broker `listener` (the
-        marker sender's)."""
+        marker sender's); `local_markers`: the markers of partitions this broker leads are
+        written in-process (False: over `listener` too, as Kafka sends them)."""
         self.replicas = replicas
         self.config = config
         self.coordinator = TransactionCoordinator(config, self, allocate_producer_id, now_ms)
         self.markers = MarkerSender(self._leader_of, self._endpoint_of, connect,
                                     self.coordinator.markers_written,
                                     config.marker_retry_backoff_ms,
-                                    on_marked=self.coordinator.marker_written)
+                                    on_marked=self.coordinator.marker_written,
+                                    local=(replicas.broker_id, self.write_local_markers)
+                                    if local_markers else None)
         self.coordinator.markers = self.markers
         self.create_topic: CreateTopic | None = None  # set once the broker can reach a controller
         self._listener = listener
@@ -93,6 +100,16 @@ class TxnStorage:
         results = await self.replicas.produce(
             -1, self.config.write_timeout_ms, [ProducePartition(TXN_TOPIC, partition, batch)])
         return results[0].error
+
+    async def write_local_markers(self, entries: list[tuple[MarkerJob, list[TopicPartition]]]
+                                  ) -> list[Results]:
+        """The markers for partitions this broker leads, as its WriteTxnMarkers handler
+        writes them (appended, answered once replicated, the marker listeners told)."""
+        answers = await self.replicas.write_txn_markers([TxnMarker(
+            job.producer_id, job.producer_epoch, job.commit, job.coordinator_epoch, tuple(tps))
+            for job, tps in entries])
+        return [{tp: answer.get(tp, int(Errors.NOT_LEADER_OR_FOLLOWER)) for tp in tps}
+                for (_, tps), answer in zip(entries, answers, strict=True)]
 
     def _leader_of(self, topic: str, partition: int) -> int | None:
         described = self.replicas.image.topic(topic)

@@ -149,3 +149,38 @@ def test_describe_lists_only_the_partitions_still_without_a_marker() -> None:
         assert prepare[0].partitions == (("t", (0, 1)),)
         await sender.close()
     run(body)
+
+
+def test_markers_of_this_brokers_partitions_are_written_in_process_after_the_others() -> None:
+    """Broker 1 coordinates and leads t-0 and t-1: their markers take no request over its own
+    listener (two event-loop hops on every transaction's critical path), and broker 2's
+    request is out before the local write starts, so the two overlap."""
+    async def body() -> None:
+        brokers = {1: Broker(), 2: Broker()}
+        brokers[2].gate.clear()
+        events: list[str] = []
+        local: list[list[tuple[int, list[TopicPartition]]]] = []
+
+        async def write_local(entries: list[tuple[MarkerJob, list[TopicPartition]]]
+                              ) -> list[dict[TopicPartition, int]]:
+            events.append(f"local, broker 2 asked {len(brokers[2].requests)} time(s)")
+            local.append([(j.producer_id, tps) for j, tps in entries])
+            return [dict.fromkeys(tps, 0) for _, tps in entries]
+
+        async def connect(host: str, port: int) -> Client:
+            return Client(brokers[port - 9000])
+        done: list[int] = []
+        sender = MarkerSender(lambda topic, p: LEADERS[(topic, p)], lambda b: ("h", 9000 + b),
+                              connect, lambda j: done.append(j.producer_id), 1,
+                              local=(1, write_local))
+        sender.send(job(10, ("t", 0), ("t", 1), ("u", 0)))
+        await until(lambda: bool(local))
+        assert events == ["local, broker 2 asked 1 time(s)"]
+        assert local == [[(10, [("t", 0), ("t", 1)])]]
+        assert not done  # broker 2's marker is not answered yet
+        brokers[2].gate.set()
+        await until(lambda: done == [10])
+        assert not brokers[1].clients and sender.local_writes == 1
+        assert sender.requests_sent == 1 and not sender.pending()
+        await sender.close()
+    run(body)

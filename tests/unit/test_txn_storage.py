@@ -69,7 +69,10 @@ class Leader:
             pass
 
 
-def run(tmp_path: Path, body: Callable[[Cluster, TxnStorage, Leader], Awaitable[None]]) -> None:
+def run(tmp_path: Path, body: Callable[[Cluster, TxnStorage, Leader], Awaitable[None]],
+        local_markers: bool = False) -> None:
+    """Broker 1 coordinates and leads every partition: its markers go through `Leader` (the
+    listener path) unless `local_markers`."""
     async def main() -> None:
         cluster = Cluster(tmp_path, brokers=(1,))
         cluster.create_topic(replicas=(1,), topic=TXN_TOPIC, topic_id=TXN_STATE_ID)
@@ -80,7 +83,7 @@ def run(tmp_path: Path, body: Callable[[Cluster, TxnStorage, Leader], Awaitable[
         async def allocate() -> int:
             return next(ids)
         storage = TxnStorage(cluster.nodes[1].manager, CONFIG, allocate, leader.connect,
-                             now_ms=cluster.clock)
+                             now_ms=cluster.clock, local_markers=local_markers)
         cluster.start()
         try:
             await body(cluster, storage, leader)
@@ -141,6 +144,23 @@ def test_commit_writes_kafka_records_and_markers_to_the_leader(tmp_path: Path) -
                 marker.coordinator_epoch) == (pid, epoch, True, 0)
         assert [(t.name, t.partition_indexes) for t in marker.topics] == [("t", (0, 1))]
     run(tmp_path, body)
+
+
+def test_markers_of_partitions_this_broker_leads_are_written_in_process(
+        tmp_path: Path) -> None:
+    async def body(cluster: Cluster, storage: TxnStorage, leader: Leader) -> None:
+        await until(loaded(storage), "loaded")
+        pid, epoch = await open_transaction(storage)
+        assert await storage.coordinator.end_txn("tx", pid, epoch, True) == 0
+        await until(lambda: storage.coordinator.txns["tx"].state is TxnState.COMPLETE_COMMIT,
+                    "CompleteCommit")
+        assert not leader.requests and storage.markers.local_writes == 1
+        for partition in (0, 1):  # a COMMIT control batch of the producer in each
+            log = cluster.nodes[1].log(partition)
+            data = log.read(0, 1 << 20, log.end_offset)
+            header = parse_header(data, 0)
+            assert header.control and header.size == len(data)
+    run(tmp_path, body, local_markers=True)
 
 
 def test_a_leader_without_the_api_keeps_the_transaction_prepared(
