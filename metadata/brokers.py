@@ -5,6 +5,15 @@ soft state of the heartbeat manager: when each broker was last heard from, the m
 it reported, and where its controlled shutdown began. A new active controller starts it afresh,
 as if every broker had just sent a heartbeat, so fencing after a failover takes up to one full
 session timeout (Kafka does the same).
+
+Unlike Kafka, that assumed contact does not make a new incarnation's registration a duplicate:
+only a heartbeat this controller received from the registered incarnation does. Otherwise a
+restarted broker is refused (DUPLICATE_BROKER_REGISTRATION) for as long as controllers keep
+failing over within a session timeout of each other, each restarting the dead incarnation's
+session; the chaos campaign saw 83 s of it, and the broker gave up registering and exited.
+A live registered broker heartbeats a new controller within its heartbeat interval, so a
+second live broker with the same id is still refused after that; before it, the newcomer wins,
+the old one's heartbeats are refused as stale and its own registration is then the duplicate.
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ class BrokerControlState(Enum):
 class _Contact:
     last_contact_ms: int
     metadata_offset: int = -1
+    heard: bool = False  # a heartbeat reached this controller (not only assumed at activation)
     controlled_shutdown_offset: int | None = None
 
 
@@ -80,6 +90,7 @@ class BrokerHeartbeatManager:
     def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
         contact = self._contacts.setdefault(broker_id, _Contact(now_ms))
         contact.last_contact_ms = now_ms
+        contact.heard = True
         contact.metadata_offset = max(contact.metadata_offset, metadata_offset)
 
     def has_valid_session(self, image: MetadataImage, broker_id: int, now_ms: int) -> bool:
@@ -88,6 +99,13 @@ class BrokerHeartbeatManager:
         if registration is None or registration.fenced or contact is None:
             return False
         return contact.last_contact_ms + self.session_timeout_ms >= now_ms
+
+    def heard_alive(self, image: MetadataImage, broker_id: int, now_ms: int) -> bool:
+        """A valid session this controller heard a heartbeat for: the registered incarnation
+        is alive, and another incarnation's registration is a duplicate."""
+        contact = self._contacts.get(broker_id)
+        return contact is not None and contact.heard \
+            and self.has_valid_session(image, broker_id, now_ms)
 
     def stale_broker(self, image: MetadataImage, now_ms: int) -> int | None:
         """The unfenced broker heard from longest ago whose session expired (one at a time, so
@@ -140,7 +158,7 @@ def register_broker(
         # A re-sent registration: same epoch and state, endpoints may be amended.
         epoch, fenced, in_cs = existing.epoch, existing.fenced, existing.in_controlled_shutdown
     else:
-        if existing is not None and heartbeats.has_valid_session(image, request.broker_id, now_ms):
+        if existing is not None and heartbeats.heard_alive(image, request.broker_id, now_ms):
             raise ControllerApiError(
                 Errors.DUPLICATE_BROKER_REGISTRATION,
                 "Another broker is registered with that broker id.",

@@ -3,11 +3,15 @@ produces: a new incarnation first shuts the old one down (Kafka's handleBrokerSh
 
 from __future__ import annotations
 
+import pytest
+
+from kraft.errors import Errors
 from metadata.brokers import (
     BrokerHeartbeatManager,
     BrokerRegistrationRequest,
     register_broker,
 )
+from metadata.errors import ControllerApiError
 from metadata.image import MetadataImage, PartitionRegistration
 from metadata.records import NO_LEADER, PartitionChangeRecord, RegisterBrokerRecord
 from metadata.replication import unfence_broker
@@ -80,3 +84,27 @@ def test_a_resent_registration_or_a_first_one_writes_only_the_registration() -> 
     first = BrokerRegistrationRequest(4, "c", NEW_INCARNATION, ())
     result = register_broker(image, first, "c", 500, expired_session(), SESSION_MS + 1)
     assert len(result.records) == 1 and result.response == 500
+
+
+def test_only_a_heartbeat_heard_here_makes_a_new_incarnation_a_duplicate() -> None:
+    """A new active controller assumes every broker was just heard from (its sessions start
+    afresh), but that assumption alone does not refuse a restarted broker: with controllers
+    failing over every few seconds the dead incarnation's session never ran out, and the
+    restarted broker was refused for 83 s (chaos seed 129294) until it gave up and exited."""
+    image = foo_cluster()
+    restarted = BrokerRegistrationRequest(1, "c", NEW_INCARNATION, ())
+    heartbeats = BrokerHeartbeatManager(SESSION_MS)
+    heartbeats.reset(image, 0)  # activation: broker 1's session is valid until SESSION_MS
+    assert heartbeats.has_valid_session(image, 1, 1000)
+    result = register_broker(image, restarted, "c", 500, heartbeats, 1000)
+    registration = result.records[-1]
+    assert isinstance(registration, RegisterBrokerRecord)
+    assert registration.incarnation_id == NEW_INCARNATION
+
+    # A heartbeat of the registered incarnation reached this controller: it is alive.
+    heartbeats.touch(1, 2000, 0)
+    with pytest.raises(ControllerApiError) as duplicate:
+        register_broker(image, restarted, "c", 500, heartbeats, 2000 + SESSION_MS)
+    assert duplicate.value.error == Errors.DUPLICATE_BROKER_REGISTRATION
+    # Once its session ran out, the new incarnation is taken.
+    assert register_broker(image, restarted, "c", 500, heartbeats, 2001 + SESSION_MS).records
