@@ -73,8 +73,9 @@ EOS_GROUP = "chaos-eos"
 
 class Child:
     """A client process of the campaign: started (and started again) from `argv_of(stacks
-    file)`, its stdout's last lines kept by a thread, and its progress (`on_line` sees every
-    line). Killed for not stopping or for a stall, it first writes its threads' stacks
+    file)`, its stdout's last lines kept by a thread and all of it in `<root>/<name>-<start>.log`
+    (librdkafka's debug lines too, with EOS_APP_DEBUG set), and its progress (`on_line` sees
+    every line). Killed for not stopping or for a stall, it first writes its threads' stacks
     (SIGUSR1; a new file per start, `<root>/<name>-<start>.stacks`)."""
 
     def __init__(self, name: str, root: Path, argv_of: Callable[[Path], list[str]],
@@ -93,16 +94,19 @@ class Child:
         process = subprocess.Popen([sys.executable, "-m", *self.argv_of(self.stacks)], cwd=ROOT,
                                    text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT)
-        threading.Thread(target=self._follow, args=(process.stdout,), daemon=True,
+        log = self.root / f"{self.name}-{self.restarts}.log"
+        threading.Thread(target=self._follow, args=(process.stdout, log), daemon=True,
                          name=f"chaos-{self.name}-out").start()
         return process
 
-    def _follow(self, out: IO[str]) -> None:
-        for line in out:
-            self.progress_at = time.monotonic()
-            self.lines.append(line.rstrip()[:300])
-            if self.on_line is not None:
-                self.on_line(line.strip())
+    def _follow(self, out: IO[str], log_path: Path) -> None:
+        with log_path.open("w") as log:
+            for line in out:
+                self.progress_at = time.monotonic()
+                self.lines.append(line.rstrip()[:300])
+                log.write(line)
+                if self.on_line is not None:
+                    self.on_line(line.strip())
 
     def running(self) -> bool:
         return self.process.poll() is None
