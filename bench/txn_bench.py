@@ -25,7 +25,10 @@ each in a fresh `python -m bench.txn_bench --worker ...` subprocess reporting JS
   (librdkafka's default) or read_uncommitted, --trials each, interleaved.
 
 The load average is read before and after each phase; the CPU seconds of every server process
-over each trial are kept, so a miss says which process was busy.
+over each trial are kept, so a miss says which process was busy. The produce phase also prints
+the brokers' CPU per 1,000 records (one transaction): on this 2-core machine both arms are
+CPU-bound, so the ratio is about the inverse ratio of the CPU each spends per record
+(docs/benchmarks-history.md, "Where a transaction's CPU goes").
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.data_plane_bench import Bench, spread, worker_consume
+from bench.data_plane_bench import BROKERS, Bench, spread, worker_consume
 from bench.data_plane_targets import percentile
 from bench.log_bench import filesystem, machine
 
@@ -149,6 +152,12 @@ def worker_paced(spec: dict[str, Any]) -> dict[str, Any]:
 WORKERS = {"produce": worker_produce, "paced": worker_paced, "consume": worker_consume}
 
 
+def broker_cpu_ms_per_1000(result: dict[str, Any]) -> float:
+    """The brokers' CPU milliseconds over a produce trial per 1,000 of its records."""
+    cpu = sum(float(s) for node, s in result["server_cpu_s"].items() if int(node) in BROKERS)
+    return round(1000 * cpu / (int(result["records"]) / 1000), 1)
+
+
 def run_worker(bench: Bench, kind: str, spec: dict[str, Any],
                timeout_s: float = 300) -> dict[str, Any]:
     """One worker process; its result with the server processes' CPU seconds over its run."""
@@ -185,14 +194,18 @@ def produce_phase(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
                     "transactional": arm == "transactional", "txn_records": args.txn_records,
                     "settings": arms[arm]}
             r = run_worker(bench, "produce", spec)
+            r["broker_cpu_ms_per_1000"] = broker_cpu_ms_per_1000(r)
             runs[arm].append(r)
             print(f"  {arm:>13}: {r['mb_s']:.1f} MB/s ({r['seconds']:.2f} s; server CPU s "
-                  f"{r['server_cpu_s']}; commit median {r['commit_ms_median']} ms)", flush=True)
+                  f"{r['server_cpu_s']}, brokers {r['broker_cpu_ms_per_1000']} ms per 1,000 "
+                  f"records; commit median {r['commit_ms_median']} ms)", flush=True)
     txn = statistics.median(r["mb_s"] for r in runs["transactional"])
     idem = statistics.median(r["mb_s"] for r in runs["idempotent"])
     return {"runs": runs, "settings": {k: v for k, v in arms.items()},
             "transactional_mb_s": spread([r["mb_s"] for r in runs["transactional"]]),
             "idempotent_mb_s": spread([r["mb_s"] for r in runs["idempotent"]]),
+            "broker_cpu_ms_per_1000": {arm: spread([r["broker_cpu_ms_per_1000"] for r in rs])
+                                       for arm, rs in runs.items()},
             "ratio": round(txn / idem, 3)}
 
 
