@@ -536,6 +536,57 @@ def throughput(bench: Bench, sampler: CpuSampler, args: argparse.Namespace
     return {"produce": runs, "consume": consume, "consume_no_backoff": no_backoff}
 
 
+def histogram(metrics: dict[str, float], name: str, labels: str = "") -> dict[float, float]:
+    """One histogram series of a scrape (Cluster.scrape): upper bound (s) -> cumulative
+    count. `labels`: the series' labels before `le`, as the exposition writes them."""
+    prefix = f"{name}_bucket{{{labels + ',' if labels else ''}le=\""
+    out = {}
+    for key, value in metrics.items():
+        if key.startswith(prefix):
+            bound = key[len(prefix):-2]
+            out[float("inf") if bound == "+Inf" else float(bound)] = value
+    return out
+
+
+def over(before: dict[float, float], after: dict[float, float], bound_s: float
+         ) -> tuple[int, int]:
+    """(observations between two scrapes, how many of them exceeded `bound_s`, a bucket
+    bound)."""
+    total = after.get(float("inf"), 0) - before.get(float("inf"), 0)
+    within = after.get(bound_s, 0) - before.get(bound_s, 0)
+    return int(total), int(total - within)
+
+
+class ServerSide:
+    """Where a paced run's slow acknowledgements were spent, from the brokers' own metrics
+    scraped around it: the leader's Produce requests answered later than 10 / 25 ms (decode
+    to answer: the wait for the followers included, the client's linger and the network
+    not), and each broker's event-loop stalls (kraft_event_loop_lag_seconds, a sample every
+    50 ms) of 10 ms or more. A slow ack with neither is the client or the machine's CPU."""
+
+    def __init__(self, bench: Bench, leader: int) -> None:
+        self.bench, self.leader = bench, leader
+        self.before = self._scrape()
+
+    def _scrape(self) -> dict[int, dict[str, float]]:
+        return {b: self.bench.cluster.scrape(b) for b in BROKERS}
+
+    def figures(self) -> dict[str, Any]:
+        after = self._scrape()
+        produce = "kraft_broker_request_latency_seconds"
+        label = 'api="Produce"'
+        lag = "kraft_event_loop_lag_seconds"
+        requests, over_10 = over(histogram(self.before[self.leader], produce, label),
+                                 histogram(after[self.leader], produce, label), 0.01)
+        _, over_25 = over(histogram(self.before[self.leader], produce, label),
+                          histogram(after[self.leader], produce, label), 0.025)
+        stalls = {f"node{b}": over(histogram(self.before[b], lag), histogram(after[b], lag),
+                                   0.01)[1] for b in BROKERS}
+        self.before = after
+        return {"leader_produce_requests": requests, "leader_produce_over_10ms": over_10,
+                "leader_produce_over_25ms": over_25, "loop_stalls_10ms": stalls}
+
+
 def latency(bench: Bench, sampler: CpuSampler, args: argparse.Namespace) -> dict[str, Any]:
     """The target's figure is linger.ms=5 (the issue's producer, and librdkafka's default);
     linger.ms=0 runs interleaved with it, a secondary row, to show how much of the latency is
@@ -543,23 +594,30 @@ def latency(bench: Bench, sampler: CpuSampler, args: argparse.Namespace) -> dict
     bench.create("latency", 1)
     runs: dict[str, list[dict[str, Any]]] = {"5": [], "0": []}
     settings = TARGETS["latency_p99_ms"]["settings"]
+    server = ServerSide(bench, bench.partitions("latency")[0]["leader"])
     for trial in range(args.trials):
         for linger in ("5", "0"):
+            server.figures()  # from here
             r = run_worker("paced", {"bootstrap": bench.bootstrap, "topic": "latency",
                                      "rate": args.rate, "seconds": args.seconds,
                                      "settings": {**settings, "linger.ms": int(linger)}})
+            side = server.figures()
             cpu = sampler.between(*r["window"])
             if r["errors"] or r["undelivered"]:
                 raise ClusterError(f"latency run: {r['errors'][:3]}, {r['undelivered']} "
                                    "undelivered")
             out = {**paced_figures(r), "achieved_rate": round(len(r["sent"]) / r["seconds"]),
-                   "server_cpu_pct": cpu, "client_cpu_pct": r["client_cpu_pct"]}
+                   "server_cpu_pct": cpu, "client_cpu_pct": r["client_cpu_pct"],
+                   "server_side": side}
             runs[linger].append(out)
             print(f"  latency linger.ms={linger} trial {trial + 1}: p50 {out['p50_ms']} ms, "
                   f"p99 {out['p99_ms']} ms, max {out['max_ms']} ms from the scheduled send "
                   f"(p99 {out['from_actual_send_p99_ms']} ms from the actual send) at "
                   f"{out['achieved_rate']} rec/s; CPU% servers {cpu}, client "
-                  f"{r['client_cpu_pct']}", flush=True)
+                  f"{r['client_cpu_pct']}; leader's Produce answers > 10 / 25 ms: "
+                  f"{side['leader_produce_over_10ms']} / {side['leader_produce_over_25ms']} "
+                  f"of {side['leader_produce_requests']}; loop stalls >= 10 ms "
+                  f"{side['loop_stalls_10ms']}", flush=True)
     return {"runs": runs["5"], "linger0": runs["0"]}
 
 

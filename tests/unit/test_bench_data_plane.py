@@ -106,6 +106,28 @@ def test_a_paced_client_waits_for_the_next_record_without_spinning(
     assert late[len(late) // 2] < 0.001, late[len(late) // 2]
 
 
+def _scrape(counts: dict[str, float], name: str, labels: str = "") -> dict[str, float]:
+    """A Cluster.scrape of one histogram series, as prometheus_client writes it."""
+    head = labels + "," if labels else ""
+    return {f'{name}_bucket{{{head}le="{le}"}}': value for le, value in counts.items()}
+
+
+def test_the_server_side_breakdown_counts_what_a_trial_added_above_a_bound() -> None:
+    name = "kraft_broker_request_latency_seconds"
+    label = 'api="Produce"'
+    before = {**_scrape({"0.005": 10, "0.01": 90, "0.025": 95, "+Inf": 100}, name, label),
+              **_scrape({"0.01": 7, "+Inf": 7}, name, 'api="FetchFollower"')}
+    after = _scrape({"0.005": 110, "0.01": 280, "0.025": 293, "+Inf": 300}, name, label)
+    b, a = dpb.histogram(before, name, label), dpb.histogram(after, name, label)
+    assert b == {0.005: 10, 0.01: 90, 0.025: 95, float("inf"): 100}
+    assert dpb.over(b, a, 0.01) == (200, 10)  # 190 of the 200 new ones within 10 ms
+    assert dpb.over(b, a, 0.025) == (200, 2)
+    lag = "kraft_event_loop_lag_seconds"
+    assert dpb.over(dpb.histogram(_scrape({"0.01": 40, "+Inf": 41}, lag), lag),
+                    dpb.histogram(_scrape({"0.01": 240, "+Inf": 243}, lag), lag),
+                    0.01) == (202, 2)
+
+
 def _results(consume: float, tuned: float) -> dict[str, Any]:
     def runs(mb_s: float) -> list[dict[str, float]]:
         return [{"mb_s": mb_s, "records_s": mb_s * 1000} for _ in range(3)]
