@@ -37,6 +37,7 @@ from tests.chaos.committed import (
     read_hw,
     read_node_log,
 )
+from tests.chaos.data import MIN_INSYNC, partition_states
 from tests.chaos.data_phase import DataPart, HealedData, campaign_timeouts
 from tests.chaos.faults import FaultFiles, Injector, find_leader
 from tests.chaos.node_events import read_events
@@ -234,6 +235,11 @@ class Campaign:
             self.t0 = t0
             injector = Injector(self.cluster, self.controllers, self.files, schedule, t0,
                                 self.say, refault_recovering=self.o.refault_recovering)
+            if self.o.producers:  # one fault, one recovery: also the data partitions'
+                states = AdminClient(self.servers(), cluster_id=self.cluster.cluster_id)
+                injector.service.data_partitions = \
+                    lambda: partition_states(states, self.data.topic)
+                injector.service.min_isr = MIN_INSYNC
             writers = [Writer(k, self.prefix, self.servers(), t0, stop, self.o.pace_s,
                               cluster_id=self.cluster.cluster_id)
                        for k in range(self.o.writers)]

@@ -107,6 +107,18 @@ def describe_partitions(client: AdminClient, topic: str) -> dict[int, tuple[int,
     return {p.partition_index: (p.leader, list(p.isr)) for p in t.partitions}
 
 
+def partition_states(client: AdminClient, topic: str) \
+        -> dict[int, tuple[list[int], list[int]]] | None:
+    """partition -> (replicas, ISR); None when the topic cannot be described now."""
+    try:
+        [t] = client.call("DescribeTopics", apb.DescribeTopicsRequest(names=[topic])).topics
+    except (CommandError, ValueError):
+        return None
+    if t.error_code:
+        return None
+    return {p.partition_index: (sorted(p.replicas), list(p.isr)) for p in t.partitions}
+
+
 def partition_replicas(client: AdminClient, topic: str) -> dict[int, list[int]]:
     """partition -> its replica set (brokers); empty when the topic cannot be described now."""
     try:

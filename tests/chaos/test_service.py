@@ -150,3 +150,25 @@ def test_no_controller_is_taken_down_while_another_is_not_back(tmp_path: Path) -
     injector.refault_recovering = False
     states[2] = "Follower"
     assert injector._not_back(3) is None
+
+
+def test_a_broker_waits_while_a_data_partition_it_holds_is_below_min_isr(
+        tmp_path: Path) -> None:
+    """Seed 726397: the three brokers killed in turn, each back and unfenced before its next
+    kill, while partition 0 (ISR [6], its last in-sync replica) never had a second replica back
+    between two kills. A broker is not taken down while a data partition it replicates cannot
+    take an acks=all write, whichever broker the earlier fault hit."""
+    states: dict[int, tuple[list[int], list[int]]] | None = {
+        0: ([4, 5, 6], [6]), 1: ([4, 5, 6], [4, 5, 6])}
+    service = Service({n: tmp_path / f"node-{n}.log" for n in (4, 5, 6, 7)}, lambda: {4, 5, 6})
+    assert service.not_back(6, True, None) is None  # no data topic yet: brokers alone
+    service.data_partitions = lambda: states
+    for broker in (4, 5, 6):  # none is recovering itself
+        assert service.not_back(broker, True, None) == (
+            f"broker {broker} waits: data partition 0 is recovering (ISR [6], "
+            "min.insync.replicas 2)")
+    assert service.not_back(7, True, None) is None  # holds none of them
+    states = {0: ([4, 5, 6], [6, 4]), 1: ([4, 5, 6], [4, 5, 6])}
+    assert service.not_back(6, True, None) is None
+    states = None
+    assert "unknown" in str(service.not_back(4, True, None))
