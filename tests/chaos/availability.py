@@ -93,6 +93,42 @@ def majority_up(replicas: Sequence[int], outages: Sequence[Outage], lo: float,
     return union(up)
 
 
+CUT_KINDS = ("partition", "isolate-leader")
+
+
+def quorum_up(controllers: Sequence[int], outages: Sequence[Outage],
+              faults: Sequence[FaultRecord], lo: float, hi: float) -> list[Span]:
+    """The spans of [lo, hi] in which a majority of `controllers` could elect and commit: not
+    killed, paused or stopped (`outages`), not cut off from the others' majority by a network
+    fault, not stalled by a full disk (a controller's appends wait for room). Without them no
+    ISR change, election or fencing can happen, whatever the brokers do: like a majority of a
+    partition's replicas, a precondition of availability, not part of what the bound allows."""
+    need = len(controllers) // 2 + 1
+    impaired: list[tuple[float, float, frozenset[int]]] = [
+        (o.start_s, hi if o.end_s is None else o.end_s, frozenset([o.node]))
+        for o in outages if o.node in controllers]
+    for record in faults:
+        if record.started_s is None or not record.targets:
+            continue
+        end = hi if record.ended_s is None else record.ended_s
+        if record.fault.kind == "disk-full":
+            impaired.append((record.started_s, end,
+                             frozenset(n for n in record.targets if n in controllers)))
+        elif record.fault.kind in CUT_KINDS:
+            side = [n for n in record.targets if n in controllers]
+            other = [n for n in controllers if n not in side]
+            minority = other if len(side) >= need else side
+            impaired.append((record.started_s, end, frozenset(minority)))
+    cuts = sorted({lo, hi, *(t for s, e, _ in impaired for t in (s, e) if lo < t < hi)})
+    up = []
+    for a, b in itertools.pairwise(cuts):
+        mid = (a + b) / 2
+        out = frozenset().union(*(nodes for s, e, nodes in impaired if s <= mid < e))
+        if len(controllers) - len(out) >= need:
+            up.append((a, b))
+    return union(up)
+
+
 _LEADER_EPOCH = re.compile(r" in epoch (\d+) ")
 _ISR_LIST = re.compile(r"(?:is now|\(ISR) \[([\d, ]*)\]")
 
@@ -273,11 +309,14 @@ class DataTimes:
 def check_availability(data: DataTimes, outages: Sequence[Outage],
                        faults: Sequence[FaultRecord], events: Sequence[NodeEvent],
                        bound_s: float | None, terms: Sequence[str],
+                       controllers: Sequence[int] = (),
+                       controller_outages: Sequence[Outage] = (),
                        ) -> tuple[Check, dict[str, object]]:
     """The check (every partition's longest window with a majority up within `bound_s`) and the
     report: one row per partition and the windows of REPORT_FROM_S or more, longest first.
     `bound_s` None: the bound does not apply to the campaign's fault model (the windows are
-    reported; only a partition never acknowledged fails)."""
+    reported; only a partition never acknowledged fails). With `controllers`, time without a
+    working majority of them (`quorum_up`) is not counted either."""
     name = "data: availability (longest window without an acknowledgement, majority up)"
     sending = union(data.sending)
     rows: list[dict[str, object]] = []
@@ -289,6 +328,9 @@ def check_availability(data: DataTimes, outages: Sequence[Outage],
         replicas, tp = data.replicas[p], f"{data.topic}-{p}"
         lo, hi = (sending[0][0], sending[-1][1]) if sending else (0.0, 0.0)
         up = majority_up(replicas, outages, lo, hi)
+        quorum = quorum_up(controllers, controller_outages, faults, lo, hi) if controllers \
+            else [(lo, hi)]
+        up = intersect(up, quorum)
         waiting = last_isr_down(replicas, committed_isrs(tp, events), outages, lo, hi)
         windows = partition_windows(p, data.acks.get(p, []), sending, up, waiting)
         worst = max(windows, key=lambda w: w.eligible_s, default=None)
@@ -301,6 +343,7 @@ def check_availability(data: DataTimes, outages: Sequence[Outage],
         row: dict[str, object] = {
             "partition": p, "replicas": replicas, "acks": len(data.acks.get(p, [])),
             "majorityUpS": round(measure(counted, lo, hi), 1),
+            "noControllerQuorumS": round(measure(subtract(sending, quorum), lo, hi), 1),
             "waitingForLastIsrS": round(measure(intersect(counted, waiting), lo, hi), 1),
             "windowsFrom3S": len(long),
             "longestS": None if worst is None else round(worst.eligible_s, 3),

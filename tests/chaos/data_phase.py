@@ -212,8 +212,10 @@ class DataPart:
         sending = [(p.started_s, p.stopped_s) for p in self.producers
                    if p.started_s is not None and p.stopped_s is not None]
         broker_outages = [o for o in outages if o.node in self.brokers]
+        controllers = sorted(n for n in self.cluster.nodes if n not in self.brokers)
         return check_availability(DataTimes(self.topic, self.replicas, acks, sending),
-                                  broker_outages, faults, events, bound_s, terms)
+                                  broker_outages, faults, events, bound_s, terms, controllers,
+                                  [o for o in outages if o.node in controllers])
 
     def counts(self) -> dict[str, object]:
         acked = [a for p in self.producers for a in p.acks]

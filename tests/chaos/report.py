@@ -185,15 +185,17 @@ def availability_lines(a: dict) -> list[str]:  # type: ignore[type-arg]
     limit = float("inf") if bound is None else bound
     head = "not applicable" if bound is None else f"{bound:g} s"
     lines = [f"availability: bound {head} ({'; '.join(a['boundTerms'])})",
-             "  partition  replicas   acks     majority up  waiting for the last ISR replica "
-             f"(by design)  windows >= {a['reportFromS']:g} s  longest (counted)  cause"]
+             "  partition  replicas   acks     majority up  no controller quorum  waiting for "
+             f"the last ISR replica (by design)  windows >= {a['reportFromS']:g} s  longest "
+             "(counted)  cause"]
     for row in a["partitions"]:
         w = row["longest"] or {}
         span = f"{w['startS']:.2f}-{w['endS']:.2f} s" if w else "-"
         longest = "-" if row["longestS"] is None else f"{row['longestS']:.2f} s"
         over = "  OVER THE BOUND" if w and w["withMajorityS"] > limit else ""
         lines.append(f"  {row['partition']:<10} {row['replicas']!s:<10} {row['acks']:<8} "
-                     f"{row['majorityUpS']:>8.1f} s  {row.get('waitingForLastIsrS', 0.0):>8.1f} s"
+                     f"{row['majorityUpS']:>8.1f} s  {row.get('noControllerQuorumS', 0.0):>12.1f} s"
+                     f"{'':<8}{row.get('waitingForLastIsrS', 0.0):>8.1f} s"
                      f"{'':<35}{row['windowsFrom3S']:<13} "
                      f"{longest} ({span}){over}  {w.get('cause', '-')}")
     for w in a["windows"][:10]:

@@ -23,6 +23,7 @@ from tests.chaos.availability import (
     last_isr_down,
     majority_up,
     measure,
+    quorum_up,
     subtract,
     union,
 )
@@ -120,6 +121,32 @@ def test_time_without_a_majority_does_not_count() -> None:
     assert row["longestS"] == pytest.approx(4.1)
     # Counted as up, the same window fails.
     assert not check_availability(_data(acks), [], [], [], 5.0, [])[0].ok
+
+
+def test_time_without_a_controller_majority_does_not_count() -> None:
+    """Seed 280946: the active controller isolated, the next one isolated, the third killed,
+    then a full disk beside an isolation: no majority of controllers could elect or commit,
+    so no ISR change or election could end the window. 13.1 s without an ack; controller 1
+    killed 19-30 s and a cut leaving controller 2 alone 20-30 s: 10 s without a quorum, 3.1 s
+    count. A full disk on a broker is not a controller's."""
+    acks = [i * 0.1 for i in range(190)] + [32.0 + i * 0.1 for i in range(300)]
+    cut = _record(1, "partition", [1, 3], 20.0, 30.0)
+    cut.other_side = [2, 4, 5, 6]
+    faults = [cut, _record(2, "disk-full", [4], 19.0, 31.0)]
+    controller_outages = [Outage(1, 19.0, 30.0, "killed")]
+    check, report = check_availability(_data(acks), [], faults, [], 5.0, [], [1, 2, 3],
+                                       controller_outages)
+    assert check.ok, check.summary
+    [row] = report["partitions"]  # type: ignore[misc]
+    assert row["longestS"] == pytest.approx(3.1) and row["noControllerQuorumS"] == 10.0
+    assert quorum_up([1, 2, 3], controller_outages, faults, 0.0, 62.0) == \
+        [(0.0, 20.0), (30.0, 62.0)]
+    # A full disk on controller 3 with 1 killed: no quorum either (19-30 s).
+    stalled = [_record(3, "disk-full", [3], 15.0, 40.0)]
+    assert quorum_up([1, 2, 3], controller_outages, stalled, 0.0, 62.0) == \
+        [(0.0, 19.0), (30.0, 62.0)]
+    # Without the controllers, the same window fails.
+    assert not check_availability(_data(acks), [], faults, [], 5.0, [])[0].ok
 
 
 def test_a_partition_never_acknowledged_fails() -> None:
