@@ -187,6 +187,16 @@ class Campaign:
                           "an active controller")
         return self.cluster.nodes[leader].endpoint
 
+    def _data_partitions(self) -> dict[int, tuple[list[int], list[int]]] | None:
+        """The data partitions' replicas and ISRs as the active controller holds them: another
+        node may answer from an older image (one just restarted and replaying, or cut off)."""
+        leader = find_leader(self.cluster, self.controllers)
+        if leader is None:
+            return None
+        client = AdminClient([self.cluster.nodes[leader].endpoint],
+                             cluster_id=self.cluster.cluster_id)
+        return partition_states(client, self.data.topic)
+
     def _timed(self, name: str, bound_s: float, condition: Callable[[], object],
                start: float, explain: Callable[[], str] | None = None) -> bool:
         """Wait for `condition` within `bound_s`; a liveness check either way (`explain`
@@ -236,9 +246,7 @@ class Campaign:
             injector = Injector(self.cluster, self.controllers, self.files, schedule, t0,
                                 self.say, refault_recovering=self.o.refault_recovering)
             if self.o.producers:  # one fault, one recovery: also the data partitions'
-                states = AdminClient(self.servers(), cluster_id=self.cluster.cluster_id)
-                injector.service.data_partitions = \
-                    lambda: partition_states(states, self.data.topic)
+                injector.service.data_partitions = self._data_partitions
                 injector.service.min_isr = MIN_INSYNC
             writers = [Writer(k, self.prefix, self.servers(), t0, stop, self.o.pace_s,
                               cluster_id=self.cluster.cluster_id)
