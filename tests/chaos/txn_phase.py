@@ -69,6 +69,9 @@ READ_S = 60.0
 # data-plane outages of the campaigns were about a minute (docs/chaos.md, "Availability").
 STALL_S = 120.0
 EOS_GROUP = "chaos-eos"
+# Input records per transaction of the app: it works off a backlog of ~130,000 after the heal
+# of a 900-s run within EOS_FINISH_S (at 50, ~550 records/s, it did not).
+EOS_BATCH = 500
 
 
 class Child:
@@ -263,7 +266,7 @@ class TxnPart:
     def _app_argv(self, stacks: Path) -> list[str]:
         return ["tests.integration.eos_app", self.cluster.bootstrap_servers(), self.eos_input,
                 str(self.eos_input_partitions), self.eos_topic, EOS_GROUP,
-                f"chaos{self.seed}-eos", str(stacks)]
+                f"chaos{self.seed}-eos", str(stacks), str(EOS_BATCH)]
 
     def _app_line(self, line: str) -> None:
         word = line.split(" ", 1)[0]

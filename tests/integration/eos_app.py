@@ -11,7 +11,8 @@ fails on purpose after writing, as the app's own processing error would, and is 
 same way. Run by tests/integration/test_transactions_eos.py as a process of its own so that a
 broker's kill -9 lands wherever the app happens to be:
 
-    python -m tests.integration.eos_app BOOTSTRAP INPUT PARTITIONS OUTPUT GROUP TXN_ID STACKS
+    python -m tests.integration.eos_app BOOTSTRAP INPUT PARTITIONS OUTPUT GROUP TXN_ID STACKS \
+        [BATCH]
 
 It prints `committed N` (N: the sum of the group's committed input offsets) after each
 commit, and `abort REASON` / `reinit REASON` on recovery; it stops once a line with the total
@@ -41,9 +42,10 @@ from confluent_kafka import (
 )
 
 T = TypeVar("T")
-# Up to this many input records per transaction: a backlog (the chaos campaign's app works
-# off ~130,000 records after the heal) is worked off at ~550 records/s with 50, faster with more.
-BATCH = 500
+# Up to this many input records per transaction (the BATCH argument): the chaos campaign passes
+# more, as its app works off a backlog of ~130,000 records after the heal (~550 records/s with
+# 50); the integration test keeps 50, so its few hundred records make FAIL_EVERY's aborts.
+BATCH = 50
 CALL_TIMEOUT_S = 30
 # Every FAIL_EVERY-th transaction fails after its records and offsets are written: the output
 # holds aborted records whichever way the broker kills go.
@@ -84,6 +86,7 @@ class App:
     def __init__(self, bootstrap: str, source: str, partitions: int, sink: str, group: str,
                  txn_id: str) -> None:
         self.bootstrap, self.sink, self.txn_id = bootstrap, sink, txn_id
+        self.batch = BATCH
         self.partitions = [TopicPartition(source, p) for p in range(partitions)]
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": group,
@@ -166,7 +169,8 @@ class App:
 
     def run(self, total: list[int]) -> None:
         while not total or self.done < total[0]:
-            batch = [m for m in self.consumer.consume(BATCH, timeout=0.2) if m.error() is None]
+            batch = [m for m in self.consumer.consume(self.batch, timeout=0.2)
+                     if m.error() is None]
             if not batch:
                 continue
             try:
@@ -184,15 +188,17 @@ class App:
 
 
 def main(argv: list[str]) -> int:
-    bootstrap, source, partitions, sink, group, txn_id, stacks = argv
+    bootstrap, source, partitions, sink, group, txn_id, stacks, *batch = argv
     with open(stacks, "w") as stacks_file:
         faulthandler.register(signal.SIGUSR1, stacks_file, all_threads=True)
-        return run(bootstrap, source, partitions, sink, group, txn_id)
+        return run(bootstrap, source, partitions, sink, group, txn_id,
+                   int(batch[0]) if batch else BATCH)
 
 
 def run(bootstrap: str, source: str, partitions: str, sink: str, group: str,
-        txn_id: str) -> int:
+        txn_id: str, batch: int = BATCH) -> int:
     app = App(bootstrap, source, int(partitions), sink, group, txn_id)
+    app.batch = batch
     total: list[int] = []
 
     def read_total() -> None:
