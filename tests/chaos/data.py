@@ -121,11 +121,7 @@ def partition_states(client: AdminClient, topic: str) \
 
 def partition_replicas(client: AdminClient, topic: str) -> dict[int, list[int]]:
     """partition -> its replica set (brokers); empty when the topic cannot be described now."""
-    try:
-        [t] = client.call("DescribeTopics", apb.DescribeTopicsRequest(names=[topic])).topics
-    except (CommandError, ValueError):
-        return {}
-    return {} if t.error_code else {p.partition_index: sorted(p.replicas) for p in t.partitions}
+    return {p: replicas for p, (replicas, _) in (partition_states(client, topic) or {}).items()}
 
 
 @dataclass
